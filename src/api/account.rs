@@ -1,0 +1,141 @@
+//! `GET /v1/me`, `GET /v1/models` and the interface map `GET /`.
+
+use poem_openapi::payload::Json;
+use poem_openapi::{Object, OpenApi};
+
+use super::ApiTags;
+use super::error::ApiError;
+use super::security::ApiAuth;
+use crate::render::{Model, Ratio};
+use crate::state::AppState;
+
+/// The caller's profile.
+#[derive(Object, Debug)]
+pub struct Profile {
+    pub ok: bool,
+    /// `usr_` + 16 hex digits.
+    pub user_id: String,
+    pub email: String,
+    pub name: String,
+    /// Credit balance.
+    pub balance: i64,
+    /// PRO users get pictures without a watermark.
+    pub pro: bool,
+    /// Generations allowed per UTC day.
+    pub daily_limit: u32,
+    /// Generations charged today (UTC).
+    pub daily_used: u32,
+    /// The active (queued or running) job, if any.
+    pub active_job: Option<String>,
+}
+
+/// One model with its current price.
+#[derive(Object, Debug)]
+pub struct ModelView {
+    /// Id to send as `model`.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// Names accepted for this model (case-insensitive).
+    pub aliases: Vec<String>,
+    /// Credits per generation.
+    pub price: u32,
+    /// Long side of the output in pixels.
+    pub long_side: u32,
+}
+
+#[derive(Object, Debug)]
+pub struct ModelList {
+    pub ok: bool,
+    pub models: Vec<ModelView>,
+    /// Credits per edit.
+    pub edit_price: u32,
+    /// Accepted values of `ratio`.
+    pub ratios: Vec<String>,
+}
+
+/// One operation of the interface.
+#[derive(Object, Debug, Clone)]
+pub struct EndpointInfo {
+    pub method: String,
+    /// Absolute path, e.g. `/api/pictor/v1/generate`.
+    pub path: String,
+    pub summary: String,
+    /// Whether an API key is required.
+    pub auth: bool,
+}
+
+/// Map of the interface.
+#[derive(Object, Debug, Clone)]
+pub struct ApiMap {
+    pub ok: bool,
+    pub name: String,
+    pub version: String,
+    /// The OpenAPI document.
+    pub openapi_url: String,
+    /// The interactive documentation page.
+    pub docs_url: String,
+    pub endpoints: Vec<EndpointInfo>,
+}
+
+pub struct AccountApi {
+    pub map: ApiMap,
+}
+
+#[OpenApi(tag = "ApiTags::Account")]
+impl AccountApi {
+    /// Your profile
+    ///
+    /// Balance, PRO flag, daily photo limit and usage, and the active job.
+    #[oai(path = "/v1/me", method = "get", operation_id = "me")]
+    async fn me(&self, auth: ApiAuth, state: poem::web::Data<&AppState>) -> Result<Json<Profile>, ApiError> {
+        let user = auth.0.user;
+        let now = state.clock.now();
+        let settings = state.store.settings()?;
+        let daily_used = state.store.daily_used(user.id, now)?;
+        let active_job = state.store.active_job(user.id)?;
+        Ok(Json(Profile {
+            ok: true,
+            user_id: user.user_id().to_string(),
+            email: user.email.clone(),
+            name: user.name.clone(),
+            balance: user.balance,
+            pro: user.pro,
+            daily_limit: settings.daily_limit_for(user.pro, user.daily_limit),
+            daily_used,
+            active_job: active_job.map(|j| j.to_string()),
+        }))
+    }
+
+    /// Models and prices
+    ///
+    /// The three models with their display names, aliases and current prices. No key needed.
+    #[oai(path = "/v1/models", method = "get", operation_id = "models")]
+    async fn models(&self, state: poem::web::Data<&AppState>) -> Result<Json<ModelList>, ApiError> {
+        let settings = state.store.settings()?;
+        Ok(Json(ModelList {
+            ok: true,
+            models: Model::ALL
+                .into_iter()
+                .map(|m| ModelView {
+                    id: m.id().into(),
+                    name: m.display_name().into(),
+                    aliases: m.aliases().iter().map(|a| a.to_string()).collect(),
+                    price: settings.price(m),
+                    long_side: m.long_side(),
+                })
+                .collect(),
+            edit_price: settings.price_edit,
+            ratios: Ratio::ALL.iter().map(|r| r.as_str().to_string()).collect(),
+        }))
+    }
+
+    /// Map of the interface
+    ///
+    /// Every endpoint with its method, path and summary, plus links to the OpenAPI document and
+    /// the documentation page. No key needed.
+    #[oai(path = "/", method = "get", operation_id = "index")]
+    async fn index(&self) -> Json<ApiMap> {
+        Json(self.map.clone())
+    }
+}

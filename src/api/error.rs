@@ -1,0 +1,234 @@
+//! The image API's one error shape, `{ok: false, error_code, error}`, and the conversion of every
+//! escape path (extractor failures, unknown routes, oversized bodies) into it.
+
+use poem::error::{MethodNotAllowedError, NotFoundError, ReadBodyError, ResponseError};
+use poem::http::StatusCode;
+use poem::{IntoResponse, Response};
+use poem_openapi::error::{
+    AuthorizationError, ContentTypeError, ParseMultipartError, ParseParamError, ParsePathError,
+    ParseRequestPayloadError,
+};
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, Object};
+use tracing::error;
+
+/// Stable `error_code` values (part of the API; never renamed).
+pub mod codes {
+    pub const UNAUTHORIZED: &str = "unauthorized";
+    pub const BANNED: &str = "banned";
+    pub const INSUFFICIENT_CREDITS: &str = "insufficient_credits";
+    pub const JOB_BUSY: &str = "job_busy";
+    pub const INVALID_PROMPT: &str = "invalid_prompt";
+    pub const INVALID_MODEL: &str = "invalid_model";
+    pub const INVALID_RATIO: &str = "invalid_ratio";
+    pub const INVALID_IMAGE: &str = "invalid_image";
+    pub const IMAGE_TOO_LARGE: &str = "image_too_large";
+    pub const JOB_NOT_FOUND: &str = "job_not_found";
+    /// Not in the seed: a malformed request that no field-specific code describes
+    /// (not JSON, wrong type of `enhance`/`seed`, `wait` out of range).
+    pub const INVALID_REQUEST: &str = "invalid_request";
+    /// Not in the seed: no such route.
+    pub const NOT_FOUND: &str = "not_found";
+    /// Not in the seed: the route exists with another method.
+    pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
+    /// Not in the seed: a fault on the server (details are logged, not sent).
+    pub const INTERNAL: &str = "internal_error";
+}
+
+/// Error body of every failed request.
+#[derive(Object, Debug, Clone)]
+pub struct ErrorBody {
+    /// Always `false`.
+    pub ok: bool,
+    /// Machine-readable cause, e.g. `invalid_prompt`.
+    pub error_code: String,
+    /// Human-readable message.
+    pub error: String,
+}
+
+/// Every error response of the image API.
+#[derive(ApiResponse, Debug)]
+pub enum ApiError {
+    /// `invalid_prompt`, `invalid_model`, `invalid_ratio`, `invalid_image` or `invalid_request`.
+    #[oai(status = 400)]
+    BadRequest(Json<ErrorBody>),
+    /// `unauthorized`: the API key is missing, malformed or unknown.
+    #[oai(status = 401)]
+    Unauthorized(Json<ErrorBody>),
+    /// `insufficient_credits`: the balance does not cover the price (no job is created).
+    #[oai(status = 402)]
+    PaymentRequired(Json<ErrorBody>),
+    /// `banned`: the account is blocked.
+    #[oai(status = 403)]
+    Forbidden(Json<ErrorBody>),
+    /// `job_not_found`: no such job, or it belongs to another user.
+    #[oai(status = 404)]
+    NotFound(Json<ErrorBody>),
+    /// `job_busy`: the user already has an active job.
+    #[oai(status = 409)]
+    Conflict(Json<ErrorBody>),
+    /// `image_too_large`: the upload (or the request body) is over 20 MiB.
+    #[oai(status = 413)]
+    TooLarge(Json<ErrorBody>),
+    /// `internal_error`: a fault on the server.
+    #[oai(status = 500)]
+    Internal(Json<ErrorBody>),
+}
+
+fn status_of(code: &str) -> StatusCode {
+    match code {
+        codes::UNAUTHORIZED => StatusCode::UNAUTHORIZED,
+        codes::BANNED => StatusCode::FORBIDDEN,
+        codes::INSUFFICIENT_CREDITS => StatusCode::PAYMENT_REQUIRED,
+        codes::JOB_BUSY => StatusCode::CONFLICT,
+        codes::IMAGE_TOO_LARGE => StatusCode::PAYLOAD_TOO_LARGE,
+        codes::JOB_NOT_FOUND | codes::NOT_FOUND => StatusCode::NOT_FOUND,
+        codes::METHOD_NOT_ALLOWED => StatusCode::METHOD_NOT_ALLOWED,
+        codes::INTERNAL => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::BAD_REQUEST,
+    }
+}
+
+impl ApiError {
+    pub fn new(code: &'static str, message: impl Into<String>) -> ApiError {
+        let body = Json(ErrorBody {
+            ok: false,
+            error_code: code.to_string(),
+            error: message.into(),
+        });
+        match status_of(code) {
+            StatusCode::UNAUTHORIZED => ApiError::Unauthorized(body),
+            StatusCode::PAYMENT_REQUIRED => ApiError::PaymentRequired(body),
+            StatusCode::FORBIDDEN => ApiError::Forbidden(body),
+            StatusCode::NOT_FOUND => ApiError::NotFound(body),
+            StatusCode::CONFLICT => ApiError::Conflict(body),
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::TooLarge(body),
+            StatusCode::INTERNAL_SERVER_ERROR => ApiError::Internal(body),
+            _ => ApiError::BadRequest(body),
+        }
+    }
+
+    /// A server fault: the detail goes to the log, the client gets a generic message.
+    pub fn internal(detail: impl std::fmt::Display) -> ApiError {
+        error!(error = %detail, "internal error");
+        ApiError::new(codes::INTERNAL, "internal server error")
+    }
+}
+
+/// An API error raised inside an extractor (auth, body parsing), carried through `poem::Error`
+/// and turned back into the JSON body by [`error_response`].
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiFailure {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiFailure {
+    pub fn new(code: &'static str, message: impl Into<String>) -> ApiFailure {
+        ApiFailure { code, message: message.into() }
+    }
+}
+
+impl ResponseError for ApiFailure {
+    fn status(&self) -> StatusCode {
+        status_of(self.code)
+    }
+
+    fn as_response(&self) -> Response {
+        json_response(self.code, &self.message)
+    }
+}
+
+pub fn json_response(code: &'static str, message: &str) -> Response {
+    let mut resp = ApiError::new(code, message).into_response();
+    resp.set_status(status_of(code));
+    resp
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> Self {
+        ApiError::internal(e)
+    }
+}
+
+impl From<crate::auth::AuthError> for ApiFailure {
+    fn from(e: crate::auth::AuthError) -> Self {
+        match e {
+            crate::auth::AuthError::Unauthorized => ApiFailure::new(
+                codes::UNAUTHORIZED,
+                "missing or invalid API key: send `Authorization: Bearer vx_…` or `X-API-Key: vx_…`",
+            ),
+            crate::auth::AuthError::Banned => ApiFailure::new(codes::BANNED, "the account is blocked"),
+            crate::auth::AuthError::Store(e) => {
+                error!(error = %e, "store error during authentication");
+                ApiFailure::new(codes::INTERNAL, "internal server error")
+            }
+        }
+    }
+}
+
+/// Turns any error that escaped a handler or extractor into the JSON error body. `path` picks
+/// the code for unparseable bodies (`invalid_image` on the edit route, `invalid_request` elsewhere).
+pub fn error_response(err: poem::Error, path: &str) -> Response {
+    if let Some(f) = err.downcast_ref::<ApiFailure>() {
+        return f.as_response();
+    }
+    if err.is_from_response() {
+        let resp = err.into_response();
+        let is_json = resp
+            .headers()
+            .get(poem::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        if is_json {
+            return resp;
+        }
+        return generic(resp.status(), "request failed");
+    }
+    let edit = path.ends_with("/v1/edit");
+    if err.is::<NotFoundError>() {
+        return json_response(codes::NOT_FOUND, "no such endpoint; see /api/pictor/ for the map");
+    }
+    if err.is::<MethodNotAllowedError>() {
+        return json_response(codes::METHOD_NOT_ALLOWED, "this endpoint does not accept that method");
+    }
+    if err.is::<AuthorizationError>() {
+        return json_response(
+            codes::UNAUTHORIZED,
+            "missing API key: send `Authorization: Bearer vx_…` or `X-API-Key: vx_…`",
+        );
+    }
+    if let Some(ReadBodyError::PayloadTooLarge) = err.downcast_ref::<ReadBodyError>() {
+        return json_response(codes::IMAGE_TOO_LARGE, "the request body is over 20 MiB");
+    }
+    if err.is::<ContentTypeError>() {
+        return if edit {
+            json_response(codes::INVALID_IMAGE, "send the photo as multipart/form-data (field `image`, `photo` or `file`) with a `prompt` field")
+        } else {
+            json_response(codes::INVALID_REQUEST, "send the body as JSON with `Content-Type: application/json`")
+        };
+    }
+    if err.is::<ParseMultipartError>() || (edit && err.is::<ParseRequestPayloadError>()) {
+        return json_response(codes::INVALID_IMAGE, format!("could not read the multipart body: {err}").as_str());
+    }
+    if err.is::<ParseRequestPayloadError>() || err.is::<ParseParamError>() || err.is::<ParsePathError>() {
+        return json_response(codes::INVALID_REQUEST, &err.to_string());
+    }
+    generic(err.status(), &err.to_string())
+}
+
+fn generic(status: StatusCode, message: &str) -> Response {
+    if status.is_server_error() {
+        error!(status = %status, error = message, "unhandled server error");
+        json_response(codes::INTERNAL, "internal server error")
+    } else if status == StatusCode::NOT_FOUND {
+        json_response(codes::NOT_FOUND, "not found")
+    } else if status == StatusCode::PAYLOAD_TOO_LARGE {
+        json_response(codes::IMAGE_TOO_LARGE, "the request body is over 20 MiB")
+    } else {
+        let mut resp = json_response(codes::INVALID_REQUEST, message);
+        resp.set_status(status);
+        resp
+    }
+}

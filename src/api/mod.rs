@@ -1,0 +1,181 @@
+//! The image API of seed 000 under `/api/pictor/`: generate, edit, jobs, me, models, the map,
+//! the generated OpenAPI document and its interactive page.
+
+pub mod account;
+pub mod body;
+pub mod error;
+pub mod images;
+pub mod jobs;
+pub mod security;
+
+use poem::http::Method;
+use poem::{Endpoint, EndpointExt, IntoEndpoint, IntoResponse, Request, Response, Route};
+use poem_openapi::{OpenApiService, Tags};
+use serde_json::Value;
+
+use self::account::{AccountApi, ApiMap, EndpointInfo};
+use self::error::{codes, error_response, json_response};
+use self::images::ImagesApi;
+use self::jobs::JobsApi;
+
+/// Longest prompt or instruction, in characters.
+pub const MAX_PROMPT_CHARS: usize = 4000;
+/// Largest photo accepted by `/v1/edit`: 20 MiB.
+pub const MAX_IMAGE_BYTES: usize = 20 * 1024 * 1024;
+/// Largest request body: the photo plus room for the multipart framing and the prompt.
+pub const MAX_BODY_BYTES: usize = MAX_IMAGE_BYTES + 256 * 1024;
+
+pub const PREFIX: &str = "/api/pictor";
+
+#[derive(Tags)]
+pub enum ApiTags {
+    /// Create generation and edit jobs.
+    Images,
+    /// Poll jobs.
+    Jobs,
+    /// Profile, models and the interface map.
+    Account,
+}
+
+type Apis = (ImagesApi, JobsApi, AccountApi);
+
+fn service(public_url: &str, map: ApiMap) -> OpenApiService<Apis, ()> {
+    OpenApiService::new((ImagesApi, JobsApi, AccountApi { map }), "Pictor image API", env!("CARGO_PKG_VERSION"))
+        .description(include_str!("../../assets/api-description.md"))
+        .server(format!("{public_url}{PREFIX}"))
+}
+
+/// Builds the map of the interface from the OpenAPI document itself, so it cannot drift.
+fn build_map(spec: &str, public_url: &str) -> ApiMap {
+    let mut endpoints = Vec::new();
+    if let Ok(Value::Object(doc)) = serde_json::from_str::<Value>(spec)
+        && let Some(Value::Object(paths)) = doc.get("paths")
+    {
+        for (path, ops) in paths {
+            let Value::Object(ops) = ops else { continue };
+            for (method, op) in ops {
+                endpoints.push(EndpointInfo {
+                    method: method.to_uppercase(),
+                    path: format!("{PREFIX}{path}"),
+                    summary: op.get("summary").and_then(Value::as_str).unwrap_or_default().to_string(),
+                    auth: op.get("security").and_then(Value::as_array).is_some_and(|a| !a.is_empty()),
+                });
+            }
+        }
+    }
+    for (method, path, summary) in [
+        ("GET", "/api/pictor/openapi.json", "The OpenAPI 3 document of this interface"),
+        ("GET", "/api/pictor/docs", "Interactive documentation page"),
+        ("GET", "/files/{name}.png", "A finished picture (direct, unguessable link from `photo_url`)"),
+    ] {
+        endpoints.push(EndpointInfo { method: method.into(), path: path.into(), summary: summary.into(), auth: false });
+    }
+    ApiMap {
+        ok: true,
+        name: "Pictor image API".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        openapi_url: format!("{public_url}{PREFIX}/openapi.json"),
+        docs_url: format!("{public_url}{PREFIX}/docs"),
+        endpoints,
+    }
+}
+
+/// The OpenAPI document as served (used by the drift test and `pictor openapi`).
+pub fn spec(public_url: &str) -> String {
+    let map = build_map(&service(public_url, placeholder_map()).spec(), public_url);
+    service(public_url, map).spec()
+}
+
+fn placeholder_map() -> ApiMap {
+    ApiMap { ok: true, name: String::new(), version: String::new(), openapi_url: String::new(), docs_url: String::new(), endpoints: vec![] }
+}
+
+/// All routes under `/api/pictor` (absolute paths), with body limits and JSON errors.
+pub fn routes(public_url: &str) -> impl Endpoint<Output = Response> + use<> {
+    let map = build_map(&service(public_url, placeholder_map()).spec(), public_url);
+    let api = service(public_url, map);
+    let spec = api.spec_endpoint();
+    let docs = api.swagger_ui();
+    Route::new()
+        .at(format!("{PREFIX}/openapi.json"), spec)
+        .nest(format!("{PREFIX}/docs"), docs)
+        .nest(PREFIX, api)
+        .around(|ep, req| async move { Ok(guard(ep, req).await) })
+}
+
+/// Bodies larger than this are not drained before the 413 (the connection is just closed).
+const DRAIN_CAP: u64 = 64 * 1024 * 1024;
+/// A body that sends nothing for this long is abandoned (slow-body defence).
+const BODY_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+enum BodyRead {
+    Ok(Vec<u8>),
+    TooLarge,
+    Failed(String),
+}
+
+/// Reads the body up to [`MAX_BODY_BYTES`]. Past the limit it keeps reading and discarding (up to
+/// [`DRAIN_CAP`]) so the client, still sending, gets to read the 413 instead of a broken pipe.
+async fn read_limited(body: poem::Body) -> BodyRead {
+    use futures_util::StreamExt;
+    let mut stream = std::pin::pin!(body.into_bytes_stream());
+    let mut buf = Vec::new();
+    let mut total: u64 = 0;
+    loop {
+        let next = match tokio::time::timeout(BODY_IDLE_TIMEOUT, stream.next()).await {
+            Ok(next) => next,
+            Err(_) => return BodyRead::Failed("the request body stalled (nothing received for 30 s)".into()),
+        };
+        let Some(chunk) = next else { break };
+        let chunk = match chunk {
+            Ok(c) => c,
+            Err(e) => return BodyRead::Failed(format!("could not read the request body: {e}")),
+        };
+        total += chunk.len() as u64;
+        if total > DRAIN_CAP {
+            return BodyRead::TooLarge;
+        }
+        if total <= MAX_BODY_BYTES as u64 {
+            buf.extend_from_slice(&chunk);
+        }
+    }
+    if total > MAX_BODY_BYTES as u64 { BodyRead::TooLarge } else { BodyRead::Ok(buf) }
+}
+
+/// Body limit + uniform JSON errors for everything under `/api/pictor`.
+async fn guard<E: Endpoint>(ep: std::sync::Arc<E>, mut req: Request) -> Response {
+    let path = req.uri().path().to_string();
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let declared = req
+            .headers()
+            .get(poem::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > DRAIN_CAP) {
+            return too_large();
+        }
+        // Chunked bodies have no length up front: both kinds are read with a cap, so both get the JSON 413.
+        match read_limited(req.take_body()).await {
+            BodyRead::Ok(bytes) => req.set_body(bytes),
+            BodyRead::TooLarge => return too_large(),
+            BodyRead::Failed(message) => return json_response(codes::INVALID_REQUEST, &message),
+        }
+    }
+    match ep.call(req).await {
+        Ok(resp) => resp.into_response(),
+        Err(err) => error_response(err, &path),
+    }
+}
+
+/// 413 for a body we stopped reading: the connection is closed after the answer, since the rest
+/// of the body may still be in flight and the connection cannot be reused.
+fn too_large() -> Response {
+    let mut resp = json_response(codes::IMAGE_TOO_LARGE, "the request body is over 20 MiB");
+    resp.headers_mut().insert(poem::http::header::CONNECTION, poem::http::HeaderValue::from_static("close"));
+    resp
+}
+
+/// JSON 404 for paths outside every route.
+pub fn not_found() -> impl IntoEndpoint {
+    poem::endpoint::make_sync(|_| json_response(codes::NOT_FOUND, "no such endpoint; see /api/pictor/ for the map"))
+}

@@ -1,0 +1,74 @@
+//! The local admin channel: a loopback-only HTTP listener, separate from the public one, that
+//! runs `ops::execute` for the CLI while the server holds the store open. Its address and a
+//! random token are written to `<data>/admin.json`, readable by the owner only.
+
+use std::path::Path;
+
+use poem::http::StatusCode;
+use poem::web::{Data, Json};
+use poem::{EndpointExt, IntoResponse, Request, Response, Route, handler, post};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use subtle::ConstantTimeEq;
+
+use crate::ops::{self, AdminRequest, OpError};
+use crate::state::AppState;
+
+/// Contents of `admin.json`. No `Debug`: it holds the token.
+#[derive(Serialize, Deserialize)]
+pub struct AdminFile {
+    pub url: String,
+    pub token: String,
+    pub pid: u32,
+}
+
+#[derive(Clone)]
+struct AdminToken(String);
+
+#[handler]
+async fn exec(req: &Request, token: Data<&AdminToken>, state: Data<&AppState>, body: Json<AdminRequest>) -> Response {
+    let presented = req
+        .headers()
+        .get(poem::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    if !bool::from(presented.as_bytes().ct_eq(token.0.0.as_bytes())) {
+        return (StatusCode::UNAUTHORIZED, Json(json!({"ok": false, "error": "bad admin token"}))).into_response();
+    }
+    let request = body.0;
+    let now = state.clock.now();
+    match state.store.call(move |s| Ok::<_, crate::store::StoreError>(ops::execute(s, request, now))).await {
+        Ok(Ok(value)) => Json(json!({"ok": true, "result": value})).into_response(),
+        Ok(Err(OpError::Invalid(m))) => (StatusCode::BAD_REQUEST, Json(json!({"ok": false, "error": m}))).into_response(),
+        Ok(Err(OpError::Store(e))) | Err(e) => {
+            tracing::error!(error = %e, "admin operation failed");
+            (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"ok": false, "error": e.to_string()}))).into_response()
+        }
+    }
+}
+
+pub fn routes(state: AppState, token: String) -> impl poem::Endpoint + use<> {
+    Route::new().at("/admin/v1/exec", post(exec)).data(AdminToken(token)).data(state)
+}
+
+/// Writes `admin.json` with owner-only permissions (created that way, never widened).
+pub fn write_file(path: &Path, file: &AdminFile) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec_pretty(file).map_err(std::io::Error::other)?;
+    let tmp = path.with_extension("json.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    {
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        use std::io::Write;
+        let mut f = opts.open(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}

@@ -1,0 +1,170 @@
+//! Assembles the server: opens the store, starts the job engine, builds the routes (image API,
+//! files, admin channel), binds, serves, and shuts down gracefully.
+
+pub mod admin;
+pub mod files;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::{EndpointExt, Route, get};
+use rand::RngExt;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::jobs::{EngineOptions, JobEngine};
+use crate::render::{RenderPool, Renderer};
+use crate::state::AppState;
+use crate::store::{Store, StoreError};
+
+pub struct Server;
+
+/// A running server. `shutdown` stops it gracefully; dropping it leaves it running.
+pub struct ServerHandle {
+    pub local_addr: SocketAddr,
+    /// Base URL clients use (the public URL).
+    pub base_url: String,
+    pub state: AppState,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+fn create_private_dir(path: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+impl Server {
+    /// Opens the data dir, resumes unfinished jobs, binds `config.listen` and starts serving.
+    pub async fn start(config: Config, renderer: Arc<dyn Renderer>, clock: Clock) -> anyhow::Result<ServerHandle> {
+        for dir in [config.data_dir.clone(), config.images_dir(), config.sources_dir()] {
+            create_private_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        let db_path = config.db_path();
+        let store = tokio::task::spawn_blocking(move || Store::open(&db_path))
+            .await?
+            .map_err(|e| match e {
+                StoreError::AlreadyOpen => anyhow::anyhow!(
+                    "{} is in use: another Pictor is already running with this data folder",
+                    config.db_path().display()
+                ),
+                other => anyhow::anyhow!(other),
+            })?;
+
+        let acceptor = TcpListener::bind(config.listen)
+            .into_acceptor()
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let local_addr = acceptor
+            .local_addr()
+            .first()
+            .and_then(|a| a.as_socket_addr().copied())
+            .context("listener has no address")?;
+        let public_url = config
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{local_addr}"))
+            .trim_end_matches('/')
+            .to_string();
+
+        let engine = JobEngine::new(
+            store.clone(),
+            renderer,
+            clock.clone(),
+            EngineOptions {
+                images_dir: config.images_dir(),
+                sources_dir: config.sources_dir(),
+                render_workers: config.render_workers,
+                queue_size: config.queue_size,
+                queue_timeout: config.queue_timeout,
+            },
+        );
+        let state = AppState {
+            decode_pool: RenderPool::new(config.decode_workers),
+            config: Arc::new(config),
+            store,
+            jobs: engine.clone(),
+            clock,
+            public_url: public_url.clone().into(),
+        };
+
+        let resumed = engine.resume().await?;
+        if resumed > 0 {
+            info!(jobs = resumed, "resumed unfinished jobs");
+        }
+
+        // Admin channel on loopback, separate from the public listener.
+        let admin_token = hex::encode(rand::rng().random::<[u8; 32]>());
+        let admin_acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await?;
+        let admin_addr = admin_acceptor
+            .local_addr()
+            .first()
+            .and_then(|a| a.as_socket_addr().copied())
+            .context("admin listener has no address")?;
+        let admin_path = state.config.admin_file();
+        admin::write_file(
+            &admin_path,
+            &admin::AdminFile { url: format!("http://{admin_addr}"), token: admin_token.clone(), pid: std::process::id() },
+        )
+        .with_context(|| format!("cannot write {}", admin_path.display()))?;
+
+        let app = Route::new()
+            .nest_no_strip("/api/pictor", crate::api::routes(&public_url))
+            .at("/files/:name", get(files::get_file))
+            .nest("/", crate::api::not_found())
+            .data(state.clone());
+        let admin_app = admin::routes(state.clone(), admin_token);
+
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let (admin_stop_tx, admin_stop_rx) = oneshot::channel::<()>();
+        let engine_for_stop = engine.clone();
+        let task = tokio::spawn(async move {
+            let admin_task = tokio::spawn(async move {
+                let _ = poem::Server::new_with_acceptor(admin_acceptor)
+                    .run_with_graceful_shutdown(admin_app, async { let _ = admin_stop_rx.await; }, Some(Duration::from_secs(2)))
+                    .await;
+            });
+            let result = poem::Server::new_with_acceptor(acceptor)
+                .run_with_graceful_shutdown(app, async { let _ = stop_rx.await; }, Some(Duration::from_secs(5)))
+                .await;
+            if let Err(e) = result {
+                warn!(error = %e, "server stopped with an error");
+            }
+            let _ = admin_stop_tx.send(());
+            let _ = admin_task.await;
+            let _ = std::fs::remove_file(&admin_path);
+            if !engine_for_stop.drain(Duration::from_secs(10)).await {
+                warn!("jobs still running at shutdown; they resume at the next start");
+            }
+        });
+        info!(%local_addr, %public_url, "pictor listening");
+        Ok(ServerHandle { local_addr, base_url: public_url, state, stop: Some(stop_tx), task })
+    }
+}
+
+impl ServerHandle {
+    /// Stops accepting, lets in-flight requests and renders finish (bounded), then returns.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+
+    /// Waits until the server stops by itself (it does not, unless shut down).
+    pub async fn wait(&mut self) {
+        let _ = (&mut self.task).await;
+    }
+}

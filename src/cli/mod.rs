@@ -1,0 +1,296 @@
+//! The command line: `pictor [serve]` and the admin commands. Admin commands run through the
+//! running server's admin channel when the store is locked by it, and directly on the file
+//! otherwise; both paths call `ops::execute`.
+
+mod remote;
+pub mod serve;
+
+use std::io::BufRead;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use serde_json::Value;
+
+use crate::clock::Clock;
+use crate::config;
+use crate::ops::{self, AdminRequest, OpError};
+use crate::store::{Store, StoreError};
+
+#[derive(Parser, Debug)]
+#[command(name = "pictor", version, about = "Self-hosted image generation service and sign-in provider")]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// Data folder (the store file, pictures, uploads). Default: the OS data folder.
+    #[arg(long, env = "PICTOR_DATA_DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// Serve options, when no subcommand is given (`pictor` = `pictor serve`).
+    #[command(flatten)]
+    pub serve: serve::ServeArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the server (the default).
+    Serve(serve::ServeArgs),
+    /// Manage users.
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Manage credits.
+    #[command(subcommand)]
+    Credits(CreditsCommand),
+    /// Manage API keys.
+    #[command(subcommand)]
+    Key(KeyCommand),
+    /// Show or change operator settings (prices, daily limits).
+    #[command(subcommand)]
+    Settings(SettingsCommand),
+    /// Print the OpenAPI document of the image API.
+    Openapi {
+        /// Base URL to put in the document's `servers`.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        public_url: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum UserCommand {
+    /// Create a user.
+    Add {
+        #[arg(long)]
+        email: String,
+        #[arg(long)]
+        name: Option<String>,
+        /// Read the password from the first line of standard input.
+        #[arg(long)]
+        password_stdin: bool,
+        #[arg(long)]
+        admin: bool,
+        #[arg(long)]
+        pro: bool,
+        /// Starting credits.
+        #[arg(long, default_value_t = 0)]
+        credits: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a user's PRO flag, ban, admin flag or daily limit.
+    Update {
+        #[arg(long)]
+        email: String,
+        #[arg(long)]
+        pro: Option<bool>,
+        #[arg(long)]
+        banned: Option<bool>,
+        #[arg(long)]
+        admin: Option<bool>,
+        /// Generations per UTC day for this user.
+        #[arg(long)]
+        daily_limit: Option<u32>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one user.
+    Show {
+        #[arg(long)]
+        email: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List users.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CreditsCommand {
+    /// Add credits to a user (a negative amount removes them).
+    Grant {
+        #[arg(long)]
+        email: String,
+        #[arg(long, allow_negative_numbers = true)]
+        amount: i64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeyCommand {
+    /// Issue a new API key for a user; the old key stops working. The key is shown once.
+    Issue {
+        #[arg(long)]
+        email: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SettingsCommand {
+    /// Show all settings.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a setting: price.fast, price.artist, price.0.2plus, price.edit, daily_limit, daily_limit_pro.
+    Set {
+        key: String,
+        value: u32,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn data_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
+    match &cli.data_dir {
+        Some(d) => Ok(d.clone()),
+        None => config::default_data_dir().context("no home folder: pass --data-dir or set PICTOR_DATA_DIR"),
+    }
+}
+
+/// Runs an admin request: through the server when it holds the store, else on the file.
+pub async fn run_admin(data_dir: PathBuf, req: AdminRequest) -> anyhow::Result<Value> {
+    let db_path = data_dir.join("pictor.redb");
+    if !db_path.exists() {
+        std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
+    }
+    let opened = tokio::task::spawn_blocking(move || Store::open(&db_path)).await?;
+    match opened {
+        Ok(store) => {
+            let now = Clock::default().now();
+            let result = tokio::task::spawn_blocking(move || ops::execute(&store, req, now)).await?;
+            match result {
+                Ok(v) => Ok(v),
+                Err(OpError::Invalid(m)) => bail!(m),
+                Err(OpError::Store(e)) => Err(e.into()),
+            }
+        }
+        Err(StoreError::AlreadyOpen) => remote::execute(&data_dir, &req).await,
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn read_password_line() -> anyhow::Result<String> {
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).context("cannot read the password from stdin")?;
+    let pw = line.trim_end_matches(['\n', '\r']).to_string();
+    if pw.is_empty() {
+        bail!("no password on standard input");
+    }
+    Ok(pw)
+}
+
+fn print(value: &Value, json: bool, human: impl FnOnce(&Value) -> String) {
+    if json {
+        println!("{value}");
+    } else {
+        println!("{}", human(value));
+    }
+}
+
+fn describe_user(v: &Value) -> String {
+    format!(
+        "{} {} balance={} pro={} banned={} admin={} daily_limit={} (used today: {})",
+        v["user_id"].as_str().unwrap_or_default(),
+        v["email"].as_str().unwrap_or_default(),
+        v["balance"],
+        v["pro"],
+        v["banned"],
+        v["admin"],
+        v["daily_limit"],
+        v["daily_used"],
+    )
+}
+
+/// Runs a non-serve command.
+pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
+    let dir = data_dir(cli)?;
+    match command {
+        Command::Serve(_) => unreachable_serve(),
+        Command::Openapi { public_url } => {
+            println!("{}", crate::api::spec(public_url.trim_end_matches('/')));
+            Ok(())
+        }
+        Command::User(UserCommand::Add { email, name, password_stdin, admin, pro, credits, json }) => {
+            let password_hash = if *password_stdin {
+                let pw = read_password_line()?;
+                Some(crate::auth::password::hash_async(pw).await?)
+            } else {
+                None
+            };
+            let req = AdminRequest::UserAdd {
+                email: email.clone(),
+                name: name.clone(),
+                password_hash,
+                admin: *admin,
+                pro: *pro,
+                credits: *credits,
+            };
+            let v = run_admin(dir, req).await?;
+            print(&v, *json, |v| format!("created {}", describe_user(v)));
+            Ok(())
+        }
+        Command::User(UserCommand::Update { email, pro, banned, admin, daily_limit, json }) => {
+            let req = AdminRequest::UserUpdate {
+                email: email.clone(),
+                pro: *pro,
+                banned: *banned,
+                daily_limit: *daily_limit,
+                admin: *admin,
+            };
+            let v = run_admin(dir, req).await?;
+            print(&v, *json, |v| format!("updated {}", describe_user(v)));
+            Ok(())
+        }
+        Command::User(UserCommand::Show { email, json }) => {
+            let v = run_admin(dir, AdminRequest::UserShow { email: email.clone() }).await?;
+            print(&v, *json, describe_user);
+            Ok(())
+        }
+        Command::User(UserCommand::List { json }) => {
+            let v = run_admin(dir, AdminRequest::UserList).await?;
+            print(&v, *json, |v| {
+                v["users"].as_array().map(|a| a.iter().map(describe_user).collect::<Vec<_>>().join("\n")).unwrap_or_default()
+            });
+            Ok(())
+        }
+        Command::Credits(CreditsCommand::Grant { email, amount, json }) => {
+            let v = run_admin(dir, AdminRequest::CreditsGrant { email: email.clone(), amount: *amount }).await?;
+            print(&v, *json, |v| format!("{} balance={}", v["email"].as_str().unwrap_or_default(), v["balance"]));
+            Ok(())
+        }
+        Command::Key(KeyCommand::Issue { email, json }) => {
+            let v = run_admin(dir, AdminRequest::KeyIssue { email: email.clone() }).await?;
+            if !*json {
+                eprintln!("New API key for {} (shown once; the previous key no longer works):", email.trim());
+            }
+            print(&v, *json, |v| v["api_key"].as_str().unwrap_or_default().to_string());
+            Ok(())
+        }
+        Command::Settings(SettingsCommand::List { json }) => {
+            let v = run_admin(dir, AdminRequest::SettingsList).await?;
+            print(&v, *json, |v| {
+                v.as_object()
+                    .map(|o| o.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join("\n"))
+                    .unwrap_or_default()
+            });
+            Ok(())
+        }
+        Command::Settings(SettingsCommand::Set { key, value, json }) => {
+            let v = run_admin(dir, AdminRequest::SettingsSet { key: key.clone(), value: *value }).await?;
+            print(&v, *json, |v| format!("{} = {}", v["key"].as_str().unwrap_or_default(), v["value"]));
+            Ok(())
+        }
+    }
+}
+
+fn unreachable_serve() -> anyhow::Result<()> {
+    bail!("serve is handled by main")
+}

@@ -1,0 +1,19 @@
+//! Pictor: a self-hosted image generation service (seed 000) and OpenID Connect provider
+//! (seed 001) in one binary, on one embedded redb file.
+//!
+//! Dependency direction: `cli → app → {api, jobs} → auth → store`, `jobs → render`;
+//! everything may use `config` and `clock`.
+
+pub mod api;
+pub mod app;
+pub mod auth;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod jobs;
+pub mod ops;
+pub mod render;
+pub mod state;
+pub mod store;
+
+pub use app::{Server, ServerHandle};

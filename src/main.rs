@@ -1,0 +1,42 @@
+//! Entry point: parses the command line, starts logging, builds the tokio runtime by hand (so a
+//! future tray controller can own the main thread) and dispatches.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use pictor::cli::{self, Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let serving = matches!(cli.command, None | Some(Command::Serve(_)));
+    let default_filter = if serving { "info" } else { "warn" };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PICTOR_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match &cli.command {
+            None => cli::serve::run(cli::data_dir(&cli)?, &cli.serve).await,
+            Some(Command::Serve(args)) => cli::serve::run(cli::data_dir(&cli)?, args).await,
+            Some(command) => cli::run_command(&cli, command).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! Admin operations shared by the CLI's two paths: run directly on the store file when the
+//! server is stopped, or sent to the running server over its admin channel. Both call
+//! [`execute`], so they behave the same.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::auth::apikey;
+use crate::clock::Millis;
+use crate::store::{NewUser, Store, StoreError, UserPatch, UserRecord};
+
+/// One admin command. Passwords travel only as Argon2id hashes (hashed by the CLI).
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum AdminRequest {
+    UserAdd {
+        email: String,
+        name: Option<String>,
+        password_hash: Option<String>,
+        admin: bool,
+        pro: bool,
+        credits: u32,
+    },
+    UserUpdate {
+        email: String,
+        pro: Option<bool>,
+        banned: Option<bool>,
+        daily_limit: Option<u32>,
+        admin: Option<bool>,
+    },
+    UserShow {
+        email: String,
+    },
+    UserList,
+    CreditsGrant {
+        email: String,
+        amount: i64,
+    },
+    KeyIssue {
+        email: String,
+    },
+    SettingsList,
+    SettingsSet {
+        key: String,
+        value: u32,
+    },
+}
+
+impl std::fmt::Debug for AdminRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Names the operation only: requests may carry password hashes.
+        let v = serde_json::to_value(self).ok();
+        let op = v.as_ref().and_then(|v| v.get("op")).and_then(Value::as_str).unwrap_or("?");
+        write!(f, "AdminRequest({op})")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    /// Bad input: unknown e-mail, duplicate user, value out of range.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Store(StoreError),
+}
+
+impl From<StoreError> for OpError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(m) | StoreError::Conflict(m) | StoreError::Invalid(m) => OpError::Invalid(m),
+            other => OpError::Store(other),
+        }
+    }
+}
+
+pub fn user_json(u: &UserRecord, store: &Store, now: Millis) -> Result<Value, StoreError> {
+    let settings = store.settings()?;
+    Ok(json!({
+        "user_id": u.user_id().to_string(),
+        "email": u.email,
+        "name": u.name,
+        "admin": u.admin,
+        "pro": u.pro,
+        "banned": u.banned,
+        "balance": u.balance,
+        "daily_limit": settings.daily_limit_for(u.pro, u.daily_limit),
+        "daily_used": store.daily_used(u.id, now)?,
+        "has_api_key": u.api_key_hash.is_some(),
+    }))
+}
+
+/// Runs one admin command against the store. Returns the JSON object the CLI prints.
+pub fn execute(store: &Store, req: AdminRequest, now: Millis) -> Result<Value, OpError> {
+    match req {
+        AdminRequest::UserAdd { email, name, password_hash, admin, pro, credits } => {
+            let user = store.create_user(NewUser { email, name, password_hash, admin, pro, credits }, now)?;
+            Ok(user_json(&user, store, now)?)
+        }
+        AdminRequest::UserUpdate { email, pro, banned, daily_limit, admin } => {
+            if pro.is_none() && banned.is_none() && daily_limit.is_none() && admin.is_none() {
+                return Err(OpError::Invalid("nothing to change: give --pro, --banned, --daily-limit or --admin".into()));
+            }
+            let patch = UserPatch { pro, banned, daily_limit: daily_limit.map(Some), name: None, admin };
+            let user = store.update_user(&email, patch)?;
+            Ok(user_json(&user, store, now)?)
+        }
+        AdminRequest::UserShow { email } => {
+            let user = store.require_user(&email)?;
+            Ok(user_json(&user, store, now)?)
+        }
+        AdminRequest::UserList => {
+            let users = store.users()?;
+            let list = users.iter().map(|u| user_json(u, store, now)).collect::<Result<Vec<_>, _>>()?;
+            Ok(json!({ "users": list }))
+        }
+        AdminRequest::CreditsGrant { email, amount } => {
+            let user = store.grant_credits(&email, amount, now)?;
+            Ok(json!({ "email": user.email, "balance": user.balance }))
+        }
+        AdminRequest::KeyIssue { email } => {
+            let user = store.require_user(&email)?;
+            let key = apikey::mint();
+            store.set_api_key(user.id, key.hash)?;
+            Ok(json!({ "api_key": key.plaintext }))
+        }
+        AdminRequest::SettingsList => {
+            let settings = store.settings()?;
+            let map: serde_json::Map<String, Value> =
+                settings.entries().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+            Ok(Value::Object(map))
+        }
+        AdminRequest::SettingsSet { key, value } => {
+            store.set_setting(&key, value)?;
+            Ok(json!({ "key": key, "value": value }))
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! The model catalog (ids, display names, aliases, default prices) and output ratios.
+
+use std::fmt;
+
+/// One of the three models of the API. Prices are settings (see `store::settings`); the
+/// defaults here seed them on first start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Model {
+    Fast,
+    Artist,
+    Plus,
+}
+
+impl Model {
+    pub const ALL: [Model; 3] = [Model::Fast, Model::Artist, Model::Plus];
+
+    /// The canonical id used in requests and responses.
+    pub fn id(self) -> &'static str {
+        match self {
+            Model::Fast => "fast",
+            Model::Artist => "artist",
+            Model::Plus => "0.2plus",
+        }
+    }
+
+    pub fn display_name(self) -> &'static str {
+        match self {
+            Model::Fast => "Standard",
+            Model::Artist => "PRO",
+            Model::Plus => "Premium",
+        }
+    }
+
+    /// All names that select this model (case-insensitive), the id first.
+    pub fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Model::Fast => &["fast", "standard", "std"],
+            Model::Artist => &["artist", "pro"],
+            Model::Plus => &["0.2plus", "premium", "prem"],
+        }
+    }
+
+    pub fn default_price(self) -> u32 {
+        match self {
+            Model::Fast => 1,
+            Model::Artist => 5,
+            Model::Plus => 10,
+        }
+    }
+
+    /// Length in pixels of the long side of the output.
+    pub fn long_side(self) -> u32 {
+        match self {
+            Model::Fast => 1024,
+            Model::Artist => 1536,
+            Model::Plus => 2048,
+        }
+    }
+
+    /// Resolves an id or alias, ignoring case and surrounding whitespace.
+    pub fn parse(name: &str) -> Option<Model> {
+        let name = name.trim();
+        Model::ALL
+            .into_iter()
+            .find(|m| m.aliases().iter().any(|a| a.eq_ignore_ascii_case(name)))
+    }
+
+    /// Exact output size for a ratio. `Ratio::Auto` must be resolved first; it is treated as 1:1.
+    pub fn dimensions(self, ratio: Ratio) -> (u32, u32) {
+        let (a, b) = ratio.parts();
+        let long = self.long_side();
+        // The short side is rounded to the nearest pixel, so 3:2 at 1024 is 1024x683.
+        let short = ((long as u64 * a.min(b) as u64 * 2 + a.max(b) as u64) / (2 * a.max(b) as u64)) as u32;
+        if a >= b { (long, short) } else { (short, long) }
+    }
+}
+
+impl fmt::Display for Model {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// Output aspect ratio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ratio {
+    Square,
+    Wide,
+    Tall,
+    Landscape32,
+    Portrait23,
+    Landscape43,
+    Portrait34,
+    /// Picked from the prompt by [`Ratio::resolve_auto`].
+    Auto,
+}
+
+impl Ratio {
+    pub const ALL: [Ratio; 8] = [
+        Ratio::Square,
+        Ratio::Wide,
+        Ratio::Tall,
+        Ratio::Landscape32,
+        Ratio::Portrait23,
+        Ratio::Landscape43,
+        Ratio::Portrait34,
+        Ratio::Auto,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ratio::Square => "1:1",
+            Ratio::Wide => "16:9",
+            Ratio::Tall => "9:16",
+            Ratio::Landscape32 => "3:2",
+            Ratio::Portrait23 => "2:3",
+            Ratio::Landscape43 => "4:3",
+            Ratio::Portrait34 => "3:4",
+            Ratio::Auto => "auto",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Ratio> {
+        let s = s.trim();
+        Ratio::ALL.into_iter().find(|r| r.as_str().eq_ignore_ascii_case(s))
+    }
+
+    /// (width part, height part); `Auto` counts as 1:1.
+    pub fn parts(self) -> (u32, u32) {
+        match self {
+            Ratio::Square | Ratio::Auto => (1, 1),
+            Ratio::Wide => (16, 9),
+            Ratio::Tall => (9, 16),
+            Ratio::Landscape32 => (3, 2),
+            Ratio::Portrait23 => (2, 3),
+            Ratio::Landscape43 => (4, 3),
+            Ratio::Portrait34 => (3, 4),
+        }
+    }
+
+    /// Turns `Auto` into a concrete ratio from words in the prompt; other ratios are returned as is.
+    pub fn resolve_auto(self, prompt: &str) -> Ratio {
+        if self != Ratio::Auto {
+            return self;
+        }
+        let p = prompt.to_lowercase();
+        let has = |words: &[&str]| words.iter().any(|w| p.contains(w));
+        if has(&["panorama", "panoramic", "cinematic", "widescreen", "панорам", "кинематограф"]) {
+            Ratio::Wide
+        } else if has(&["phone wallpaper", "story", "stories", "вертикал", "обои на телефон"]) {
+            Ratio::Tall
+        } else if has(&["portrait", "poster", "book cover", "портрет", "постер", "плакат", "обложк"]) {
+            Ratio::Portrait23
+        } else if has(&["landscape", "пейзаж"]) {
+            Ratio::Landscape32
+        } else {
+            Ratio::Square
+        }
+    }
+}
+
+impl fmt::Display for Ratio {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_resolve_case_insensitively() {
+        assert_eq!(Model::parse("PREM"), Some(Model::Plus));
+        assert_eq!(Model::parse(" Std "), Some(Model::Fast));
+        assert_eq!(Model::parse("Pro"), Some(Model::Artist));
+        assert_eq!(Model::parse("0.2PLUS"), Some(Model::Plus));
+        assert_eq!(Model::parse("dall-e"), None);
+    }
+
+    #[test]
+    fn dimensions_are_exact() {
+        assert_eq!(Model::Fast.dimensions(Ratio::Square), (1024, 1024));
+        assert_eq!(Model::Fast.dimensions(Ratio::Wide), (1024, 576));
+        assert_eq!(Model::Fast.dimensions(Ratio::Tall), (576, 1024));
+        assert_eq!(Model::Fast.dimensions(Ratio::Landscape32), (1024, 683));
+        assert_eq!(Model::Fast.dimensions(Ratio::Portrait34), (768, 1024));
+        assert_eq!(Model::Artist.dimensions(Ratio::Landscape32), (1536, 1024));
+        assert_eq!(Model::Plus.dimensions(Ratio::Wide), (2048, 1152));
+        assert_eq!(Model::Plus.dimensions(Ratio::Portrait23), (1365, 2048));
+    }
+
+    #[test]
+    fn auto_ratio_reads_the_prompt() {
+        assert_eq!(Ratio::Auto.resolve_auto("a panorama of the Alps"), Ratio::Wide);
+        assert_eq!(Ratio::Auto.resolve_auto("портрет кота"), Ratio::Portrait23);
+        assert_eq!(Ratio::Auto.resolve_auto("a cat"), Ratio::Square);
+        assert_eq!(Ratio::Wide.resolve_auto("portrait"), Ratio::Wide);
+    }
+}

@@ -1,0 +1,42 @@
+//! Fault injection for tests and benchmarks of the real binary: wraps a renderer so that renders
+//! can be slowed down or made to fail. Enabled only by the `PICTOR_DEBUG_*` environment variables
+//! (see README, "Testing hooks"); never active otherwise.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{EditSpec, GenerateSpec, Picture, RenderError, Renderer};
+
+pub struct FaultInjector {
+    pub inner: Arc<dyn Renderer>,
+    /// Sleep this long before every render (simulates a slow model).
+    pub delay: Duration,
+    /// Fail every render whose prompt contains this text.
+    pub fail_marker: Option<String>,
+}
+
+impl FaultInjector {
+    fn check(&self, prompt: &str) -> Result<(), RenderError> {
+        if !self.delay.is_zero() {
+            std::thread::sleep(self.delay);
+        }
+        match &self.fail_marker {
+            Some(m) if !m.is_empty() && prompt.contains(m.as_str()) => {
+                Err(RenderError::Failed("injected failure".into()))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Renderer for FaultInjector {
+    fn generate(&self, spec: &GenerateSpec) -> Result<Picture, RenderError> {
+        self.check(&spec.prompt)?;
+        self.inner.generate(spec)
+    }
+
+    fn edit(&self, spec: &EditSpec) -> Result<Picture, RenderError> {
+        self.check(&spec.instruction)?;
+        self.inner.edit(spec)
+    }
+}

@@ -1,0 +1,989 @@
+//! Scene planning: turns a [`Theme`], a model and a seed into a [`Plan`], a complete
+//! description of what to paint (palette, sky, celestial bodies, terrain layers back to front,
+//! water, atmosphere). Painting it is the job of the layer modules; keeping the two apart lets
+//! the planner grow (new scene kinds, remote models' compositions) without touching pixel code.
+//!
+//! Lengths are planned in "units" of a thousandth of the picture's long side, so one prompt and
+//! seed give the same composition at every model's resolution.
+
+use super::canvas::{Rgb, hue_rotate, mix, rgb, scale, tint};
+use super::noise::Rng;
+use super::prompt::{Element, Target, Theme, Time};
+use crate::render::Model;
+
+/// How much work a model spends on a picture.
+#[derive(Debug, Clone, Copy)]
+pub struct Detail {
+    /// Terrain layers in a land scene.
+    pub layers: usize,
+    /// Octaves of the 1D ridge noise.
+    pub ridge_octaves: u32,
+    /// Octaves of the 2D fields (clouds, water, texture).
+    pub field_octaves: u32,
+    /// Grid step of the 2D fields, in pixels.
+    pub cell: usize,
+    /// Silhouette samples per pixel column (2 = supersampled edges).
+    pub supersample: usize,
+    /// Surface texture on terrain.
+    pub texture: bool,
+    pub star_factor: f32,
+    pub object_factor: f32,
+    pub grain: f32,
+    pub vignette: f32,
+}
+
+impl Detail {
+    pub fn for_model(model: Model) -> Detail {
+        match model {
+            Model::Fast => Detail {
+                layers: 3,
+                ridge_octaves: 5,
+                field_octaves: 3,
+                cell: 8,
+                supersample: 1,
+                texture: true,
+                star_factor: 1.0,
+                object_factor: 0.7,
+                grain: 0.0,
+                vignette: 0.22,
+            },
+            Model::Artist => Detail {
+                layers: 5,
+                ridge_octaves: 7,
+                field_octaves: 5,
+                cell: 6,
+                supersample: 1,
+                texture: true,
+                star_factor: 1.6,
+                object_factor: 1.0,
+                grain: 0.012,
+                vignette: 0.28,
+            },
+            Model::Plus => Detail {
+                layers: 6,
+                ridge_octaves: 8,
+                field_octaves: 6,
+                cell: 5,
+                supersample: 2,
+                texture: true,
+                star_factor: 2.2,
+                object_factor: 1.3,
+                grain: 0.009,
+                vignette: 0.3,
+            },
+        }
+    }
+}
+
+/// All colours of a scene, after the prompt's colour words were applied.
+#[derive(Debug, Clone, Copy)]
+pub struct Palette {
+    pub sky_top: Rgb,
+    pub sky_mid: Rgb,
+    pub sky_low: Rgb,
+    pub glow: Rgb,
+    pub sun: Rgb,
+    pub cloud_light: Rgb,
+    pub cloud_dark: Rgb,
+    pub haze: Rgb,
+    pub land_far: Rgb,
+    pub land_near: Rgb,
+    pub foliage: Rgb,
+    pub water: Rgb,
+    pub snow: Rgb,
+    pub sand: Rgb,
+    pub building: Rgb,
+    pub window: Rgb,
+    /// Probability that a window is lit.
+    pub window_lit: f32,
+    pub nebula: [Rgb; 2],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sky {
+    Earth,
+    Space,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Body {
+    pub x: f32,
+    pub y: f32,
+    pub r: f32,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Moon {
+    pub body: Body,
+    /// Centre offset of the shadow disc in radii; `None` is a full moon.
+    pub shadow: Option<(f32, f32)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Planet {
+    pub body: Body,
+    pub colors: [Rgb; 2],
+    /// Direction the light comes from (x, y), roughly unit length.
+    pub light: (f32, f32),
+    /// Ring tilt in radians, if the planet has rings.
+    pub ring: Option<f32>,
+    pub seed: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Glow {
+    pub x: f32,
+    pub y: f32,
+    /// Radius of the wide halo and its strength.
+    pub radius: f32,
+    pub strength: f32,
+}
+
+#[derive(Debug, Clone)]
+pub enum Objects {
+    None,
+    Trees {
+        count: usize,
+        height: f32,
+        /// Share of conifers (the rest are round deciduous trees).
+        conifers: f32,
+        color: Rgb,
+    },
+    City {
+        min_height: f32,
+        max_height: f32,
+        color: Rgb,
+        window: Rgb,
+        lit: f32,
+        /// Window grid step in pixels.
+        window_step: f32,
+    },
+}
+
+/// One terrain silhouette, filled from its ridge line down to the bottom of the picture.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    /// 0 = farthest, 1 = nearest.
+    pub depth: f32,
+    /// Mean ground line in pixels, and how much the ground rises above it.
+    pub base: f32,
+    pub amp: f32,
+    /// Change of the ground line from the left edge to the right edge, in pixels.
+    pub tilt: f32,
+    /// Noise frequency per pixel.
+    pub freq: f32,
+    /// 0 = rolling hills, 1 = jagged peaks.
+    pub sharp: f32,
+    pub seed: u32,
+    pub top: Rgb,
+    pub bottom: Rgb,
+    /// Snow above this line (pixels), with this colour.
+    pub snowline: Option<f32>,
+    pub snow: Rgb,
+    /// A lit rim along the ridge (sunset edges, surf on a beach): colour, width in pixels.
+    pub rim: Option<(Rgb, f32)>,
+    /// Strength of slope shading and the side the light comes from (-1 left, 1 right).
+    pub relief: f32,
+    pub light_side: f32,
+    /// Cap on ridge noise octaves (dunes are smooth whatever the model).
+    pub max_octaves: u32,
+    /// Strength of the surface texture.
+    pub texture: f32,
+    pub objects: Objects,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Water {
+    /// The water line in pixels.
+    pub y: f32,
+    /// Water is painted before `layers[before]` (the layers from there on are foreground).
+    pub before: usize,
+    pub seed: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub w: usize,
+    pub h: usize,
+    /// Pixels per unit (a thousandth of the long side).
+    pub unit: f32,
+    pub detail: Detail,
+    pub pal: Palette,
+    pub sky: Sky,
+    /// Where the sky gradient reaches its horizon colour.
+    pub horizon: f32,
+    pub glow: Option<Glow>,
+    pub clouds: f32,
+    pub stars: f32,
+    pub milky_way: Option<(f32, f32)>,
+    pub nebula: bool,
+    pub sun: Option<Body>,
+    pub moon: Option<Moon>,
+    pub planet: Option<Planet>,
+    pub layers: Vec<Layer>,
+    pub water: Option<Water>,
+    pub fog: f32,
+    pub snowfall: f32,
+    pub abstract_art: bool,
+    /// Colour ramp of an abstract picture, dark to light.
+    pub art_ramp: [Rgb; 4],
+    pub seed: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Land {
+    None,
+    Hills,
+    Mountains,
+    Dunes,
+}
+
+impl Plan {
+    pub fn new(theme: &Theme, model: Model, w: usize, h: usize, rng: &mut Rng) -> Plan {
+        let detail = Detail::for_model(model);
+        let unit = w.max(h) as f32 / 1000.0;
+        let (wf, hf) = (w as f32, h as f32);
+        let mut r = rng.fork("layout");
+
+        let space = theme.has(Element::Space);
+        let time = theme.time.unwrap_or_else(|| {
+            if space || theme.has(Element::Moon) || theme.has(Element::Stars) {
+                Time::Night
+            } else if theme.has(Element::Sun) {
+                if r.chance(0.3) { Time::Golden } else { Time::Day }
+            } else {
+                let p = r.unit();
+                if p < 0.5 {
+                    Time::Day
+                } else if p < 0.8 {
+                    Time::Golden
+                } else {
+                    Time::Night
+                }
+            }
+        });
+        let sky = if space { Sky::Space } else { Sky::Earth };
+
+        let named_land = theme.has(Element::Mountains)
+            || theme.has(Element::Hills)
+            || theme.has(Element::Forest)
+            || theme.has(Element::City)
+            || theme.has(Element::Desert)
+            || theme.has(Element::Snow);
+        let named_water =
+            theme.has(Element::Sea) || theme.has(Element::Lake) || theme.has(Element::Beach);
+        let land = if theme.has(Element::Desert) {
+            Land::Dunes
+        } else if theme.has(Element::Mountains) {
+            Land::Mountains
+        } else if theme.has(Element::Hills) || theme.has(Element::Forest) {
+            Land::Hills
+        } else if theme.has(Element::City) {
+            Land::None
+        } else if space {
+            if theme.has(Element::Snow) {
+                Land::Mountains
+            } else {
+                Land::None
+            }
+        } else if named_land {
+            Land::Hills
+        } else if named_water {
+            match r.below(3) {
+                0 => Land::Mountains,
+                1 => Land::Hills,
+                _ => Land::None,
+            }
+        } else if r.chance(0.5) {
+            Land::Mountains
+        } else {
+            Land::Hills
+        };
+        let water = named_water || (!named_land && !space && r.chance(0.3));
+        let abstract_art = theme.has(Element::Abstract) && !named_land && !named_water;
+
+        let pal = palette(theme, time, sky, &mut rng.fork("palette"));
+
+        let horizon = if sky == Sky::Space && land == Land::None && !theme.has(Element::City) {
+            hf * 1.05
+        } else if water {
+            hf * r.range(0.52, 0.64)
+        } else {
+            hf * r.range(0.5, 0.62)
+        };
+
+        // Light: the sun by day and at golden hour, the moon at night.
+        let mut sun = None;
+        let mut moon = None;
+        let glow_r;
+        let glow_s;
+        let show_sun = sky == Sky::Earth
+            && match time {
+                Time::Golden => true,
+                Time::Day => theme.has(Element::Sun) || r.chance(0.5),
+                Time::Night => false,
+            };
+        if show_sun {
+            let radius = unit
+                * if time == Time::Golden {
+                    r.range(38.0, 58.0)
+                } else {
+                    r.range(26.0, 38.0)
+                };
+            let y = if time == Time::Golden {
+                horizon - radius * r.range(-0.3, 2.2)
+            } else {
+                horizon * r.range(0.16, 0.42)
+            };
+            sun = Some(Body {
+                x: wf * r.range(0.2, 0.8),
+                y,
+                r: radius,
+            });
+        }
+        let show_moon = theme.has(Element::Moon)
+            || (time == Time::Night && sky == Sky::Earth && r.chance(0.8));
+        if show_moon {
+            let radius = unit * r.range(30.0, 48.0);
+            let shadow = if r.chance(0.35) {
+                None
+            } else {
+                let side = if r.chance(0.5) { 1.0 } else { -1.0 };
+                Some((side * r.range(0.45, 1.3), r.range(-0.35, 0.1)))
+            };
+            moon = Some(Moon {
+                body: Body {
+                    x: wf * r.range(0.15, 0.85),
+                    y: horizon.min(hf) * r.range(0.14, 0.4),
+                    r: radius,
+                },
+                shadow,
+            });
+        }
+        let glow = match (sun, moon) {
+            (Some(s), _) => {
+                glow_r = unit * if time == Time::Golden { 380.0 } else { 170.0 };
+                glow_s = if time == Time::Golden { 0.9 } else { 0.55 };
+                Some(Glow {
+                    x: s.x,
+                    y: s.y,
+                    radius: glow_r,
+                    strength: glow_s,
+                })
+            }
+            (None, Some(m)) => Some(Glow {
+                x: m.body.x,
+                y: m.body.y,
+                radius: unit * 110.0,
+                strength: 0.35,
+            }),
+            _ => None,
+        };
+
+        let planet = if theme.has(Element::Planet) || (space && r.chance(0.7)) {
+            let c1 = theme
+                .color(0)
+                .unwrap_or(hue_rotate(rgb(214, 150, 96), r.range(-160.0, 160.0)));
+            let c2 = theme
+                .color(1)
+                .unwrap_or(mix(c1, rgb(240, 230, 210), 0.55));
+            let radius = unit * r.range(90.0, 210.0);
+            let angle = r.range(0.5, 2.6);
+            Some(Planet {
+                body: Body {
+                    x: wf * r.range(0.2, 0.8),
+                    y: horizon.min(hf) * r.range(0.25, 0.55),
+                    r: radius,
+                },
+                colors: [c1, c2],
+                light: (angle.cos(), -angle.sin()),
+                ring: r.chance(0.55).then(|| r.range(-0.45, 0.45)),
+                seed: r.next_u32(),
+            })
+        } else {
+            None
+        };
+
+        let stars = match (sky, time) {
+            (Sky::Space, _) => 2200.0,
+            (_, Time::Night) => 750.0,
+            (_, Time::Golden) => 40.0,
+            (_, Time::Day) => 0.0,
+        } * detail.star_factor
+            * if theme.has(Element::Stars) { 1.5 } else { 1.0 };
+        let milky_way = ((time == Time::Night || sky == Sky::Space)
+            && model != Model::Fast
+            && (theme.has(Element::Stars) || sky == Sky::Space || r.chance(0.6)))
+        .then(|| (r.range(-0.9, 0.9), r.range(0.25, 0.75)));
+
+        let mut clouds = match time {
+            Time::Day => r.range(0.15, 0.55),
+            Time::Golden => r.range(0.3, 0.7),
+            Time::Night => r.range(0.0, 0.35),
+        };
+        if theme.has(Element::Clouds) {
+            clouds = clouds.max(0.75);
+        }
+        if theme.has(Element::Storm) {
+            clouds = 0.95;
+        }
+        if theme.has(Element::ClearSky) || sky == Sky::Space || abstract_art {
+            clouds = 0.0;
+        }
+
+        let mut planner = LayerPlanner {
+            theme,
+            pal: &pal,
+            detail: &detail,
+            time,
+            unit,
+            w: wf,
+            h: hf,
+            horizon,
+            light_side: sun.or(moon.map(|m| m.body)).map_or(1.0, |b| {
+                if b.x < wf / 2.0 { -1.0 } else { 1.0 }
+            }),
+            rng: rng.fork("terrain"),
+            layers: Vec::new(),
+        };
+        let water_plan = planner.plan(land, water);
+        let layers = planner.layers;
+
+        let fog = if theme.has(Element::Fog) {
+            0.55
+        } else if theme.has(Element::Storm) {
+            0.35
+        } else {
+            0.0
+        };
+        let snowfall = if theme.has(Element::Snow) && (time != Time::Day || r.chance(0.5)) {
+            if theme.has(Element::Storm) { 2.5 } else { 1.0 }
+        } else {
+            0.0
+        };
+
+        Plan {
+            w,
+            h,
+            unit,
+            detail,
+            pal,
+            sky,
+            horizon,
+            glow,
+            clouds,
+            stars,
+            milky_way,
+            nebula: sky == Sky::Space,
+            sun,
+            moon,
+            planet,
+            layers,
+            water: water_plan,
+            fog,
+            snowfall,
+            abstract_art,
+            art_ramp: art_ramp(theme, &mut r),
+            seed: rng.fork("pixels").next_u32(),
+        }
+    }
+}
+
+/// Dark-to-light colours for abstract pictures: the prompt's colours, or a random hue.
+fn art_ramp(theme: &Theme, r: &mut Rng) -> [Rgb; 4] {
+    let white = rgb(250, 248, 240);
+    let first = theme
+        .color(0)
+        .unwrap_or_else(|| hue_rotate(rgb(200, 70, 120), r.range(-180.0, 180.0)));
+    let second = theme
+        .color(1)
+        .unwrap_or_else(|| hue_rotate(first, r.range(30.0, 70.0)));
+    [scale(first, 0.18), first, second, mix(second, white, 0.55)]
+}
+
+/// Base colours for a time of day and sky, then the prompt's colour words on top.
+fn palette(theme: &Theme, time: Time, sky: Sky, r: &mut Rng) -> Palette {
+    let mut p = match time {
+        Time::Day => Palette {
+            sky_top: rgb(34, 96, 192),
+            sky_mid: rgb(92, 156, 224),
+            sky_low: rgb(198, 222, 240),
+            glow: rgb(255, 244, 214),
+            sun: rgb(255, 252, 236),
+            cloud_light: rgb(255, 255, 255),
+            cloud_dark: rgb(166, 180, 204),
+            haze: rgb(178, 204, 228),
+            land_far: rgb(88, 120, 160),
+            land_near: rgb(58, 116, 54),
+            foliage: rgb(26, 70, 36),
+            water: rgb(36, 96, 146),
+            snow: rgb(242, 247, 255),
+            sand: rgb(228, 194, 136),
+            building: rgb(112, 124, 144),
+            window: rgb(180, 206, 230),
+            window_lit: 0.0,
+            nebula: [rgb(140, 60, 200), rgb(40, 120, 220)],
+        },
+        Time::Golden => Palette {
+            sky_top: rgb(44, 38, 100),
+            sky_mid: rgb(198, 86, 98),
+            sky_low: rgb(255, 172, 88),
+            glow: rgb(255, 198, 120),
+            sun: rgb(255, 238, 196),
+            cloud_light: rgb(255, 186, 140),
+            cloud_dark: rgb(108, 58, 98),
+            haze: rgb(222, 132, 112),
+            land_far: rgb(122, 72, 112),
+            land_near: rgb(44, 26, 50),
+            foliage: rgb(24, 14, 30),
+            water: rgb(72, 40, 82),
+            snow: rgb(252, 214, 204),
+            sand: rgb(206, 134, 94),
+            building: rgb(52, 36, 62),
+            window: rgb(255, 204, 124),
+            window_lit: 0.3,
+            nebula: [rgb(200, 80, 140), rgb(80, 60, 200)],
+        },
+        Time::Night => Palette {
+            sky_top: rgb(4, 6, 20),
+            sky_mid: rgb(12, 22, 56),
+            sky_low: rgb(36, 54, 100),
+            glow: rgb(150, 170, 224),
+            sun: rgb(242, 242, 228),
+            cloud_light: rgb(108, 122, 160),
+            cloud_dark: rgb(20, 26, 48),
+            haze: rgb(40, 56, 98),
+            land_far: rgb(30, 40, 74),
+            land_near: rgb(8, 12, 26),
+            foliage: rgb(6, 10, 20),
+            water: rgb(10, 18, 42),
+            snow: rgb(150, 172, 214),
+            sand: rgb(86, 86, 108),
+            building: rgb(16, 20, 36),
+            window: rgb(255, 212, 132),
+            window_lit: 0.5,
+            nebula: [rgb(150, 50, 190), rgb(30, 110, 210)],
+        },
+    };
+    if sky == Sky::Space {
+        p.sky_top = rgb(1, 1, 6);
+        p.sky_mid = rgb(5, 5, 18);
+        p.sky_low = rgb(14, 10, 32);
+        p.haze = rgb(30, 24, 60);
+    }
+    if theme.has(Element::Desert) {
+        p.land_far = mix(p.land_far, rgb(212, 158, 108), 0.7);
+        p.land_near = mix(p.land_near, rgb(226, 176, 116), 0.75);
+        p.sky_low = mix(p.sky_low, rgb(244, 218, 180), 0.5);
+        p.haze = mix(p.haze, rgb(232, 204, 168), 0.5);
+    }
+    if theme.has(Element::Snow) {
+        p.land_near = mix(p.land_near, p.snow, 0.85);
+        p.land_far = mix(p.land_far, p.snow, 0.45);
+        p.foliage = mix(p.foliage, rgb(20, 50, 44), 0.5);
+    }
+    if theme.has(Element::Forest) {
+        p.land_near = mix(p.land_near, p.foliage, 0.35);
+    }
+    if theme.has(Element::Storm) {
+        for c in [&mut p.sky_top, &mut p.sky_mid, &mut p.sky_low, &mut p.haze] {
+            *c = scale(mix(*c, rgb(110, 116, 128), 0.6), 0.6);
+        }
+        p.cloud_light = scale(p.cloud_light, 0.7);
+        p.cloud_dark = scale(p.cloud_dark, 0.55);
+    }
+
+    // Colour words: each colours what it was said of ("green hills", "red sky"); a colour said
+    // of the whole picture colours the sky, and the second such colour the land.
+    let any: Vec<Rgb> = theme
+        .colors
+        .iter()
+        .filter(|(_, t)| *t == Target::Any)
+        .map(|(c, _)| *c)
+        .collect();
+    let land_named = theme.color_for(Target::Land);
+    let water_named = theme.color_for(Target::Water);
+    let sky_color = theme
+        .color_for(Target::Sky)
+        .or(any.first().copied())
+        .map(|c| (c, 1.0))
+        .or(water_named.map(|c| (c, 0.45)))
+        .or(land_named.map(|c| (c, 0.3)));
+    let land_color = land_named
+        .or(any.get(1).copied())
+        .map(|c| (c, 0.6))
+        .or(any.first().map(|c| (*c, 0.4)));
+    let water_color = water_named
+        .map(|c| (c, 0.65))
+        .or(sky_color.map(|(c, k)| (c, 0.55 * k)));
+    if let Some((c, k)) = water_color {
+        p.water = tint(p.water, c, k);
+    }
+    if let Some((c, k)) = sky_color {
+        for (slot, weight) in [
+            (&mut p.sky_top, 0.6),
+            (&mut p.sky_mid, 0.65),
+            (&mut p.sky_low, 0.5),
+            (&mut p.haze, 0.5),
+            (&mut p.glow, 0.35),
+            (&mut p.cloud_light, 0.3),
+            (&mut p.cloud_dark, 0.5),
+            (&mut p.nebula[0], 0.7),
+        ] {
+            *slot = tint(*slot, c, weight * k);
+        }
+    }
+    if let Some((c, k)) = land_color {
+        for slot in [
+            &mut p.land_far,
+            &mut p.land_near,
+            &mut p.foliage,
+            &mut p.sand,
+            &mut p.building,
+            &mut p.nebula[1],
+        ] {
+            *slot = tint(*slot, c, k);
+        }
+    }
+    if theme.colors.is_empty() && theme.flavor != 0 {
+        // No colour asked for: the other words shift the hues a little.
+        let angle = (theme.flavor % 41) as f32 - 20.0 + r.range(-4.0, 4.0);
+        let [nebula_a, nebula_b] = &mut p.nebula;
+        for slot in [
+            &mut p.sky_top,
+            &mut p.sky_mid,
+            &mut p.sky_low,
+            &mut p.haze,
+            &mut p.cloud_dark,
+            &mut p.land_far,
+            &mut p.land_near,
+            &mut p.foliage,
+            &mut p.water,
+            nebula_a,
+            nebula_b,
+        ] {
+            *slot = hue_rotate(*slot, angle);
+        }
+    }
+
+    if theme.darkness > 0 {
+        let k = 0.62f32.powi(theme.darkness.min(3));
+        for slot in [
+            &mut p.sky_top,
+            &mut p.sky_mid,
+            &mut p.sky_low,
+            &mut p.haze,
+            &mut p.cloud_light,
+            &mut p.cloud_dark,
+            &mut p.land_far,
+            &mut p.land_near,
+            &mut p.foliage,
+            &mut p.water,
+            &mut p.building,
+            &mut p.sand,
+        ] {
+            *slot = scale(*slot, k);
+        }
+    } else if theme.darkness < 0 {
+        let k = (0.22 * -theme.darkness as f32).min(0.5);
+        let white = rgb(245, 245, 250);
+        for slot in [
+            &mut p.sky_top,
+            &mut p.sky_mid,
+            &mut p.sky_low,
+            &mut p.haze,
+            &mut p.cloud_dark,
+            &mut p.land_far,
+            &mut p.land_near,
+            &mut p.water,
+            &mut p.building,
+            &mut p.sand,
+        ] {
+            *slot = mix(*slot, white, k);
+        }
+    }
+    p
+}
+
+/// Plans terrain layers back to front; returns where the water goes.
+struct LayerPlanner<'a> {
+    theme: &'a Theme,
+    pal: &'a Palette,
+    detail: &'a Detail,
+    time: Time,
+    unit: f32,
+    w: f32,
+    h: f32,
+    horizon: f32,
+    light_side: f32,
+    rng: Rng,
+    layers: Vec<Layer>,
+}
+
+impl LayerPlanner<'_> {
+    fn plan(&mut self, land: Land, water: bool) -> Option<Water> {
+        let city = self.theme.has(Element::City);
+        let forest = self.theme.has(Element::Forest);
+        let beach = self.theme.has(Element::Beach);
+        let n = self.detail.layers;
+
+        if water {
+            // Land behind the water sits on the water line; then the water; then an optional
+            // foreground (beach, trees on a bank, a rocky headland).
+            let behind = match land {
+                Land::None => usize::from(!city && self.rng.chance(0.5)),
+                _ => (n / 2).max(1),
+            };
+            for i in 0..behind {
+                let d = if behind == 1 {
+                    0.2
+                } else {
+                    0.35 * i as f32 / (behind - 1) as f32
+                };
+                let kind = if land == Land::Hills || land == Land::None {
+                    Land::Hills
+                } else {
+                    land
+                };
+                self.land_layer(kind, d, self.horizon + self.unit * 2.0, 0.55);
+            }
+            if city {
+                for i in 0..2usize {
+                    self.city_layer(0.15 + 0.2 * i as f32, self.horizon + self.unit, 0.9);
+                }
+            }
+            let water = Water {
+                y: self.horizon,
+                before: self.layers.len(),
+                seed: self.rng.next_u32(),
+            };
+            if beach {
+                self.beach_layer();
+            } else if forest || self.rng.chance(0.35) {
+                let wooded = forest || self.rng.chance(0.5);
+                self.headland_layer(wooded);
+            }
+            return Some(water);
+        }
+
+        match land {
+            Land::None if city => {
+                self.land_layer(Land::Hills, 0.0, self.horizon, 0.4);
+                let k = (n - 1).max(2);
+                for i in 0..k {
+                    let d = 0.15 + 0.8 * i as f32 / (k - 1) as f32;
+                    let base = self.horizon + (self.h - self.horizon) * 0.5 * d;
+                    self.city_layer(d, base, 1.0 - 0.4 * d);
+                }
+            }
+            Land::None => {}
+            _ => {
+                for i in 0..n {
+                    let d = i as f32 / (n - 1).max(1) as f32;
+                    let base = self.horizon + (self.h - self.horizon) * 0.78 * d.powf(1.25);
+                    // Mountains in the back turn into hills in front.
+                    let kind = if land == Land::Mountains && d > 0.6 {
+                        Land::Hills
+                    } else {
+                        land
+                    };
+                    let scale = if land == Land::Mountains {
+                        0.2 + 0.8 * (1.0 - d).powf(1.5)
+                    } else {
+                        1.0 - 0.3 * d
+                    };
+                    self.land_layer(kind, d, base, scale);
+                    if city && (i + 2 == n || (n <= 3 && i == 1)) {
+                        self.city_layer(d, base + self.unit * 30.0, 0.6);
+                    }
+                }
+                if forest {
+                    self.add_trees();
+                }
+            }
+        }
+        None
+    }
+
+    fn colors(&self, base: Rgb, depth: f32) -> (Rgb, Rgb) {
+        // Desert air is clear: distant dunes keep their colour.
+        let far = if self.theme.has(Element::Desert) { 0.5 } else { 0.82 };
+        let haze = (1.0 - depth).powf(1.2) * far;
+        let top = mix(base, self.pal.haze, haze);
+        let bottom = mix(top, scale(top, 0.72), depth);
+        (top, bottom)
+    }
+
+    fn land_layer(&mut self, kind: Land, depth: f32, base: f32, size: f32) {
+        let r = &mut self.rng;
+        let (amp, sharp, period, relief) = match kind {
+            Land::Mountains => (
+                self.h * 0.3 * size * r.range(0.8, 1.15),
+                r.range(0.7, 0.9),
+                r.range(420.0, 650.0),
+                0.6,
+            ),
+            Land::Dunes => (
+                self.h * 0.16 * size * r.range(0.7, 1.2),
+                r.range(0.8, 0.95),
+                r.range(500.0, 800.0),
+                0.8,
+            ),
+            Land::Hills | Land::None => (
+                self.h * 0.12 * size * r.range(0.7, 1.2),
+                r.range(0.0, 0.2),
+                r.range(450.0, 750.0),
+                0.3,
+            ),
+        };
+        let base_color = match kind {
+            Land::Dunes => mix(self.pal.sand, self.pal.land_near, 0.4),
+            _ => mix(self.pal.land_far, self.pal.land_near, depth.powf(0.8)),
+        };
+        let (top, bottom) = self.colors(base_color, depth);
+        let snowy = self.theme.has(Element::Snow)
+            || (kind == Land::Mountains && depth < 0.5 && self.rng.chance(0.6));
+        let snowline = (kind == Land::Mountains && snowy)
+            .then(|| base - amp * self.rng.range(0.45, 0.65));
+        let rim = (self.time == Time::Golden && depth > 0.3)
+            .then(|| (mix(self.pal.glow, top, 0.35), self.unit * 2.5));
+        let dunes = kind == Land::Dunes;
+        let layer = Layer {
+            depth,
+            base,
+            amp,
+            tilt: self.h * self.rng.range(-0.06, 0.06),
+            freq: 1.0 / (self.unit * period),
+            sharp,
+            seed: self.rng.next_u32(),
+            top,
+            bottom,
+            snowline,
+            snow: mix(self.pal.snow, self.pal.haze, (1.0 - depth) * 0.45),
+            rim,
+            relief,
+            light_side: self.light_side,
+            max_octaves: if dunes { 2 } else { 16 },
+            texture: if dunes { 0.06 } else { 0.2 },
+            objects: Objects::None,
+        };
+        self.layers.push(layer);
+    }
+
+    fn city_layer(&mut self, depth: f32, base: f32, size: f32) {
+        let (top, bottom) = self.colors(self.pal.building, depth * 0.8 + 0.2);
+        let lit = self.pal.window_lit;
+        let window = mix(self.pal.window, top, if lit > 0.0 { 0.0 } else { 0.5 });
+        let layer = Layer {
+            depth,
+            base,
+            amp: self.unit * 4.0,
+            tilt: 0.0,
+            freq: 1.0 / (self.unit * 300.0),
+            sharp: 0.0,
+            seed: self.rng.next_u32(),
+            top,
+            bottom,
+            snowline: None,
+            snow: self.pal.snow,
+            rim: None,
+            relief: 0.0,
+            light_side: self.light_side,
+            max_octaves: 16,
+            texture: 0.2,
+            objects: Objects::City {
+                min_height: self.h * 0.06 * size,
+                max_height: self.h * 0.34 * size,
+                color: top,
+                window,
+                lit,
+                window_step: self.unit * (6.0 + 5.0 * depth),
+            },
+        };
+        self.layers.push(layer);
+    }
+
+    fn beach_layer(&mut self) {
+        let (top, bottom) = self.colors(self.pal.sand, 0.9);
+        let foam = mix(self.pal.snow, self.pal.sky_low, 0.3);
+        let side = if self.rng.chance(0.5) { 1.0 } else { -1.0 };
+        self.layers.push(Layer {
+            depth: 0.9,
+            base: self.h * self.rng.range(0.84, 0.9),
+            amp: self.h * 0.03,
+            tilt: side * self.h * self.rng.range(0.05, 0.14),
+            freq: 1.0 / (self.unit * 700.0),
+            sharp: 0.0,
+            seed: self.rng.next_u32(),
+            top,
+            bottom,
+            snowline: None,
+            snow: self.pal.snow,
+            rim: Some((foam, self.unit * 5.0)),
+            relief: 0.1,
+            light_side: self.light_side,
+            max_octaves: 16,
+            texture: 0.2,
+            objects: Objects::None,
+        });
+    }
+
+    /// A bank or rocky headland entering from one side, optionally wooded.
+    fn headland_layer(&mut self, wooded: bool) {
+        let (top, bottom) = self.colors(self.pal.land_near, 1.0);
+        let side = if self.rng.chance(0.5) { 1.0 } else { -1.0 };
+        let objects = if wooded {
+            Objects::Trees {
+                count: (45.0 * self.detail.object_factor) as usize,
+                height: self.h * 0.2,
+                conifers: 0.8,
+                color: self.colors(self.pal.foliage, 1.0).0,
+            }
+        } else {
+            Objects::None
+        };
+        self.layers.push(Layer {
+            depth: 1.0,
+            base: self.h * 0.95,
+            amp: self.h * 0.08,
+            tilt: side * self.h * 0.45,
+            freq: 1.0 / (self.unit * 500.0),
+            sharp: 0.3,
+            seed: self.rng.next_u32(),
+            top,
+            bottom,
+            snowline: None,
+            snow: self.pal.snow,
+            rim: None,
+            relief: 0.25,
+            light_side: self.light_side,
+            max_octaves: 16,
+            texture: 0.2,
+            objects,
+        });
+    }
+
+    /// Puts forests on the nearer land layers.
+    fn add_trees(&mut self) {
+        let conifers = if self.theme.has(Element::Snow) || self.theme.has(Element::Mountains) {
+            0.95
+        } else {
+            self.rng.range(0.4, 0.9)
+        };
+        let count = self.layers.len();
+        for (i, layer) in self.layers.iter_mut().enumerate() {
+            if layer.depth < 0.3 && count > 2 {
+                continue;
+            }
+            let d = layer.depth;
+            let density = 160.0 * (1.2 - d) * self.detail.object_factor;
+            let color = mix(self.pal.foliage, self.pal.haze, (1.0 - d).powf(1.2) * 0.8);
+            layer.objects = Objects::Trees {
+                count: (density * self.w / (self.unit * 1000.0)) as usize + 4,
+                height: self.h * (0.035 + 0.09 * d * d) * if i + 1 == count { 1.6 } else { 1.0 },
+                conifers,
+                color,
+            };
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! `AppState`: the cheaply cloned bundle handed to handlers, the admin channel and workers.
+
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::jobs::JobEngine;
+use crate::render::RenderPool;
+use crate::store::Store;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub store: Store,
+    pub jobs: JobEngine,
+    pub clock: Clock,
+    /// Base URL without a trailing slash, e.g. `http://127.0.0.1:8080`.
+    pub public_url: Arc<str>,
+    /// Small pool for decoding uploads while an edit is created (separate from rendering so a
+    /// busy render queue does not stall request validation).
+    pub decode_pool: RenderPool,
+}

@@ -1,0 +1,515 @@
+//! The job state machine, `queued → running → done | failed`, with the credit and daily-limit
+//! movements that go with each transition in the same write transaction.
+//!
+//! Every transition re-reads the job inside the transaction and checks its current state
+//! (compare-and-set), so a job is charged at most once and refunded at most once.
+
+use std::fmt;
+
+use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
+use serde::{Deserialize, Serialize};
+
+use super::ledger::{self, LedgerReason};
+use super::settings::Settings;
+use super::tables::*;
+use super::users::UserRecord;
+use super::{Store, StoreError, codec};
+use crate::clock::{self, Millis};
+
+/// A job id: a UUIDv7 (sorts by creation time), shown as `job_` + 32 hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId(pub u128);
+
+impl JobId {
+    pub fn new() -> JobId {
+        JobId(uuid::Uuid::now_v7().as_u128())
+    }
+
+    pub fn parse(s: &str) -> Option<JobId> {
+        let hex = s.strip_prefix("job_")?;
+        if hex.len() != 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        u128::from_str_radix(hex, 16).ok().map(JobId)
+    }
+}
+
+impl Default for JobId {
+    fn default() -> Self {
+        JobId::new()
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "job_{:032x}", self.0)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKind {
+    Generate,
+    Edit,
+}
+
+impl JobKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Generate => "generate",
+            JobKind::Edit => "edit",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    Queued,
+    Running,
+    Done,
+    Failed,
+}
+
+impl JobStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Queued => "queued",
+            JobStatus::Running => "running",
+            JobStatus::Done => "done",
+            JobStatus::Failed => "failed",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, JobStatus::Done | JobStatus::Failed)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub id: u128,
+    pub user_id: u64,
+    pub kind: JobKind,
+    pub status: JobStatus,
+    /// Model id (`fast`, `artist`, `0.2plus`); `edit` for edits.
+    pub model: String,
+    pub ratio: String,
+    pub prompt: String,
+    pub enhance: bool,
+    #[serde(default)]
+    pub enhanced_prompt: Option<String>,
+    pub seed: u64,
+    pub cost: u32,
+    /// Credits were taken (at start). Set once, never cleared.
+    #[serde(default)]
+    pub charged: bool,
+    /// Credits were returned (at failure). Set once, never cleared.
+    #[serde(default)]
+    pub refunded: bool,
+    /// UTC day whose daily-limit counter this job took, if it took one.
+    #[serde(default)]
+    pub daily_day: Option<u32>,
+    /// Decided at start from the user's PRO flag.
+    #[serde(default)]
+    pub watermark: bool,
+    #[serde(default)]
+    pub error_code: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub photo_token: Option<String>,
+    #[serde(default)]
+    pub width: Option<u32>,
+    #[serde(default)]
+    pub height: Option<u32>,
+    pub created_at: Millis,
+    #[serde(default)]
+    pub started_at: Option<Millis>,
+    #[serde(default)]
+    pub finished_at: Option<Millis>,
+    /// Times the job was started (more than one only after restarts).
+    #[serde(default)]
+    pub attempts: u32,
+}
+
+impl JobRecord {
+    pub fn job_id(&self) -> JobId {
+        JobId(self.id)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    /// Chosen by the caller so an edit's source file can be stored under it before the job exists.
+    pub id: JobId,
+    pub user_id: u64,
+    pub kind: JobKind,
+    pub model: String,
+    pub ratio: String,
+    pub prompt: String,
+    pub enhance: bool,
+    pub enhanced_prompt: Option<String>,
+    pub seed: u64,
+    pub cost: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CreateJobError {
+    #[error("you already have an active job ({0})")]
+    Busy(JobId),
+    #[error("not enough credits: the job costs {cost}, the balance is {balance}")]
+    InsufficientCredits { cost: u32, balance: i64 },
+    #[error("the account is blocked")]
+    Banned,
+    #[error("no such user")]
+    NoUser,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+macro_rules! create_err_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for CreateJobError {
+            fn from(e: $t) -> Self {
+                CreateJobError::Store(e.into())
+            }
+        }
+    )*};
+}
+create_err_from!(
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
+
+/// What `start_job` did.
+#[derive(Debug)]
+pub enum StartOutcome {
+    /// Now running; charged unless it had been charged before a restart.
+    Started(JobRecord),
+    /// Failed at start (`insufficient_credits`, `daily_limit`); nothing was charged.
+    Failed(JobRecord),
+    /// Not queued any more (already finished): nothing to do.
+    NotQueued(JobRecord),
+}
+
+/// How a job ended.
+#[derive(Debug, Clone)]
+pub enum FinishOutcome {
+    Done { photo_token: String, width: u32, height: u32 },
+    Failed { code: &'static str, message: String },
+}
+
+/// A job interrupted by this many restarts while running is failed (and refunded) rather than
+/// started again, so a picture that crashes the process cannot loop forever.
+pub const MAX_ATTEMPTS: u32 = 3;
+
+fn read_job(txn: &WriteTransaction, id: u128) -> Result<JobRecord, StoreError> {
+    let jobs = txn.open_table(JOBS)?;
+    let row = jobs.get(id)?;
+    match row {
+        Some(v) => codec::decode(v.value()),
+        None => Err(StoreError::NotFound(format!("no job {}", JobId(id)))),
+    }
+}
+
+fn write_job(txn: &WriteTransaction, job: &JobRecord) -> Result<(), StoreError> {
+    txn.open_table(JOBS)?
+        .insert(job.id, codec::encode(job)?.as_slice())?;
+    Ok(())
+}
+
+fn read_user(txn: &WriteTransaction, id: u64) -> Result<Option<UserRecord>, StoreError> {
+    let users = txn.open_table(USERS)?;
+    let row = users.get(id)?;
+    row.map(|v| codec::decode(v.value())).transpose()
+}
+
+fn read_settings(txn: &WriteTransaction) -> Result<Settings, StoreError> {
+    let table = txn.open_table(SETTINGS)?;
+    let row = table.get("settings")?;
+    match row {
+        Some(v) => codec::decode(v.value()),
+        None => Ok(Settings::default()),
+    }
+}
+
+/// Marks a job terminal: clears the user's active slot and the pending row.
+fn close_job(txn: &WriteTransaction, job: &JobRecord) -> Result<(), StoreError> {
+    let mut active = txn.open_table(ACTIVE_BY_USER)?;
+    let current = active.get(job.user_id)?.map(|v| v.value());
+    if current == Some(job.id) {
+        active.remove(job.user_id)?;
+    }
+    txn.open_table(PENDING_JOBS)?.remove(job.id)?;
+    Ok(())
+}
+
+/// Fails a job; if it was charged and not yet refunded, returns its credits and its daily-limit
+/// slot. The only place refunds happen.
+fn fail_in(
+    txn: &WriteTransaction,
+    job: &mut JobRecord,
+    code: &str,
+    message: String,
+    now: Millis,
+) -> Result<(), StoreError> {
+    if job.charged && !job.refunded {
+        if let Some(mut user) = read_user(txn, job.user_id)? {
+            ledger::apply(txn, &mut user, job.cost as i64, LedgerReason::Refund, Some(job.id), now)?;
+        }
+        if let Some(day) = job.daily_day {
+            let mut usage = txn.open_table(DAILY_USAGE)?;
+            let used = usage.get((job.user_id, day))?.map(|v| v.value()).unwrap_or(0);
+            usage.insert((job.user_id, day), used.saturating_sub(1))?;
+        }
+        job.refunded = true;
+    }
+    job.status = JobStatus::Failed;
+    job.error_code = Some(code.to_string());
+    job.error = Some(message);
+    job.finished_at = Some(now);
+    write_job(txn, job)?;
+    close_job(txn, job)
+}
+
+impl Store {
+    /// Creates a queued job. In the same transaction: the user exists and is not banned, has no
+    /// active job, and can pay the price now (the charge itself happens at start).
+    pub fn create_job(&self, new: NewJob, now: Millis) -> Result<JobRecord, CreateJobError> {
+        let txn = self.db().begin_write()?;
+        let job = {
+            let user = read_user(&txn, new.user_id)?.ok_or(CreateJobError::NoUser)?;
+            if user.banned {
+                return Err(CreateJobError::Banned);
+            }
+            let mut active = txn.open_table(ACTIVE_BY_USER)?;
+            if let Some(existing) = active.get(user.id)?.map(|v| v.value()) {
+                return Err(CreateJobError::Busy(JobId(existing)));
+            }
+            if user.balance < new.cost as i64 {
+                return Err(CreateJobError::InsufficientCredits {
+                    cost: new.cost,
+                    balance: user.balance,
+                });
+            }
+            let job = JobRecord {
+                id: new.id.0,
+                user_id: user.id,
+                kind: new.kind,
+                status: JobStatus::Queued,
+                model: new.model,
+                ratio: new.ratio,
+                prompt: new.prompt,
+                enhance: new.enhance,
+                enhanced_prompt: new.enhanced_prompt,
+                seed: new.seed,
+                cost: new.cost,
+                charged: false,
+                refunded: false,
+                daily_day: None,
+                watermark: !user.pro,
+                error_code: None,
+                error: None,
+                photo_token: None,
+                width: None,
+                height: None,
+                created_at: now,
+                started_at: None,
+                finished_at: None,
+                attempts: 0,
+            };
+            active.insert(user.id, job.id)?;
+            write_job(&txn, &job)?;
+            txn.open_table(JOBS_BY_USER)?.insert((user.id, job.id), ())?;
+            txn.open_table(PENDING_JOBS)?.insert(job.id, ())?;
+            job
+        };
+        txn.commit()?;
+        Ok(job)
+    }
+
+    /// `queued → running`. Charges the price and (for generation) one daily-limit slot, unless
+    /// the job was already charged before a restart. A user who can no longer pay, or has hit the
+    /// daily limit, gets the job failed with `insufficient_credits` / `daily_limit` instead.
+    pub fn start_job(&self, id: JobId, now: Millis) -> Result<StartOutcome, StoreError> {
+        let txn = self.db().begin_write()?;
+        let mut job = read_job(&txn, id.0)?;
+        if job.status != JobStatus::Queued {
+            return Ok(StartOutcome::NotQueued(job));
+        }
+        let outcome = if job.charged {
+            job.status = JobStatus::Running;
+            job.started_at = Some(now);
+            job.attempts += 1;
+            write_job(&txn, &job)?;
+            StartOutcome::Started(job)
+        } else {
+            let Some(mut user) = read_user(&txn, job.user_id)? else {
+                fail_in(&txn, &mut job, "generation_failed", "the account no longer exists".into(), now)?;
+                txn.commit()?;
+                return Ok(StartOutcome::Failed(job));
+            };
+            let settings = read_settings(&txn)?;
+            let day = clock::day_of(now);
+            let used = {
+                let usage = txn.open_table(DAILY_USAGE)?;
+                usage.get((user.id, day))?.map(|v| v.value()).unwrap_or(0)
+            };
+            let limit = settings.daily_limit_for(user.pro, user.daily_limit);
+            if user.balance < job.cost as i64 {
+                let message = format!(
+                    "not enough credits: the job costs {}, the balance is {}",
+                    job.cost, user.balance
+                );
+                fail_in(&txn, &mut job, "insufficient_credits", message, now)?;
+                StartOutcome::Failed(job)
+            } else if job.kind == JobKind::Generate && used >= limit {
+                let message = format!(
+                    "daily photo limit reached: {used} of {limit} generations today (resets at 00:00 UTC)"
+                );
+                fail_in(&txn, &mut job, "daily_limit", message, now)?;
+                StartOutcome::Failed(job)
+            } else {
+                ledger::apply(&txn, &mut user, -(job.cost as i64), LedgerReason::Charge, Some(job.id), now)?;
+                if job.kind == JobKind::Generate {
+                    txn.open_table(DAILY_USAGE)?.insert((user.id, day), used + 1)?;
+                    job.daily_day = Some(day);
+                }
+                job.charged = true;
+                job.watermark = !user.pro;
+                job.status = JobStatus::Running;
+                job.started_at = Some(now);
+                job.attempts += 1;
+                write_job(&txn, &job)?;
+                StartOutcome::Started(job)
+            }
+        };
+        txn.commit()?;
+        Ok(outcome)
+    }
+
+    /// `running → done | failed` (and `queued → failed` for jobs that never got a render slot).
+    /// A failure refunds exactly once. Finishing an already-finished job changes nothing.
+    pub fn finish_job(
+        &self,
+        id: JobId,
+        outcome: FinishOutcome,
+        now: Millis,
+    ) -> Result<JobRecord, StoreError> {
+        let txn = self.db().begin_write()?;
+        let mut job = read_job(&txn, id.0)?;
+        if job.status.is_terminal() {
+            return Ok(job);
+        }
+        match outcome {
+            FinishOutcome::Done { photo_token, width, height } => {
+                if job.status != JobStatus::Running {
+                    return Err(StoreError::Conflict(format!("{} is not running", job.job_id())));
+                }
+                job.status = JobStatus::Done;
+                job.photo_token = Some(photo_token);
+                job.width = Some(width);
+                job.height = Some(height);
+                job.finished_at = Some(now);
+                write_job(&txn, &job)?;
+                close_job(&txn, &job)?;
+            }
+            FinishOutcome::Failed { code, message } => {
+                fail_in(&txn, &mut job, code, message, now)?;
+            }
+        }
+        txn.commit()?;
+        Ok(job)
+    }
+
+    pub fn job(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
+        let txn = self.db().begin_read()?;
+        let jobs = txn.open_table(JOBS)?;
+        jobs.get(id.0)?.map(|v| codec::decode(v.value())).transpose()
+    }
+
+    /// The user's active (queued or running) job, if any.
+    pub fn active_job(&self, user_id: u64) -> Result<Option<JobId>, StoreError> {
+        let txn = self.db().begin_read()?;
+        let active = txn.open_table(ACTIVE_BY_USER)?;
+        Ok(active.get(user_id)?.map(|v| JobId(v.value())))
+    }
+
+    /// A user's jobs, newest first, at most `limit`.
+    pub fn user_jobs(&self, user_id: u64, limit: usize) -> Result<Vec<JobRecord>, StoreError> {
+        let txn = self.db().begin_read()?;
+        let index = txn.open_table(JOBS_BY_USER)?;
+        let jobs = txn.open_table(JOBS)?;
+        let mut out = Vec::new();
+        for row in index.range((user_id, 0)..=(user_id, u128::MAX))?.rev() {
+            let (key, _) = row?;
+            if let Some(v) = jobs.get(key.value().1)? {
+                out.push(codec::decode(v.value())?);
+            }
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Run once at start, before serving: jobs left `running` by a crash go back to `queued`
+    /// (keeping their charge, so they are not charged again), or fail with a refund after
+    /// [`MAX_ATTEMPTS`]. Returns every unfinished job, oldest first, for the engine to run.
+    pub fn recover_jobs(&self, now: Millis) -> Result<Vec<JobRecord>, StoreError> {
+        let txn = self.db().begin_write()?;
+        let mut resume = Vec::new();
+        {
+            let ids: Vec<u128> = {
+                let pending = txn.open_table(PENDING_JOBS)?;
+                let mut ids = Vec::new();
+                for row in pending.iter()? {
+                    ids.push(row?.0.value());
+                }
+                ids
+            };
+            for id in ids {
+                let mut job = read_job(&txn, id)?;
+                match job.status {
+                    JobStatus::Queued => resume.push(job),
+                    JobStatus::Running if job.attempts >= MAX_ATTEMPTS => {
+                        let code = match job.kind {
+                            JobKind::Generate => "generation_failed",
+                            JobKind::Edit => "edit_failed",
+                        };
+                        let message = format!(
+                            "the job was interrupted by {} server restarts and was given up; credits returned",
+                            job.attempts
+                        );
+                        fail_in(&txn, &mut job, code, message, now)?;
+                    }
+                    JobStatus::Running => {
+                        job.status = JobStatus::Queued;
+                        write_job(&txn, &job)?;
+                        resume.push(job);
+                    }
+                    JobStatus::Done | JobStatus::Failed => {
+                        // Terminal but still listed: finish the bookkeeping.
+                        close_job(&txn, &job)?;
+                    }
+                }
+            }
+        }
+        txn.commit()?;
+        Ok(resume)
+    }
+
+    /// Every job (used by the consistency checks of tests and `pictor` maintenance).
+    pub fn all_jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
+        let txn = self.db().begin_read()?;
+        let jobs = txn.open_table(JOBS)?;
+        let mut out = Vec::new();
+        for row in jobs.iter()? {
+            out.push(codec::decode(row?.1.value())?);
+        }
+        Ok(out)
+    }
+}

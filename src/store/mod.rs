@@ -1,0 +1,118 @@
+//! The embedded store: one redb file holding users, API keys, the credit ledger, jobs and
+//! settings. Only this module names redb.
+//!
+//! Every business operation is one write transaction (`begin_write … commit`). Methods are
+//! synchronous; async callers go through [`Store::call`], which runs them on the blocking pool.
+
+mod codec;
+pub mod jobs;
+pub mod ledger;
+mod migrate;
+pub mod settings;
+pub mod tables;
+pub mod users;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use redb::{Database, ReadableDatabase, ReadableTable};
+
+pub use jobs::{
+    CreateJobError, FinishOutcome, JobId, JobKind, JobRecord, JobStatus, NewJob, StartOutcome,
+};
+pub use ledger::{LedgerEntry, LedgerReason};
+pub use settings::Settings;
+pub use users::{NewUser, UserId, UserPatch, UserRecord};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Another process (normally the running server) has the file open.
+    #[error("the database is in use by another process (is the server running?)")]
+    AlreadyOpen,
+    #[error("database error: {0}")]
+    Db(String),
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("store task failed: {0}")]
+    Task(String),
+}
+
+macro_rules! from_redb {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StoreError {
+            fn from(e: $t) -> Self {
+                StoreError::Db(e.to_string())
+            }
+        }
+    )*};
+}
+from_redb!(
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
+
+impl From<redb::DatabaseError> for StoreError {
+    fn from(e: redb::DatabaseError) -> Self {
+        match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen,
+            other => StoreError::Db(other.to_string()),
+        }
+    }
+}
+
+/// Handle to the database; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    db: Arc<Database>,
+}
+
+impl Store {
+    /// Opens (or creates) the store file, creating tables and default settings on first use.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let db = Database::create(path)?;
+        let store = Store { db: Arc::new(db) };
+        migrate::run(&store.db)?;
+        Ok(store)
+    }
+
+    /// Runs a synchronous store operation on the blocking pool.
+    pub async fn call<T, E, F>(&self, f: F) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        F: FnOnce(&Store) -> Result<T, E> + Send + 'static,
+    {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| E::from(StoreError::Task(e.to_string())))?
+    }
+
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
+    }
+
+    /// Whether the file is in a state redb can read (used after restores and by tests).
+    pub fn readable(&self) -> bool {
+        self.db.begin_read().is_ok()
+    }
+}
+
+/// Takes and increments a named counter in `META` inside a write transaction.
+pub(crate) fn next_counter(
+    txn: &redb::WriteTransaction,
+    name: &str,
+) -> Result<u64, StoreError> {
+    let mut meta = txn.open_table(tables::META)?;
+    let next = meta.get(name)?.map(|v| v.value()).unwrap_or(0) + 1;
+    meta.insert(name, next)?;
+    Ok(next)
+}

@@ -1,0 +1,309 @@
+//! Test harness: the real server on 127.0.0.1:0 with a temp data dir, spoken to over HTTP.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use pictor::app::{Server, ServerHandle};
+use pictor::clock::Clock;
+use pictor::config::Config;
+use pictor::ops::{self, AdminRequest};
+use pictor::render::{EditSpec, GenerateSpec, Picture, ProceduralRenderer, RenderError, Renderer};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+pub struct TestServer {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub handle: Option<ServerHandle>,
+    pub dir: TempDir,
+    pub clock: Clock,
+}
+
+pub struct Options {
+    pub renderer: Arc<dyn Renderer>,
+    pub render_workers: usize,
+    pub queue_size: usize,
+    pub queue_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            renderer: Arc::new(ProceduralRenderer),
+            render_workers: 1,
+            queue_size: 64,
+            queue_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        Self::start_with(Options::default()).await
+    }
+
+    pub async fn with_renderer(renderer: Arc<dyn Renderer>) -> TestServer {
+        Self::start_with(Options { renderer, ..Options::default() }).await
+    }
+
+    pub async fn start_with(opts: Options) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::new(dir.path().join("data"));
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.render_workers = opts.render_workers;
+        config.queue_size = opts.queue_size;
+        config.queue_timeout = opts.queue_timeout;
+        let clock = Clock::default();
+        let handle = Server::start(config, opts.renderer, clock.clone()).await.unwrap();
+        TestServer {
+            base: handle.base_url.clone(),
+            client: reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap(),
+            handle: Some(handle),
+            dir,
+            clock,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn admin(&self, req: AdminRequest) -> Value {
+        let store = &self.handle.as_ref().unwrap().state.store;
+        ops::execute(store, req, self.clock.now()).unwrap()
+    }
+
+    /// Creates a user with credits and returns (email, api key).
+    pub fn user(&self, email: &str, credits: u32, pro: bool) -> (String, String) {
+        self.admin(AdminRequest::UserAdd {
+            email: email.into(),
+            name: None,
+            password_hash: None,
+            admin: false,
+            pro,
+            credits,
+        });
+        let key = self.admin(AdminRequest::KeyIssue { email: email.into() });
+        (email.to_string(), key["api_key"].as_str().unwrap().to_string())
+    }
+
+    pub fn store(&self) -> &pictor::store::Store {
+        &self.handle.as_ref().unwrap().state.store
+    }
+
+    pub async fn get(&self, key: &str, path: &str) -> (u16, Value) {
+        let r = self.client.get(self.url(path)).bearer_auth(key).send().await.unwrap();
+        status_json(r).await
+    }
+
+    pub async fn generate(&self, key: &str, body: Value) -> (u16, Value) {
+        let r = self.client.post(self.url("/api/pictor/v1/generate")).bearer_auth(key).json(&body).send().await.unwrap();
+        status_json(r).await
+    }
+
+    pub async fn me(&self, key: &str) -> Value {
+        let (s, v) = self.get(key, "/api/pictor/v1/me").await;
+        assert_eq!(s, 200, "{v}");
+        v
+    }
+
+    /// Polls with `wait` until the job is done or failed.
+    pub async fn finish(&self, key: &str, job_id: &str) -> Value {
+        for _ in 0..60 {
+            let (s, v) = self.get(key, &format!("/api/pictor/v1/jobs/{job_id}?wait=30")).await;
+            assert_eq!(s, 200, "{v}");
+            if v["status"] == "done" || v["status"] == "failed" {
+                return v;
+            }
+        }
+        panic!("job {job_id} did not finish");
+    }
+
+    pub async fn download(&self, url: &str) -> image::RgbaImage {
+        let r = self.client.get(url).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["content-type"], "image/png");
+        let bytes = r.bytes().await.unwrap();
+        image::load_from_memory_with_format(&bytes, image::ImageFormat::Png).unwrap().to_rgba8()
+    }
+
+    /// Balance equals the ledger sum, and no active job is left, for every user.
+    pub fn assert_books_balanced(&self) {
+        let store = self.store();
+        for user in store.users().unwrap() {
+            let sum: i64 = store.ledger(user.id).unwrap().iter().map(|e| e.delta).sum();
+            assert_eq!(user.balance, sum, "balance of {} differs from its ledger", user.email);
+            assert!(user.balance >= 0);
+        }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(h) = self.handle.take() {
+            h.shutdown().await;
+        }
+    }
+}
+
+pub async fn status_json(r: reqwest::Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    let ct = r.headers().get("content-type").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    let text = r.text().await.unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("status {status}, not JSON ({ct}): {text:?}"));
+    (status, v)
+}
+
+/// Asserts the seed's error shape with the given status and code.
+pub fn assert_error(got: &(u16, Value), status: u16, code: &str) {
+    let (s, v) = got;
+    assert_eq!(*s, status, "{v}");
+    assert_eq!(v["ok"], json!(false), "{v}");
+    assert_eq!(v["error_code"], json!(code), "{v}");
+    assert!(v["error"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+}
+
+/// A renderer whose renders block until the gate is opened; then it draws a flat picture of the
+/// exact requested size (fast, so tests spend their time on the job machinery).
+#[derive(Clone, Default)]
+pub struct Gate {
+    pub state: Arc<(Mutex<bool>, Condvar)>,
+    pub fail: bool,
+}
+
+impl Gate {
+    pub fn open(&self) {
+        let (m, c) = &*self.state;
+        *m.lock().unwrap() = true;
+        c.notify_all();
+    }
+
+    pub fn close(&self) {
+        *self.state.0.lock().unwrap() = false;
+    }
+
+    fn pass(&self) {
+        let (m, c) = &*self.state;
+        let mut open = m.lock().unwrap();
+        while !*open {
+            open = c.wait(open).unwrap();
+        }
+    }
+}
+
+pub fn flat_picture(w: u32, h: u32, rgba: [u8; 4]) -> Picture {
+    Picture::from_rgba(w, h, rgba.iter().copied().cycle().take((w * h * 4) as usize).collect()).unwrap()
+}
+
+impl Renderer for Gate {
+    fn generate(&self, spec: &GenerateSpec) -> Result<Picture, RenderError> {
+        self.pass();
+        if self.fail {
+            return Err(RenderError::Failed("the test renderer fails on purpose".into()));
+        }
+        let (w, h) = spec.model.dimensions(spec.ratio);
+        Ok(flat_picture(w, h, [40, 90, 160, 255]))
+    }
+
+    fn edit(&self, spec: &EditSpec) -> Result<Picture, RenderError> {
+        self.pass();
+        if self.fail {
+            return Err(RenderError::Failed("the test renderer fails on purpose".into()));
+        }
+        ProceduralRenderer.edit(spec)
+    }
+}
+
+/// An opened gate (renders immediately).
+pub fn open_gate() -> Gate {
+    let g = Gate::default();
+    g.open();
+    g
+}
+
+pub fn png_bytes(w: u32, h: u32) -> Vec<u8> {
+    let img = image::RgbaImage::from_fn(w, h, |x, y| image::Rgba([(x * 7) as u8, (y * 5) as u8, 200, 255]));
+    let mut out = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+    out.into_inner()
+}
+
+pub fn file_exists(p: &Path) -> bool {
+    p.exists()
+}
+
+/// The real binary as a child process.
+pub struct ChildServer {
+    pub child: std::process::Child,
+    pub base: String,
+}
+
+pub fn pictor_cmd(data_dir: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pictor"));
+    cmd.env("PICTOR_DATA_DIR", data_dir).env_remove("PICTOR_DEBUG_RENDER_DELAY_MS").env_remove("PICTOR_DEBUG_FAIL_PROMPT");
+    cmd
+}
+
+/// Starts `pictor serve --listen 127.0.0.1:0` and waits for its address.
+pub fn spawn_server(data_dir: &Path, envs: &[(&str, &str)]) -> ChildServer {
+    use std::io::BufRead;
+    let mut cmd = pictor_cmd(data_dir);
+    cmd.args(["serve", "--listen", "127.0.0.1:0"]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sent = false;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if !sent && let Some(url) = line.split("is running at ").nth(1) {
+                let _ = tx.send(url.trim().to_string());
+                sent = true;
+            }
+        }
+    });
+    let base = rx.recv_timeout(Duration::from_secs(60)).expect("server did not start");
+    ChildServer { child, base }
+}
+
+impl ChildServer {
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        self.child.wait().unwrap()
+    }
+}
+
+/// Runs the CLI and returns (exit code, stdout, stderr).
+pub fn run_cli(data_dir: &Path, args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
+    use std::io::Write;
+    let mut cmd = pictor_cmd(data_dir);
+    cmd.args(args).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    {
+        let mut si = child.stdin.take().unwrap();
+        if let Some(text) = stdin {
+            si.write_all(text.as_bytes()).unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+pub fn cli_json(data_dir: &Path, args: &[&str], stdin: Option<&str>) -> Value {
+    let (code, out, err) = run_cli(data_dir, args, stdin);
+    assert_eq!(code, 0, "pictor {args:?} failed: {err}");
+    serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("not JSON: {out}"))
+}

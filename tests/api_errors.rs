@@ -241,6 +241,9 @@ async fn unknown_routes_and_methods_are_json() {
         assert_eq!(got.1["ok"], false);
         assert_eq!(got.1["error_code"], "not_found");
     }
+    let r = s.client.post(s.url("/files/00000000000000000000000000000000.png")).send().await.unwrap();
+    let got = status_json(r).await;
+    assert_eq!(got.0, 405, "{}", got.1);
     let r = s.client.delete(s.url("/api/pictor/v1/generate")).send().await.unwrap();
     let got = status_json(r).await;
     assert_eq!(got.0, 405);

@@ -250,13 +250,15 @@ impl ImagesApi {
             return Err(CreateJobError::InsufficientCredits { cost, balance: user.balance }.into());
         }
         let bytes = upload.into_vec().await.map_err(ApiError::internal)?;
-        let check = bytes.clone();
-        let info = state
+        let (bytes, checked) = state
             .decode_pool
-            .spawn(move || render::decode::inspect(&check, &DecodeLimits::default()))
+            .spawn(move || {
+                let checked = render::decode::inspect(&bytes, &DecodeLimits::default());
+                (bytes, checked)
+            })
             .await
-            .map_err(ApiError::internal)?
-            .map_err(|e| ApiError::new(codes::INVALID_IMAGE, e.to_string()))?;
+            .map_err(ApiError::internal)?;
+        let info = checked.map_err(|e| ApiError::new(codes::INVALID_IMAGE, e.to_string()))?;
         tracing::debug!(format = info.format, width = info.width, height = info.height, "edit upload accepted");
 
         let id = JobId::new();

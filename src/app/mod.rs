@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use poem::listener::{Acceptor, Listener, TcpListener};
-use poem::{EndpointExt, Route, get};
+use poem::{Endpoint, EndpointExt, Route, get};
 use rand::RngExt;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -124,7 +124,14 @@ impl Server {
             .nest_no_strip("/api/pictor", crate::api::routes(&public_url))
             .at("/files/:name", get(files::get_file))
             .nest("/", crate::api::not_found())
-            .data(state.clone());
+            .data(state.clone())
+            .around(|ep, req| async move {
+                let path = req.uri().path().to_string();
+                Ok(match ep.call(req).await {
+                    Ok(resp) => resp,
+                    Err(err) => crate::api::error::error_response(err, &path),
+                })
+            });
         let admin_app = admin::routes(state.clone(), admin_token);
 
         let (stop_tx, stop_rx) = oneshot::channel::<()>();

@@ -182,6 +182,8 @@ async fn finish(inner: &Inner, id: JobId, outcome: FinishOutcome) {
     let now = inner.clock.now();
     match inner.store.call(move |s| s.finish_job(id, outcome, now)).await {
         Ok(job) => {
+            // Wake long-polls the moment the finishing transaction has committed.
+            inner.watchers.finished(id);
             info!(job = %id, status = job.status.as_str(), code = job.error_code.as_deref().unwrap_or(""), "job finished");
         }
         // The job stays pending in the store and is resolved at the next start.
@@ -219,6 +221,7 @@ async fn run(inner: &Inner, job: JobRecord) {
     let job = match inner.store.call(move |s| s.start_job(id, now)).await {
         Ok(StartOutcome::Started(job)) => job,
         Ok(StartOutcome::Failed(job)) => {
+            inner.watchers.finished(id);
             info!(job = %id, code = job.error_code.as_deref().unwrap_or(""), "job failed at start");
             return;
         }

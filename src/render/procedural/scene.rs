@@ -572,8 +572,9 @@ fn palette(theme: &Theme, time: Time, sky: Sky, r: &mut Rng) -> Palette {
         p.haze = rgb(30, 24, 60);
     }
     if theme.has(Element::Desert) {
-        p.land_far = mix(p.land_far, rgb(212, 158, 108), 0.7);
-        p.land_near = mix(p.land_near, rgb(226, 176, 116), 0.75);
+        p.land_far = mix(p.land_far, rgb(214, 160, 104), 0.75);
+        p.land_near = mix(p.land_near, rgb(220, 150, 80), 0.8);
+        p.sand = mix(p.sand, rgb(220, 150, 80), 0.6);
         p.sky_low = mix(p.sky_low, rgb(244, 218, 180), 0.5);
         p.haze = mix(p.haze, rgb(232, 204, 168), 0.5);
     }
@@ -610,8 +611,8 @@ fn palette(theme: &Theme, time: Time, sky: Sky, r: &mut Rng) -> Palette {
         .or(water_named.map(|c| (c, 0.45)))
         .or(land_named.map(|c| (c, 0.3)));
     let land_color = land_named
-        .or(any.get(1).copied())
-        .map(|c| (c, 0.6))
+        .map(|c| (c, 0.75))
+        .or(any.get(1).map(|c| (*c, 0.6)))
         .or(any.first().map(|c| (*c, 0.4)));
     let water_color = water_named
         .map(|c| (c, 0.65))
@@ -759,7 +760,7 @@ impl LayerPlanner<'_> {
             };
             if beach {
                 self.beach_layer();
-            } else if forest || self.rng.chance(0.35) {
+            } else if forest || (!city && self.rng.chance(0.35)) {
                 let wooded = forest || self.rng.chance(0.5);
                 self.headland_layer(wooded);
             }

@@ -82,7 +82,7 @@ pub fn paint(c: &mut Canvas, plan: &Plan, layer: &Layer, texture: Option<&Field>
         if layer.relief <= 0.0 {
             return 0.0;
         }
-        let r = plan.unit * 2.0 + below * 0.7;
+        let r = plan.unit * 6.0 + below * 0.7;
         let ri = r as usize + 1;
         let a = col_ground[x.saturating_sub(ri)];
         let b = col_ground[(x + ri).min(w - 1)];
@@ -118,7 +118,7 @@ pub fn paint(c: &mut Canvas, plan: &Plan, layer: &Layer, texture: Option<&Field>
                 let near_ridge = (1.0 - below * shade_reach).max(0.0);
                 let light = relief(x, below);
                 // Shadows darken fully; lit faces brighten less, so crests never blow out.
-                let k = light * (0.5 + 0.5 * near_ridge);
+                let k = light * (0.75 + 0.25 * near_ridge);
                 col = scale(col, if k > 0.0 { 1.0 + 0.55 * k } else { 1.0 + k });
                 if let Some(line) = layer.snowline {
                     let sl = line + snow_jitter[x] + (tx - 0.5) * layer.amp * 0.25;

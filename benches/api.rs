@@ -21,8 +21,16 @@ use pictor::render::{EditSpec, GenerateSpec, Picture, RenderError, Renderer};
 use serde_json::{Value, json};
 
 fn cli(dir: &Path, args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_pictor")).env("PICTOR_DATA_DIR", dir).args(args).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_pictor"))
+        .env("PICTOR_DATA_DIR", dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -34,7 +42,9 @@ struct Child {
 fn spawn(dir: &Path, envs: &[(&str, &str)]) -> Child {
     use std::io::BufRead;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_pictor"));
-    cmd.env("PICTOR_DATA_DIR", dir).env("PICTOR_LOG", "warn").args(["serve", "--listen", "127.0.0.1:0"]);
+    cmd.env("PICTOR_DATA_DIR", dir)
+        .env("PICTOR_LOG", "warn")
+        .args(["serve", "--listen", "127.0.0.1:0"]);
     cmd.stdout(Stdio::piped()).stderr(Stdio::null());
     for (k, v) in envs {
         cmd.env(k, v);
@@ -70,25 +80,62 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 async fn bench_me(dir: &Path) {
-    cli(dir, &["user", "add", "--email", "bench@example.com", "--credits", "10", "--json"]);
-    let key = cli(dir, &["key", "issue", "--email", "bench@example.com", "--json"])["api_key"].as_str().unwrap().to_string();
+    cli(
+        dir,
+        &[
+            "user",
+            "add",
+            "--email",
+            "bench@example.com",
+            "--credits",
+            "10",
+            "--json",
+        ],
+    );
+    let key = cli(
+        dir,
+        &["key", "issue", "--email", "bench@example.com", "--json"],
+    )["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let server = spawn(dir, &[]);
-    let client = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap();
     let url = format!("{}/api/pictor/v1/me", server.base);
     // Warm up.
     for _ in 0..200 {
-        client.get(&url).bearer_auth(&key).send().await.unwrap().bytes().await.unwrap();
+        client
+            .get(&url)
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
     }
     let stop = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicU64::new(0));
     let duration = Duration::from_secs(8);
     let mut tasks = Vec::new();
     for _ in 0..64 {
-        let (client, url, key, stop, count) = (client.clone(), url.clone(), key.clone(), stop.clone(), count.clone());
+        let (client, url, key, stop, count) = (
+            client.clone(),
+            url.clone(),
+            key.clone(),
+            stop.clone(),
+            count.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
             while !stop.load(Ordering::Relaxed) {
@@ -126,14 +173,40 @@ async fn bench_me(dir: &Path) {
 }
 
 async fn bench_waiters(dir: &Path, waiters: usize) {
-    cli(dir, &["user", "add", "--email", "wait@example.com", "--credits", "10", "--json"]);
-    let key = cli(dir, &["key", "issue", "--email", "wait@example.com", "--json"])["api_key"].as_str().unwrap().to_string();
+    cli(
+        dir,
+        &[
+            "user",
+            "add",
+            "--email",
+            "wait@example.com",
+            "--credits",
+            "10",
+            "--json",
+        ],
+    );
+    let key = cli(
+        dir,
+        &["key", "issue", "--email", "wait@example.com", "--json"],
+    )["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // The render takes 6 s: long enough to park every waiter first.
     let server = spawn(dir, &[("PICTOR_DEBUG_RENDER_DELAY_MS", "6000")]);
     let pid = server.child.id();
     let idle = rss_kib(pid);
-    let client = reqwest::Client::builder().pool_max_idle_per_host(waiters).build().unwrap();
-    let r = client.post(format!("{}/api/pictor/v1/generate", server.base)).bearer_auth(&key).json(&json!({"prompt": "bench"})).send().await.unwrap();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(waiters)
+        .build()
+        .unwrap();
+    let r = client
+        .post(format!("{}/api/pictor/v1/generate", server.base))
+        .bearer_auth(&key)
+        .json(&json!({"prompt": "bench"}))
+        .send()
+        .await
+        .unwrap();
     let created: Value = r.json().await.unwrap();
     let url = format!("{}?wait=60", created["poll_url"].as_str().unwrap());
     let mut tasks = Vec::new();
@@ -188,15 +261,42 @@ async fn bench_job_overhead(dir: &Path) {
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.render_workers = 1;
     let clock = Clock::default();
-    let handle = Server::start(config, Arc::new(NoOp), clock.clone()).await.unwrap();
+    let handle = Server::start(config, Arc::new(NoOp), clock.clone())
+        .await
+        .unwrap();
     let store = handle.state.store.clone();
     let users = 32;
     let mut keys = Vec::new();
     for i in 0..users {
         let email = format!("u{i}@example.com");
-        ops::execute(&store, AdminRequest::UserAdd { email: email.clone(), name: None, password_hash: None, admin: false, pro: true, credits: 100_000 }, clock.now()).unwrap();
-        store.update_user(&email, pictor::store::UserPatch { daily_limit: Some(Some(1_000_000)), ..Default::default() }).unwrap();
-        keys.push(ops::execute(&store, AdminRequest::KeyIssue { email }, clock.now()).unwrap()["api_key"].as_str().unwrap().to_string());
+        ops::execute(
+            &store,
+            AdminRequest::UserAdd {
+                email: email.clone(),
+                name: None,
+                password_hash: None,
+                admin: false,
+                pro: true,
+                credits: 100_000,
+            },
+            clock.now(),
+        )
+        .unwrap();
+        store
+            .update_user(
+                &email,
+                pictor::store::UserPatch {
+                    daily_limit: Some(Some(1_000_000)),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        keys.push(
+            ops::execute(&store, AdminRequest::KeyIssue { email }, clock.now()).unwrap()["api_key"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
     }
     let client = reqwest::Client::new();
     let base = handle.base_url.clone();
@@ -204,10 +304,24 @@ async fn bench_job_overhead(dir: &Path) {
         let (client, base) = (client.clone(), base.clone());
         async move {
             let t = Instant::now();
-            let r = client.post(format!("{base}/api/pictor/v1/generate")).bearer_auth(&key).json(&json!({"prompt": "x"})).send().await.unwrap();
+            let r = client
+                .post(format!("{base}/api/pictor/v1/generate"))
+                .bearer_auth(&key)
+                .json(&json!({"prompt": "x"}))
+                .send()
+                .await
+                .unwrap();
             let c: Value = r.json().await.unwrap();
             let url = format!("{}?wait=60", c["poll_url"].as_str().unwrap());
-            let v: Value = client.get(&url).bearer_auth(&key).send().await.unwrap().json().await.unwrap();
+            let v: Value = client
+                .get(&url)
+                .bearer_auth(&key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
             assert_eq!(v["status"], "done");
             t.elapsed().as_secs_f64() * 1000.0
         }
@@ -252,9 +366,18 @@ fn main() {
         println!("api bench: skipped (run with `cargo bench --bench api`)");
         return;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
-        println!("machine: {} cores; {}", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), std::env::consts::ARCH);
+        println!(
+            "machine: {} cores; {}",
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(0),
+            std::env::consts::ARCH
+        );
         bench_me(tempfile::tempdir().unwrap().path()).await;
         bench_waiters(tempfile::tempdir().unwrap().path(), 5000).await;
         bench_job_overhead(tempfile::tempdir().unwrap().path()).await;

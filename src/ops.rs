@@ -50,7 +50,11 @@ impl std::fmt::Debug for AdminRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Names the operation only: requests may carry password hashes.
         let v = serde_json::to_value(self).ok();
-        let op = v.as_ref().and_then(|v| v.get("op")).and_then(Value::as_str).unwrap_or("?");
+        let op = v
+            .as_ref()
+            .and_then(|v| v.get("op"))
+            .and_then(Value::as_str)
+            .unwrap_or("?");
         write!(f, "AdminRequest({op})")
     }
 }
@@ -67,7 +71,9 @@ pub enum OpError {
 impl From<StoreError> for OpError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::NotFound(m) | StoreError::Conflict(m) | StoreError::Invalid(m) => OpError::Invalid(m),
+            StoreError::NotFound(m) | StoreError::Conflict(m) | StoreError::Invalid(m) => {
+                OpError::Invalid(m)
+            }
             other => OpError::Store(other),
         }
     }
@@ -92,15 +98,46 @@ pub fn user_json(u: &UserRecord, store: &Store, now: Millis) -> Result<Value, St
 /// Runs one admin command against the store. Returns the JSON object the CLI prints.
 pub fn execute(store: &Store, req: AdminRequest, now: Millis) -> Result<Value, OpError> {
     match req {
-        AdminRequest::UserAdd { email, name, password_hash, admin, pro, credits } => {
-            let user = store.create_user(NewUser { email, name, password_hash, admin, pro, credits }, now)?;
+        AdminRequest::UserAdd {
+            email,
+            name,
+            password_hash,
+            admin,
+            pro,
+            credits,
+        } => {
+            let user = store.create_user(
+                NewUser {
+                    email,
+                    name,
+                    password_hash,
+                    admin,
+                    pro,
+                    credits,
+                },
+                now,
+            )?;
             Ok(user_json(&user, store, now)?)
         }
-        AdminRequest::UserUpdate { email, pro, banned, daily_limit, admin } => {
+        AdminRequest::UserUpdate {
+            email,
+            pro,
+            banned,
+            daily_limit,
+            admin,
+        } => {
             if pro.is_none() && banned.is_none() && daily_limit.is_none() && admin.is_none() {
-                return Err(OpError::Invalid("nothing to change: give --pro, --banned, --daily-limit or --admin".into()));
+                return Err(OpError::Invalid(
+                    "nothing to change: give --pro, --banned, --daily-limit or --admin".into(),
+                ));
             }
-            let patch = UserPatch { pro, banned, daily_limit: daily_limit.map(Some), name: None, admin };
+            let patch = UserPatch {
+                pro,
+                banned,
+                daily_limit: daily_limit.map(Some),
+                name: None,
+                admin,
+            };
             let user = store.update_user(&email, patch)?;
             Ok(user_json(&user, store, now)?)
         }
@@ -110,7 +147,10 @@ pub fn execute(store: &Store, req: AdminRequest, now: Millis) -> Result<Value, O
         }
         AdminRequest::UserList => {
             let users = store.users()?;
-            let list = users.iter().map(|u| user_json(u, store, now)).collect::<Result<Vec<_>, _>>()?;
+            let list = users
+                .iter()
+                .map(|u| user_json(u, store, now))
+                .collect::<Result<Vec<_>, _>>()?;
             Ok(json!({ "users": list }))
         }
         AdminRequest::CreditsGrant { email, amount } => {
@@ -125,8 +165,11 @@ pub fn execute(store: &Store, req: AdminRequest, now: Millis) -> Result<Value, O
         }
         AdminRequest::SettingsList => {
             let settings = store.settings()?;
-            let map: serde_json::Map<String, Value> =
-                settings.entries().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+            let map: serde_json::Map<String, Value> = settings
+                .entries()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect();
             Ok(Value::Object(map))
         }
         AdminRequest::SettingsSet { key, value } => {

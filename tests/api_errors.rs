@@ -19,29 +19,74 @@ async fn authentication_errors() {
 
     let r = s.client.get(s.url(me)).send().await.unwrap();
     assert_error(&status_json(r).await, 401, "unauthorized");
-    for bad in ["nonsense", "vx_short", &key.replace("vx_", "sk_"), &format!("vx_{}", "0".repeat(64))] {
+    for bad in [
+        "nonsense",
+        "vx_short",
+        &key.replace("vx_", "sk_"),
+        &format!("vx_{}", "0".repeat(64)),
+    ] {
         assert_error(&s.get(bad, me).await, 401, "unauthorized");
     }
-    let r = s.client.get(s.url(me)).header("Authorization", "Basic Zm9vOmJhcg==").send().await.unwrap();
+    let r = s
+        .client
+        .get(s.url(me))
+        .header("Authorization", "Basic Zm9vOmJhcg==")
+        .send()
+        .await
+        .unwrap();
     assert_error(&status_json(r).await, 401, "unauthorized");
     // Both headers work.
-    let r = s.client.get(s.url(me)).header("X-API-Key", &key).send().await.unwrap();
+    let r = s
+        .client
+        .get(s.url(me))
+        .header("X-API-Key", &key)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(status_json(r).await.0, 200);
     assert_eq!(s.get(&key, me).await.0, 200);
     // No key + bad body: the key is checked first.
-    let r = s.client.post(s.url("/api/pictor/v1/generate")).body("{{{").header("content-type", "application/json").send().await.unwrap();
+    let r = s
+        .client
+        .post(s.url("/api/pictor/v1/generate"))
+        .body("{{{")
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
     assert_error(&status_json(r).await, 401, "unauthorized");
 
     // Issuing a key revokes the previous one.
-    let new_key = s.admin(AdminRequest::KeyIssue { email: email.clone() })["api_key"].as_str().unwrap().to_string();
+    let new_key = s.admin(AdminRequest::KeyIssue {
+        email: email.clone(),
+    })["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_error(&s.get(&key, me).await, 401, "unauthorized");
     assert_eq!(s.get(&new_key, me).await.0, 200);
 
     // Banned.
-    s.admin(AdminRequest::UserUpdate { email: email.clone(), pro: None, banned: Some(true), daily_limit: None, admin: None });
+    s.admin(AdminRequest::UserUpdate {
+        email: email.clone(),
+        pro: None,
+        banned: Some(true),
+        daily_limit: None,
+        admin: None,
+    });
     assert_error(&s.get(&new_key, me).await, 403, "banned");
-    assert_error(&s.generate(&new_key, json!({"prompt": "x"})).await, 403, "banned");
-    let r = s.client.get(s.url(me)).header("X-API-Key", &new_key).send().await.unwrap();
+    assert_error(
+        &s.generate(&new_key, json!({"prompt": "x"})).await,
+        403,
+        "banned",
+    );
+    let r = s
+        .client
+        .get(s.url(me))
+        .header("X-API-Key", &new_key)
+        .send()
+        .await
+        .unwrap();
     assert_error(&status_json(r).await, 403, "banned");
     s.assert_books_balanced();
     s.stop().await;
@@ -64,10 +109,16 @@ async fn generate_validation_errors_change_nothing() {
         (json!({"prompt": "cat", "model": 1}), "invalid_model"),
         (json!({"prompt": "cat", "ratio": "5:4"}), "invalid_ratio"),
         (json!({"prompt": "cat", "ratio": true}), "invalid_ratio"),
-        (json!({"prompt": "cat", "enhance": "yes"}), "invalid_request"),
+        (
+            json!({"prompt": "cat", "enhance": "yes"}),
+            "invalid_request",
+        ),
         (json!({"prompt": "cat", "seed": -5}), "invalid_request"),
         (json!({"prompt": "cat", "seed": 1.5}), "invalid_request"),
-        (json!({"prompt": "cat", "seed": 99999999999u64}), "invalid_request"),
+        (
+            json!({"prompt": "cat", "seed": 99999999999u64}),
+            "invalid_request",
+        ),
         (json!([1, 2]), "invalid_request"),
         (json!("prompt"), "invalid_request"),
     ];
@@ -80,15 +131,46 @@ async fn generate_validation_errors_change_nothing() {
     assert_eq!(st, 202, "{c}");
     s.finish(&key, c["job_id"].as_str().unwrap()).await;
 
-    for (ct, body) in [("application/json", "{not json"), ("application/json", ""), ("text/plain", "{\"prompt\":\"x\"}")] {
-        let r = s.client.post(s.url("/api/pictor/v1/generate")).bearer_auth(&key).header("content-type", ct).body(body).send().await.unwrap();
+    for (ct, body) in [
+        ("application/json", "{not json"),
+        ("application/json", ""),
+        ("text/plain", "{\"prompt\":\"x\"}"),
+    ] {
+        let r = s
+            .client
+            .post(s.url("/api/pictor/v1/generate"))
+            .bearer_auth(&key)
+            .header("content-type", ct)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
         assert_error(&status_json(r).await, 400, "invalid_request");
     }
-    let r = s.client.post(s.url("/api/pictor/v1/generate")).bearer_auth(&key).body("{\"prompt\":\"x\"}").send().await.unwrap();
+    let r = s
+        .client
+        .post(s.url("/api/pictor/v1/generate"))
+        .bearer_auth(&key)
+        .body("{\"prompt\":\"x\"}")
+        .send()
+        .await
+        .unwrap();
     assert_error(&status_json(r).await, 400, "invalid_request");
     // Deeply nested JSON is refused, not a crash.
-    let deep = format!("{{\"prompt\":\"x\",\"extra\":{}{}}}", "[".repeat(5000), "]".repeat(5000));
-    let r = s.client.post(s.url("/api/pictor/v1/generate")).bearer_auth(&key).header("content-type", "application/json").body(deep).send().await.unwrap();
+    let deep = format!(
+        "{{\"prompt\":\"x\",\"extra\":{}{}}}",
+        "[".repeat(5000),
+        "]".repeat(5000)
+    );
+    let r = s
+        .client
+        .post(s.url("/api/pictor/v1/generate"))
+        .bearer_auth(&key)
+        .header("content-type", "application/json")
+        .body(deep)
+        .send()
+        .await
+        .unwrap();
     assert_error(&status_json(r).await, 400, "invalid_request");
 
     let me = s.me(&key).await;
@@ -104,35 +186,79 @@ async fn edit_upload_errors() {
     let s = TestServer::with_renderer(Arc::new(open_gate())).await;
     let (_, key) = s.user("up@example.com", 10, false);
     let edit = |form: reqwest::multipart::Form| {
-        s.client.post(s.url("/api/pictor/v1/edit")).bearer_auth(&key).multipart(form).send()
+        s.client
+            .post(s.url("/api/pictor/v1/edit"))
+            .bearer_auth(&key)
+            .multipart(form)
+            .send()
     };
     let part = |bytes: Vec<u8>| reqwest::multipart::Part::bytes(bytes).file_name("x.png");
 
     // No photo at all.
-    let r = edit(reqwest::multipart::Form::new().text("prompt", "make it gray")).await.unwrap();
+    let r = edit(reqwest::multipart::Form::new().text("prompt", "make it gray"))
+        .await
+        .unwrap();
     assert_error(&status_json(r).await, 400, "invalid_image");
     // Garbage bytes, a GIF, a truncated PNG, text under the image name.
     let gif = b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;".to_vec();
     let mut truncated = png_bytes(64, 64);
     truncated.truncate(truncated.len() / 2);
-    for bytes in [b"this is not an image at all".to_vec(), gif, truncated, vec![0u8; 10]] {
-        let r = edit(reqwest::multipart::Form::new().part("image", part(bytes)).text("prompt", "make it gray")).await.unwrap();
+    for bytes in [
+        b"this is not an image at all".to_vec(),
+        gif,
+        truncated,
+        vec![0u8; 10],
+    ] {
+        let r = edit(
+            reqwest::multipart::Form::new()
+                .part("image", part(bytes))
+                .text("prompt", "make it gray"),
+        )
+        .await
+        .unwrap();
         assert_error(&status_json(r).await, 400, "invalid_image");
     }
-    let r = edit(reqwest::multipart::Form::new().text("image", "hello").text("prompt", "make it gray")).await.unwrap();
+    let r = edit(
+        reqwest::multipart::Form::new()
+            .text("image", "hello")
+            .text("prompt", "make it gray"),
+    )
+    .await
+    .unwrap();
     assert_error(&status_json(r).await, 400, "invalid_image");
     // Missing or bad prompt.
-    let r = edit(reqwest::multipart::Form::new().part("image", part(png_bytes(8, 8)))).await.unwrap();
+    let r = edit(reqwest::multipart::Form::new().part("image", part(png_bytes(8, 8))))
+        .await
+        .unwrap();
     assert_error(&status_json(r).await, 400, "invalid_prompt");
-    let r = edit(reqwest::multipart::Form::new().part("image", part(png_bytes(8, 8))).text("prompt", "x".repeat(4001))).await.unwrap();
+    let r = edit(
+        reqwest::multipart::Form::new()
+            .part("image", part(png_bytes(8, 8)))
+            .text("prompt", "x".repeat(4001)),
+    )
+    .await
+    .unwrap();
     assert_error(&status_json(r).await, 400, "invalid_prompt");
     // Not multipart at all.
-    let r = s.client.post(s.url("/api/pictor/v1/edit")).bearer_auth(&key).json(&json!({"prompt": "x"})).send().await.unwrap();
+    let r = s
+        .client
+        .post(s.url("/api/pictor/v1/edit"))
+        .bearer_auth(&key)
+        .json(&json!({"prompt": "x"}))
+        .send()
+        .await
+        .unwrap();
     assert_error(&status_json(r).await, 400, "invalid_image");
 
     // 21 MB: with Content-Length, and chunked without one.
     let big = vec![0x89u8; 21 * 1024 * 1024];
-    let r = edit(reqwest::multipart::Form::new().part("image", part(big.clone())).text("prompt", "make it gray")).await.unwrap();
+    let r = edit(
+        reqwest::multipart::Form::new()
+            .part("image", part(big.clone()))
+            .text("prompt", "make it gray"),
+    )
+    .await
+    .unwrap();
     assert_error(&status_json(r).await, 413, "image_too_large");
     let stream = futures_stream(big);
     let r = s
@@ -147,23 +273,44 @@ async fn edit_upload_errors() {
     assert_error(&status_json(r).await, 413, "image_too_large");
     // A photo just over 20 MiB inside a body under the body limit is still too large.
     let just_over = vec![0u8; 20 * 1024 * 1024 + 10];
-    let r = edit(reqwest::multipart::Form::new().part("image", part(just_over)).text("prompt", "gray")).await.unwrap();
+    let r = edit(
+        reqwest::multipart::Form::new()
+            .part("image", part(just_over))
+            .text("prompt", "gray"),
+    )
+    .await
+    .unwrap();
     assert_error(&status_json(r).await, 413, "image_too_large");
 
     // A decompression bomb: a tiny PNG that claims 100000 x 100000 pixels.
-    let r = edit(reqwest::multipart::Form::new().part("image", part(bomb_png())).text("prompt", "gray")).await.unwrap();
+    let r = edit(
+        reqwest::multipart::Form::new()
+            .part("image", part(bomb_png()))
+            .text("prompt", "gray"),
+    )
+    .await
+    .unwrap();
     assert_error(&status_json(r).await, 400, "invalid_image");
 
     let me = s.me(&key).await;
     assert_eq!(me["balance"], 10);
     assert_eq!(me["active_job"], json!(null));
     assert!(s.store().all_jobs().unwrap().is_empty());
-    assert_eq!(std::fs::read_dir(s.data_dir().join("sources")).unwrap().count(), 0, "no stored upload left behind");
+    assert_eq!(
+        std::fs::read_dir(s.data_dir().join("sources"))
+            .unwrap()
+            .count(),
+        0,
+        "no stored upload left behind"
+    );
     s.stop().await;
 }
 
-fn futures_stream(bytes: Vec<u8>) -> impl futures_util::Stream<Item = Result<Vec<u8>, std::io::Error>> + Send + 'static {
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = bytes.chunks(1 << 20).map(|c| Ok(c.to_vec())).collect();
+fn futures_stream(
+    bytes: Vec<u8>,
+) -> impl futures_util::Stream<Item = Result<Vec<u8>, std::io::Error>> + Send + 'static {
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        bytes.chunks(1 << 20).map(|c| Ok(c.to_vec())).collect();
     futures_util::stream::iter(chunks)
 }
 
@@ -174,7 +321,11 @@ fn bomb_png() -> Vec<u8> {
         for &b in data {
             crc ^= b as u32;
             for _ in 0..8 {
-                crc = if crc & 1 != 0 { (crc >> 1) ^ 0xedb8_8320 } else { crc >> 1 };
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xedb8_8320
+                } else {
+                    crc >> 1
+                };
             }
         }
         !crc
@@ -192,7 +343,11 @@ fn bomb_png() -> Vec<u8> {
     ihdr.extend(100_000u32.to_be_bytes());
     ihdr.extend([8, 6, 0, 0, 0]);
     chunk(&mut out, b"IHDR", &ihdr);
-    chunk(&mut out, b"IDAT", &[0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01]);
+    chunk(
+        &mut out,
+        b"IDAT",
+        &[0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01],
+    );
     chunk(&mut out, b"IEND", &[]);
     out
 }
@@ -203,27 +358,77 @@ async fn jobs_insufficient_credits_and_not_found() {
     let s = TestServer::with_renderer(Arc::new(gate.clone())).await;
     let (_, poor) = s.user("poor@example.com", 4, false);
     let (_, other) = s.user("other@example.com", 10, false);
-    assert_error(&s.generate(&poor, json!({"prompt": "x", "model": "artist"})).await, 402, "insufficient_credits");
-    let form = reqwest::multipart::Form::new().part("image", reqwest::multipart::Part::bytes(png_bytes(8, 8))).text("prompt", "gray");
+    assert_error(
+        &s.generate(&poor, json!({"prompt": "x", "model": "artist"}))
+            .await,
+        402,
+        "insufficient_credits",
+    );
+    let form = reqwest::multipart::Form::new()
+        .part("image", reqwest::multipart::Part::bytes(png_bytes(8, 8)))
+        .text("prompt", "gray");
     let (_, broke) = s.user("broke@example.com", 1, false);
-    let r = s.client.post(s.url("/api/pictor/v1/edit")).bearer_auth(&broke).multipart(form).send().await.unwrap();
+    let r = s
+        .client
+        .post(s.url("/api/pictor/v1/edit"))
+        .bearer_auth(&broke)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
     assert_error(&status_json(r).await, 402, "insufficient_credits");
 
     let (_, c) = s.generate(&poor, json!({"prompt": "x"})).await;
     let id = c["job_id"].as_str().unwrap();
     // Busy: a second create is refused while the first is active (generate and edit alike).
-    assert_error(&s.generate(&poor, json!({"prompt": "y"})).await, 409, "job_busy");
-    let form = reqwest::multipart::Form::new().part("image", reqwest::multipart::Part::bytes(png_bytes(8, 8))).text("prompt", "gray");
-    let r = s.client.post(s.url("/api/pictor/v1/edit")).bearer_auth(&poor).multipart(form).send().await.unwrap();
+    assert_error(
+        &s.generate(&poor, json!({"prompt": "y"})).await,
+        409,
+        "job_busy",
+    );
+    let form = reqwest::multipart::Form::new()
+        .part("image", reqwest::multipart::Part::bytes(png_bytes(8, 8)))
+        .text("prompt", "gray");
+    let r = s
+        .client
+        .post(s.url("/api/pictor/v1/edit"))
+        .bearer_auth(&poor)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
     assert_error(&status_json(r).await, 409, "job_busy");
     // Another user's job does not exist for them.
-    assert_error(&s.get(&other, &format!("/api/pictor/v1/jobs/{id}")).await, 404, "job_not_found");
-    assert_error(&s.get(&other, &format!("/api/pictor/v1/jobs/{id}?wait=2")).await, 404, "job_not_found");
-    for bad in ["job_nope", "job_00000000000000000000000000000000", "123", "job_%2e%2e"] {
-        assert_error(&s.get(&poor, &format!("/api/pictor/v1/jobs/{bad}")).await, 404, "job_not_found");
+    assert_error(
+        &s.get(&other, &format!("/api/pictor/v1/jobs/{id}")).await,
+        404,
+        "job_not_found",
+    );
+    assert_error(
+        &s.get(&other, &format!("/api/pictor/v1/jobs/{id}?wait=2"))
+            .await,
+        404,
+        "job_not_found",
+    );
+    for bad in [
+        "job_nope",
+        "job_00000000000000000000000000000000",
+        "123",
+        "job_%2e%2e",
+    ] {
+        assert_error(
+            &s.get(&poor, &format!("/api/pictor/v1/jobs/{bad}")).await,
+            404,
+            "job_not_found",
+        );
     }
     for wait in ["0", "91", "abc", "-1", "1.5"] {
-        assert_error(&s.get(&poor, &format!("/api/pictor/v1/jobs/{id}?wait={wait}")).await, 400, "invalid_request");
+        assert_error(
+            &s.get(&poor, &format!("/api/pictor/v1/jobs/{id}?wait={wait}"))
+                .await,
+            400,
+            "invalid_request",
+        );
     }
     gate.open();
     assert_eq!(s.finish(&poor, id).await["balance"], 3);
@@ -234,17 +439,33 @@ async fn jobs_insufficient_credits_and_not_found() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_routes_and_methods_are_json() {
     let s = TestServer::start().await;
-    for path in ["/api/pictor/v2/generate", "/api/pictor/v1/nope", "/nothing-here", "/files/../../etc/passwd", "/files/abc.png"] {
+    for path in [
+        "/api/pictor/v2/generate",
+        "/api/pictor/v1/nope",
+        "/nothing-here",
+        "/files/../../etc/passwd",
+        "/files/abc.png",
+    ] {
         let r = s.client.get(s.url(path)).send().await.unwrap();
         let got = status_json(r).await;
         assert_eq!(got.0, 404, "{path}: {}", got.1);
         assert_eq!(got.1["ok"], false);
         assert_eq!(got.1["error_code"], "not_found");
     }
-    let r = s.client.post(s.url("/files/00000000000000000000000000000000.png")).send().await.unwrap();
+    let r = s
+        .client
+        .post(s.url("/files/00000000000000000000000000000000.png"))
+        .send()
+        .await
+        .unwrap();
     let got = status_json(r).await;
     assert_eq!(got.0, 405, "{}", got.1);
-    let r = s.client.delete(s.url("/api/pictor/v1/generate")).send().await.unwrap();
+    let r = s
+        .client
+        .delete(s.url("/api/pictor/v1/generate"))
+        .send()
+        .await
+        .unwrap();
     let got = status_json(r).await;
     assert_eq!(got.0, 405);
     assert_eq!(got.1["error_code"], "method_not_allowed");

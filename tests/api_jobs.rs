@@ -16,15 +16,27 @@ async fn generate_poll_download_and_charge() {
     let s = TestServer::start().await;
     let (_, key) = s.user("ann@example.com", 20, false);
 
-    let (status, created) = s.generate(&key, json!({"prompt": "a red sunset over the sea", "model": "fast"})).await;
+    let (status, created) = s
+        .generate(
+            &key,
+            json!({"prompt": "a red sunset over the sea", "model": "fast"}),
+        )
+        .await;
     assert_eq!(status, 202, "{created}");
     assert_eq!(created["ok"], true);
     assert_eq!(created["status"], "queued");
     assert_eq!(created["cost"], 1);
     let job_id = created["job_id"].as_str().unwrap();
     assert!(job_id.starts_with("job_") && job_id.len() == 36);
-    assert_eq!(created["poll_url"], json!(s.url(&format!("/api/pictor/v1/jobs/{job_id}"))));
-    assert_eq!(created.as_object().unwrap().len(), 5, "creation body is exactly the seed's: {created}");
+    assert_eq!(
+        created["poll_url"],
+        json!(s.url(&format!("/api/pictor/v1/jobs/{job_id}")))
+    );
+    assert_eq!(
+        created.as_object().unwrap().len(),
+        5,
+        "creation body is exactly the seed's: {created}"
+    );
 
     let done = s.finish(&key, job_id).await;
     assert_eq!(done["ok"], true, "{done}");
@@ -61,22 +73,47 @@ async fn every_ratio_has_exact_dimensions() {
         ("auto", (1024, 1024)),
     ];
     for (ratio, dims) in expected {
-        let (st, c) = s.generate(&key, json!({"prompt": "a quiet lake", "ratio": ratio})).await;
+        let (st, c) = s
+            .generate(&key, json!({"prompt": "a quiet lake", "ratio": ratio}))
+            .await;
         assert_eq!(st, 202, "{c}");
         let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;
         let img = s.download(done["photo_url"].as_str().unwrap()).await;
         assert_eq!(img.dimensions(), dims, "ratio {ratio}");
-        assert_eq!((done["width"].as_u64().unwrap() as u32, done["height"].as_u64().unwrap() as u32), dims);
+        assert_eq!(
+            (
+                done["width"].as_u64().unwrap() as u32,
+                done["height"].as_u64().unwrap() as u32
+            ),
+            dims
+        );
     }
     // auto reads the prompt.
-    let (_, c) = s.generate(&key, json!({"prompt": "a panorama of snowy mountains", "ratio": "auto"})).await;
+    let (_, c) = s
+        .generate(
+            &key,
+            json!({"prompt": "a panorama of snowy mountains", "ratio": "auto"}),
+        )
+        .await;
     let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;
-    assert_eq!(s.download(done["photo_url"].as_str().unwrap()).await.dimensions(), (1024, 576));
+    assert_eq!(
+        s.download(done["photo_url"].as_str().unwrap())
+            .await
+            .dimensions(),
+        (1024, 576)
+    );
     // Bigger models, bigger pictures.
     for (model, dims) in [("artist", (1536, 1536)), ("0.2plus", (2048, 2048))] {
-        let (_, c) = s.generate(&key, json!({"prompt": "a lake", "model": model})).await;
+        let (_, c) = s
+            .generate(&key, json!({"prompt": "a lake", "model": model}))
+            .await;
         let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;
-        assert_eq!(s.download(done["photo_url"].as_str().unwrap()).await.dimensions(), dims);
+        assert_eq!(
+            s.download(done["photo_url"].as_str().unwrap())
+                .await
+                .dimensions(),
+            dims
+        );
     }
     s.stop().await;
 }
@@ -86,12 +123,20 @@ async fn model_aliases_and_prices() {
     let s = TestServer::with_renderer(Arc::new(open_gate())).await;
     let (_, key) = s.user("m@example.com", 100, false);
 
-    let r = s.client.get(s.url("/api/pictor/v1/models")).send().await.unwrap();
+    let r = s
+        .client
+        .get(s.url("/api/pictor/v1/models"))
+        .send()
+        .await
+        .unwrap();
     let (st, models) = status_json(r).await;
     assert_eq!(st, 200);
     assert_eq!(models["ok"], true);
     let list = models["models"].as_array().unwrap();
-    let summary: Vec<_> = list.iter().map(|m| (m["id"].clone(), m["name"].clone(), m["price"].clone())).collect();
+    let summary: Vec<_> = list
+        .iter()
+        .map(|m| (m["id"].clone(), m["name"].clone(), m["price"].clone()))
+        .collect();
     assert_eq!(
         summary,
         vec![
@@ -104,8 +149,16 @@ async fn model_aliases_and_prices() {
     assert_eq!(models["edit_price"], 2);
 
     let mut balance = 100;
-    for (alias, id, price) in [("STD", "fast", 1), ("Standard", "fast", 1), ("pro", "artist", 5), ("Prem", "0.2plus", 10), ("premium", "0.2plus", 10)] {
-        let (st, c) = s.generate(&key, json!({"prompt": "a cat", "model": alias})).await;
+    for (alias, id, price) in [
+        ("STD", "fast", 1),
+        ("Standard", "fast", 1),
+        ("pro", "artist", 5),
+        ("Prem", "0.2plus", 10),
+        ("premium", "0.2plus", 10),
+    ] {
+        let (st, c) = s
+            .generate(&key, json!({"prompt": "a cat", "model": alias}))
+            .await;
         assert_eq!(st, 202, "{c}");
         assert_eq!(c["cost"], price);
         let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;
@@ -115,11 +168,19 @@ async fn model_aliases_and_prices() {
     }
 
     // Prices are settings an operator can change.
-    s.admin(AdminRequest::SettingsSet { key: "price.fast".into(), value: 3 });
+    s.admin(AdminRequest::SettingsSet {
+        key: "price.fast".into(),
+        value: 3,
+    });
     let (_, c) = s.generate(&key, json!({"prompt": "a cat"})).await;
     assert_eq!(c["cost"], 3);
     s.finish(&key, c["job_id"].as_str().unwrap()).await;
-    let r = s.client.get(s.url("/api/pictor/v1/models")).send().await.unwrap();
+    let r = s
+        .client
+        .get(s.url("/api/pictor/v1/models"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(status_json(r).await.1["models"][0]["price"], 3);
     s.assert_books_balanced();
     s.stop().await;
@@ -142,7 +203,9 @@ async fn watermark_for_non_pro_only() {
     let (mut corner_diff, mut elsewhere_diff) = (0u64, 0u64);
     for (x, y, pa) in wa.enumerate_pixels() {
         let pb = wb.get_pixel(x, y);
-        let d: u64 = (0..3).map(|i| (pa[i] as i64 - pb[i] as i64).unsigned_abs()).sum();
+        let d: u64 = (0..3)
+            .map(|i| (pa[i] as i64 - pb[i] as i64).unsigned_abs())
+            .sum();
         if x > w / 2 && y > h * 3 / 4 {
             corner_diff += d;
         } else {
@@ -150,8 +213,14 @@ async fn watermark_for_non_pro_only() {
         }
     }
     // Same seed, same picture: the only difference is the non-PRO watermark in the corner.
-    assert_eq!(elsewhere_diff, 0, "pictures differ outside the watermark corner");
-    assert!(corner_diff > 10_000, "no visible watermark on the non-PRO picture ({corner_diff})");
+    assert_eq!(
+        elsewhere_diff, 0,
+        "pictures differ outside the watermark corner"
+    );
+    assert!(
+        corner_diff > 10_000,
+        "no visible watermark on the non-PRO picture ({corner_diff})"
+    );
     s.stop().await;
 }
 
@@ -165,9 +234,14 @@ async fn long_poll_returns_on_completion_and_at_deadline() {
 
     // Deadline: the gate is closed, so wait=1 returns the unfinished job after about a second.
     let t = Instant::now();
-    let (st, v) = s.get(&key, &format!("/api/pictor/v1/jobs/{id}?wait=1")).await;
+    let (st, v) = s
+        .get(&key, &format!("/api/pictor/v1/jobs/{id}?wait=1"))
+        .await;
     assert_eq!(st, 200);
-    assert!(t.elapsed() >= Duration::from_millis(950), "returned before the deadline");
+    assert!(
+        t.elapsed() >= Duration::from_millis(950),
+        "returned before the deadline"
+    );
     assert!(v["status"] == "queued" || v["status"] == "running", "{v}");
 
     // Completion: a 60 s wait returns as soon as the job finishes.
@@ -179,17 +253,27 @@ async fn long_poll_returns_on_completion_and_at_deadline() {
         })
     };
     let t = Instant::now();
-    let (st, v) = s.get(&key, &format!("/api/pictor/v1/jobs/{id}?wait=60")).await;
+    let (st, v) = s
+        .get(&key, &format!("/api/pictor/v1/jobs/{id}?wait=60"))
+        .await;
     assert_eq!(st, 200);
     assert_eq!(v["status"], "done", "{v}");
-    assert!(t.elapsed() < Duration::from_secs(30), "long-poll did not return on completion");
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "long-poll did not return on completion"
+    );
     opener.await.unwrap();
     // A finished job answers at once, whatever the wait.
     let t = Instant::now();
-    let (_, v) = s.get(&key, &format!("/api/pictor/v1/jobs/{id}?wait=90")).await;
+    let (_, v) = s
+        .get(&key, &format!("/api/pictor/v1/jobs/{id}?wait=90"))
+        .await;
     assert_eq!(v["status"], "done");
     assert!(t.elapsed() < Duration::from_secs(10));
-    assert!(s.handle.as_ref().unwrap().state.jobs.watchers().is_empty(), "watch channels leaked");
+    assert!(
+        s.handle.as_ref().unwrap().state.jobs.watchers().is_empty(),
+        "watch channels leaked"
+    );
     s.stop().await;
 }
 
@@ -219,10 +303,15 @@ async fn two_concurrent_creates_give_one_202_and_one_409() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_render_refunds_credits_and_daily_slot() {
-    let gate = Gate { fail: true, ..open_gate() };
+    let gate = Gate {
+        fail: true,
+        ..open_gate()
+    };
     let s = TestServer::with_renderer(Arc::new(gate)).await;
     let (email, key) = s.user("fail@example.com", 10, false);
-    let (_, c) = s.generate(&key, json!({"prompt": "a castle", "model": "artist"})).await;
+    let (_, c) = s
+        .generate(&key, json!({"prompt": "a castle", "model": "artist"}))
+        .await;
     let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;
     assert_eq!(done["status"], "failed");
     assert_eq!(done["ok"], false);
@@ -246,9 +335,18 @@ async fn failed_render_refunds_credits_and_daily_slot() {
 async fn daily_limit_fails_the_job_and_resets_next_day() {
     let s = TestServer::with_renderer(Arc::new(open_gate())).await;
     let (email, key) = s.user("daily@example.com", 10, false);
-    s.admin(AdminRequest::UserUpdate { email: email.clone(), pro: None, banned: None, daily_limit: Some(1), admin: None });
+    s.admin(AdminRequest::UserUpdate {
+        email: email.clone(),
+        pro: None,
+        banned: None,
+        daily_limit: Some(1),
+        admin: None,
+    });
     let (_, c) = s.generate(&key, json!({"prompt": "one"})).await;
-    assert_eq!(s.finish(&key, c["job_id"].as_str().unwrap()).await["status"], "done");
+    assert_eq!(
+        s.finish(&key, c["job_id"].as_str().unwrap()).await["status"],
+        "done"
+    );
     let (st, c) = s.generate(&key, json!({"prompt": "two"})).await;
     assert_eq!(st, 202);
     let failed = s.finish(&key, c["job_id"].as_str().unwrap()).await;
@@ -256,17 +354,33 @@ async fn daily_limit_fails_the_job_and_resets_next_day() {
     assert_eq!(failed["balance"], 9, "a job failed at start is not charged");
     // Edits do not use the daily limit.
     let form = reqwest::multipart::Form::new()
-        .part("image", reqwest::multipart::Part::bytes(png_bytes(64, 48)).file_name("a.png"))
+        .part(
+            "image",
+            reqwest::multipart::Part::bytes(png_bytes(64, 48)).file_name("a.png"),
+        )
         .text("prompt", "make it black and white");
-    let r = s.client.post(s.url("/api/pictor/v1/edit")).bearer_auth(&key).multipart(form).send().await.unwrap();
+    let r = s
+        .client
+        .post(s.url("/api/pictor/v1/edit"))
+        .bearer_auth(&key)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
     let (st, c) = status_json(r).await;
     assert_eq!(st, 202, "{c}");
-    assert_eq!(s.finish(&key, c["job_id"].as_str().unwrap()).await["status"], "done");
+    assert_eq!(
+        s.finish(&key, c["job_id"].as_str().unwrap()).await["status"],
+        "done"
+    );
     // The next UTC day the limit is fresh.
     s.clock.advance(86_400_000);
     assert_eq!(s.me(&key).await["daily_used"], 0);
     let (_, c) = s.generate(&key, json!({"prompt": "three"})).await;
-    assert_eq!(s.finish(&key, c["job_id"].as_str().unwrap()).await["status"], "done");
+    assert_eq!(
+        s.finish(&key, c["job_id"].as_str().unwrap()).await["status"],
+        "done"
+    );
     s.assert_books_balanced();
     s.stop().await;
 }
@@ -274,7 +388,13 @@ async fn daily_limit_fails_the_job_and_resets_next_day() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credits_checked_again_at_start_and_queue_overflow_is_tokens_exhausted() {
     let gate = Gate::default();
-    let s = TestServer::start_with(Options { renderer: Arc::new(gate.clone()), render_workers: 1, queue_size: 1, ..Options::default() }).await;
+    let s = TestServer::start_with(Options {
+        renderer: Arc::new(gate.clone()),
+        render_workers: 1,
+        queue_size: 1,
+        ..Options::default()
+    })
+    .await;
     let (_, a) = s.user("a@example.com", 10, false);
     let (b_email, b) = s.user("b@example.com", 1, false);
     let (_, c) = s.user("c@example.com", 10, false);
@@ -282,7 +402,14 @@ async fn credits_checked_again_at_start_and_queue_overflow_is_tokens_exhausted()
     let (_, ja) = s.generate(&a, json!({"prompt": "first"})).await;
     // Wait until A's job holds the only render slot.
     for _ in 0..100 {
-        if s.get(&a, &format!("/api/pictor/v1/jobs/{}", ja["job_id"].as_str().unwrap())).await.1["status"] == "running" {
+        if s.get(
+            &a,
+            &format!("/api/pictor/v1/jobs/{}", ja["job_id"].as_str().unwrap()),
+        )
+        .await
+        .1["status"]
+            == "running"
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -297,12 +424,18 @@ async fn credits_checked_again_at_start_and_queue_overflow_is_tokens_exhausted()
     assert_eq!(fc["error_code"], "tokens_exhausted", "{fc}");
     assert_eq!(fc["balance"], 10);
     // B spends its credit elsewhere while queued: at start it cannot pay.
-    s.admin(AdminRequest::CreditsGrant { email: b_email, amount: -1 });
+    s.admin(AdminRequest::CreditsGrant {
+        email: b_email,
+        amount: -1,
+    });
     gate.open();
     let fb = s.finish(&b, jb["job_id"].as_str().unwrap()).await;
     assert_eq!(fb["error_code"], "insufficient_credits", "{fb}");
     assert_eq!(fb["balance"], 0);
-    assert_eq!(s.finish(&a, ja["job_id"].as_str().unwrap()).await["status"], "done");
+    assert_eq!(
+        s.finish(&a, ja["job_id"].as_str().unwrap()).await["status"],
+        "done"
+    );
     s.assert_books_balanced();
     s.stop().await;
 }
@@ -336,9 +469,25 @@ async fn edit_applies_instruction_to_upload() {
     let s = TestServer::start().await;
     let (_, key) = s.user("edit@example.com", 10, true);
     let form = reqwest::multipart::Form::new()
-        .part("photo", reqwest::multipart::Part::bytes(png_bytes(120, 80)).file_name("x.png").mime_str("image/png").unwrap())
-        .text("prompt", "make it black and white and rotate it 90 degrees clockwise");
-    let r = s.client.post(s.url("/api/pictor/v1/edit")).header("X-API-Key", &key).multipart(form).send().await.unwrap();
+        .part(
+            "photo",
+            reqwest::multipart::Part::bytes(png_bytes(120, 80))
+                .file_name("x.png")
+                .mime_str("image/png")
+                .unwrap(),
+        )
+        .text(
+            "prompt",
+            "make it black and white and rotate it 90 degrees clockwise",
+        );
+    let r = s
+        .client
+        .post(s.url("/api/pictor/v1/edit"))
+        .header("X-API-Key", &key)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
     let (st, c) = status_json(r).await;
     assert_eq!(st, 202, "{c}");
     assert_eq!(c["cost"], 2);
@@ -348,9 +497,17 @@ async fn edit_applies_instruction_to_upload() {
     assert_eq!(done["balance"], 8);
     let img = s.download(done["photo_url"].as_str().unwrap()).await;
     assert_eq!(img.dimensions(), (80, 120), "rotated 90°");
-    assert!(img.pixels().all(|p| p[0] == p[1] && p[1] == p[2]), "grayscale (PRO: no watermark)");
+    assert!(
+        img.pixels().all(|p| p[0] == p[1] && p[1] == p[2]),
+        "grayscale (PRO: no watermark)"
+    );
     // The stored upload is removed once the job is over.
-    assert_eq!(std::fs::read_dir(s.data_dir().join("sources")).unwrap().count(), 0);
+    assert_eq!(
+        std::fs::read_dir(s.data_dir().join("sources"))
+            .unwrap()
+            .count(),
+        0
+    );
     s.assert_books_balanced();
     s.stop().await;
 }
@@ -360,9 +517,19 @@ async fn unknown_instruction_fails_with_edit_failed_and_refund() {
     let s = TestServer::start().await;
     let (_, key) = s.user("edit2@example.com", 10, false);
     let form = reqwest::multipart::Form::new()
-        .part("file", reqwest::multipart::Part::bytes(png_bytes(32, 32)).file_name("x.png"))
+        .part(
+            "file",
+            reqwest::multipart::Part::bytes(png_bytes(32, 32)).file_name("x.png"),
+        )
         .text("prompt", "qwzx blorp");
-    let r = s.client.post(s.url("/api/pictor/v1/edit")).bearer_auth(&key).multipart(form).send().await.unwrap();
+    let r = s
+        .client
+        .post(s.url("/api/pictor/v1/edit"))
+        .bearer_auth(&key)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
     let (st, c) = status_json(r).await;
     assert_eq!(st, 202, "{c}");
     let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;

@@ -11,9 +11,20 @@ use common::*;
 use pictor::store::{LedgerReason, Store};
 use serde_json::{Value, json};
 
-async fn wait_status(client: &reqwest::Client, base: &str, key: &str, id: &str, want: &str) -> Value {
+async fn wait_status(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+    id: &str,
+    want: &str,
+) -> Value {
     for _ in 0..200 {
-        let r = client.get(format!("{base}/api/pictor/v1/jobs/{id}")).bearer_auth(key).send().await.unwrap();
+        let r = client
+            .get(format!("{base}/api/pictor/v1/jobs/{id}"))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap();
         let (_, v) = status_json(r).await;
         if v["status"] == want {
             return v;
@@ -27,13 +38,38 @@ async fn wait_status(client: &reqwest::Client, base: &str, key: &str, id: &str, 
 async fn killed_mid_job_resumes_and_charges_once() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    cli_json(d, &["user", "add", "--email", "k@example.com", "--credits", "20", "--json"], None);
-    let key = cli_json(d, &["key", "issue", "--email", "k@example.com", "--json"], None)["api_key"].as_str().unwrap().to_string();
+    cli_json(
+        d,
+        &[
+            "user",
+            "add",
+            "--email",
+            "k@example.com",
+            "--credits",
+            "20",
+            "--json",
+        ],
+        None,
+    );
+    let key = cli_json(
+        d,
+        &["key", "issue", "--email", "k@example.com", "--json"],
+        None,
+    )["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let client = reqwest::Client::new();
 
     // A slow renderer: the job is surely running when we kill the process.
     let server = spawn_server(d, &[("PICTOR_DEBUG_RENDER_DELAY_MS", "60000")]);
-    let r = client.post(format!("{}/api/pictor/v1/generate", server.base)).bearer_auth(&key).json(&json!({"prompt": "a lighthouse", "model": "artist"})).send().await.unwrap();
+    let r = client
+        .post(format!("{}/api/pictor/v1/generate", server.base))
+        .bearer_auth(&key)
+        .json(&json!({"prompt": "a lighthouse", "model": "artist"}))
+        .send()
+        .await
+        .unwrap();
     let (st, c) = status_json(r).await;
     assert_eq!(st, 202);
     let id = c["job_id"].as_str().unwrap().to_string();
@@ -42,20 +78,43 @@ async fn killed_mid_job_resumes_and_charges_once() {
     server.kill9();
 
     let server = spawn_server(d, &[]);
-    let r = client.get(format!("{}/api/pictor/v1/jobs/{id}?wait=60", server.base)).bearer_auth(&key).send().await.unwrap();
+    let r = client
+        .get(format!("{}/api/pictor/v1/jobs/{id}?wait=60", server.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
     let (_, done) = status_json(r).await;
     assert_eq!(done["status"], "done", "{done}");
     assert_eq!(done["balance"], 15, "not charged twice");
-    let img = client.get(done["photo_url"].as_str().unwrap()).send().await.unwrap().bytes().await.unwrap();
+    let img = client
+        .get(done["photo_url"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
     assert!(image::load_from_memory(&img).is_ok());
-    let r = client.get(format!("{}/api/pictor/v1/me", server.base)).bearer_auth(&key).send().await.unwrap();
+    let r = client
+        .get(format!("{}/api/pictor/v1/me", server.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(status_json(r).await.1["active_job"], json!(null));
     server.terminate();
 
     let store = Store::open(&d.join("pictor.redb")).unwrap();
     let user = store.user_by_email("k@example.com").unwrap().unwrap();
     let ledger = store.ledger(user.id).unwrap();
-    assert_eq!(ledger.iter().filter(|e| e.reason == LedgerReason::Charge).count(), 1);
+    assert_eq!(
+        ledger
+            .iter()
+            .filter(|e| e.reason == LedgerReason::Charge)
+            .count(),
+        1
+    );
     assert_eq!(ledger.iter().map(|e| e.delta).sum::<i64>(), user.balance);
     assert_eq!(user.balance, 15);
 }
@@ -64,14 +123,42 @@ async fn killed_mid_job_resumes_and_charges_once() {
 async fn edit_with_lost_source_fails_source_missing_with_refund() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    cli_json(d, &["user", "add", "--email", "e@example.com", "--credits", "10", "--json"], None);
-    let key = cli_json(d, &["key", "issue", "--email", "e@example.com", "--json"], None)["api_key"].as_str().unwrap().to_string();
+    cli_json(
+        d,
+        &[
+            "user",
+            "add",
+            "--email",
+            "e@example.com",
+            "--credits",
+            "10",
+            "--json",
+        ],
+        None,
+    );
+    let key = cli_json(
+        d,
+        &["key", "issue", "--email", "e@example.com", "--json"],
+        None,
+    )["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let client = reqwest::Client::new();
     let server = spawn_server(d, &[("PICTOR_DEBUG_RENDER_DELAY_MS", "60000")]);
     let form = reqwest::multipart::Form::new()
-        .part("image", reqwest::multipart::Part::bytes(png_bytes(40, 30)).file_name("a.png"))
+        .part(
+            "image",
+            reqwest::multipart::Part::bytes(png_bytes(40, 30)).file_name("a.png"),
+        )
         .text("prompt", "make it black and white");
-    let r = client.post(format!("{}/api/pictor/v1/edit", server.base)).bearer_auth(&key).multipart(form).send().await.unwrap();
+    let r = client
+        .post(format!("{}/api/pictor/v1/edit", server.base))
+        .bearer_auth(&key)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
     let (st, c) = status_json(r).await;
     assert_eq!(st, 202, "{c}");
     let id = c["job_id"].as_str().unwrap().to_string();
@@ -83,7 +170,12 @@ async fn edit_with_lost_source_fails_source_missing_with_refund() {
         std::fs::remove_file(f.unwrap().path()).unwrap();
     }
     let server = spawn_server(d, &[]);
-    let r = client.get(format!("{}/api/pictor/v1/jobs/{id}?wait=60", server.base)).bearer_auth(&key).send().await.unwrap();
+    let r = client
+        .get(format!("{}/api/pictor/v1/jobs/{id}?wait=60", server.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
     let (_, v) = status_json(r).await;
     assert_eq!(v["status"], "failed");
     assert_eq!(v["error_code"], "source_missing");

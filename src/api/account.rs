@@ -88,7 +88,11 @@ impl AccountApi {
     ///
     /// Balance, PRO flag, daily photo limit and usage, and the active job.
     #[oai(path = "/v1/me", method = "get", operation_id = "me")]
-    async fn me(&self, auth: ApiAuth, state: poem::web::Data<&AppState>) -> Result<Json<Profile>, ApiError> {
+    async fn me(
+        &self,
+        auth: ApiAuth,
+        state: poem::web::Data<&AppState>,
+    ) -> Result<Json<Profile>, ApiError> {
         let user = auth.0.user;
         let now = state.clock.now();
         let settings = state.store.settings()?;

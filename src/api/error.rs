@@ -126,7 +126,10 @@ pub struct ApiFailure {
 
 impl ApiFailure {
     pub fn new(code: &'static str, message: impl Into<String>) -> ApiFailure {
-        ApiFailure { code, message: message.into() }
+        ApiFailure {
+            code,
+            message: message.into(),
+        }
     }
 }
 
@@ -159,7 +162,9 @@ impl From<crate::auth::AuthError> for ApiFailure {
                 codes::UNAUTHORIZED,
                 "missing or invalid API key: send `Authorization: Bearer vx_…` or `X-API-Key: vx_…`",
             ),
-            crate::auth::AuthError::Banned => ApiFailure::new(codes::BANNED, "the account is blocked"),
+            crate::auth::AuthError::Banned => {
+                ApiFailure::new(codes::BANNED, "the account is blocked")
+            }
             crate::auth::AuthError::Store(e) => {
                 error!(error = %e, "store error during authentication");
                 ApiFailure::new(codes::INTERNAL, "internal server error")
@@ -188,10 +193,16 @@ pub fn error_response(err: poem::Error, path: &str) -> Response {
     }
     let edit = path.ends_with("/v1/edit");
     if err.is::<NotFoundError>() {
-        return json_response(codes::NOT_FOUND, "no such endpoint; see /api/pictor/ for the map");
+        return json_response(
+            codes::NOT_FOUND,
+            "no such endpoint; see /api/pictor/ for the map",
+        );
     }
     if err.is::<MethodNotAllowedError>() {
-        return json_response(codes::METHOD_NOT_ALLOWED, "this endpoint does not accept that method");
+        return json_response(
+            codes::METHOD_NOT_ALLOWED,
+            "this endpoint does not accept that method",
+        );
     }
     if err.is::<AuthorizationError>() {
         return json_response(
@@ -204,15 +215,27 @@ pub fn error_response(err: poem::Error, path: &str) -> Response {
     }
     if err.is::<ContentTypeError>() {
         return if edit {
-            json_response(codes::INVALID_IMAGE, "send the photo as multipart/form-data (field `image`, `photo` or `file`) with a `prompt` field")
+            json_response(
+                codes::INVALID_IMAGE,
+                "send the photo as multipart/form-data (field `image`, `photo` or `file`) with a `prompt` field",
+            )
         } else {
-            json_response(codes::INVALID_REQUEST, "send the body as JSON with `Content-Type: application/json`")
+            json_response(
+                codes::INVALID_REQUEST,
+                "send the body as JSON with `Content-Type: application/json`",
+            )
         };
     }
     if err.is::<ParseMultipartError>() || (edit && err.is::<ParseRequestPayloadError>()) {
-        return json_response(codes::INVALID_IMAGE, format!("could not read the multipart body: {err}").as_str());
+        return json_response(
+            codes::INVALID_IMAGE,
+            format!("could not read the multipart body: {err}").as_str(),
+        );
     }
-    if err.is::<ParseRequestPayloadError>() || err.is::<ParseParamError>() || err.is::<ParsePathError>() {
+    if err.is::<ParseRequestPayloadError>()
+        || err.is::<ParseParamError>()
+        || err.is::<ParsePathError>()
+    {
         return json_response(codes::INVALID_REQUEST, &err.to_string());
     }
     generic(err.status(), &err.to_string())

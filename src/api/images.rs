@@ -58,9 +58,14 @@ pub fn check_prompt(prompt: &str) -> Result<String, ApiFailure> {
     }
     let chars = prompt.chars().count();
     if chars > MAX_PROMPT_CHARS {
-        return Err(bad(format!("`prompt` is {chars} characters; the limit is {MAX_PROMPT_CHARS}")));
+        return Err(bad(format!(
+            "`prompt` is {chars} characters; the limit is {MAX_PROMPT_CHARS}"
+        )));
     }
-    if prompt.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t')) {
+    if prompt
+        .chars()
+        .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+    {
         return Err(bad("`prompt` must not contain control characters".into()));
     }
     Ok(prompt.trim().to_string())
@@ -72,9 +77,17 @@ impl FromJsonBody for GenerateInput {
         let model = match o.get("model") {
             None | Some(Value::Null) => Model::Fast,
             Some(Value::String(s)) => Model::parse(s).ok_or_else(|| {
-                ApiFailure::new(codes::INVALID_MODEL, format!("unknown model {s:?}; use fast, artist or 0.2plus"))
+                ApiFailure::new(
+                    codes::INVALID_MODEL,
+                    format!("unknown model {s:?}; use fast, artist or 0.2plus"),
+                )
             })?,
-            Some(_) => return Err(ApiFailure::new(codes::INVALID_MODEL, "`model` must be a string")),
+            Some(_) => {
+                return Err(ApiFailure::new(
+                    codes::INVALID_MODEL,
+                    "`model` must be a string",
+                ));
+            }
         };
         let ratio = match o.get("ratio") {
             None | Some(Value::Null) => Ratio::Square,
@@ -84,12 +97,22 @@ impl FromJsonBody for GenerateInput {
                     format!("unknown ratio {s:?}; use 1:1, 16:9, 9:16, 3:2, 2:3, 4:3, 3:4 or auto"),
                 )
             })?,
-            Some(_) => return Err(ApiFailure::new(codes::INVALID_RATIO, "`ratio` must be a string")),
+            Some(_) => {
+                return Err(ApiFailure::new(
+                    codes::INVALID_RATIO,
+                    "`ratio` must be a string",
+                ));
+            }
         };
         let enhance = match o.get("enhance") {
             None | Some(Value::Null) => true,
             Some(Value::Bool(b)) => *b,
-            Some(_) => return Err(ApiFailure::new(codes::INVALID_REQUEST, "`enhance` must be true or false")),
+            Some(_) => {
+                return Err(ApiFailure::new(
+                    codes::INVALID_REQUEST,
+                    "`enhance` must be true or false",
+                ));
+            }
         };
         let seed = match o.get("seed") {
             None | Some(Value::Null) => random_seed(),
@@ -110,7 +133,13 @@ impl FromJsonBody for GenerateInput {
                 ));
             }
         };
-        Ok(GenerateInput { prompt, model, ratio, enhance, seed })
+        Ok(GenerateInput {
+            prompt,
+            model,
+            ratio,
+            enhance,
+            seed,
+        })
     }
 }
 
@@ -135,7 +164,9 @@ impl poem_openapi::types::Type for GenerateInput {
         Some(self)
     }
 
-    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
         Box::new(std::iter::once(self))
     }
 }
@@ -229,15 +260,26 @@ impl ImagesApi {
     ) -> Result<CreatedResponse, ApiError> {
         let prompt = match &form.prompt {
             Some(p) => check_prompt(p).map_err(failure)?,
-            None => return Err(ApiError::new(codes::INVALID_PROMPT, "`prompt` (the edit instruction) is required")),
+            None => {
+                return Err(ApiError::new(
+                    codes::INVALID_PROMPT,
+                    "`prompt` (the edit instruction) is required",
+                ));
+            }
         };
         let upload = form.image.or(form.photo).or(form.file).ok_or_else(|| {
-            ApiError::new(codes::INVALID_IMAGE, "no photo: attach it as a multipart file field named `image` (or `photo`, `file`)")
+            ApiError::new(
+                codes::INVALID_IMAGE,
+                "no photo: attach it as a multipart file field named `image` (or `photo`, `file`)",
+            )
         })?;
         if upload.size() > MAX_IMAGE_BYTES {
             return Err(ApiError::new(
                 codes::IMAGE_TOO_LARGE,
-                format!("the photo is {} bytes; the limit is 20 MiB ({MAX_IMAGE_BYTES} bytes)", upload.size()),
+                format!(
+                    "the photo is {} bytes; the limit is 20 MiB ({MAX_IMAGE_BYTES} bytes)",
+                    upload.size()
+                ),
             ));
         }
         let user = &auth.0.user;
@@ -247,7 +289,11 @@ impl ImagesApi {
             return Err(CreateJobError::Busy(active).into());
         }
         if user.balance < cost as i64 {
-            return Err(CreateJobError::InsufficientCredits { cost, balance: user.balance }.into());
+            return Err(CreateJobError::InsufficientCredits {
+                cost,
+                balance: user.balance,
+            }
+            .into());
         }
         let bytes = upload.into_vec().await.map_err(ApiError::internal)?;
         let (bytes, checked) = state
@@ -259,12 +305,20 @@ impl ImagesApi {
             .await
             .map_err(ApiError::internal)?;
         let info = checked.map_err(|e| ApiError::new(codes::INVALID_IMAGE, e.to_string()))?;
-        tracing::debug!(format = info.format, width = info.width, height = info.height, "edit upload accepted");
+        tracing::debug!(
+            format = info.format,
+            width = info.width,
+            height = info.height,
+            "edit upload accepted"
+        );
 
         let id = JobId::new();
         let dir = state.config.sources_dir();
         let name = crate::jobs::source_path(&dir, id);
-        let file_name = name.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let file_name = name
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         tokio::task::spawn_blocking(move || write_durably(&dir, &file_name, &bytes))
             .await
             .map_err(ApiError::internal)?
@@ -297,10 +351,7 @@ fn failure(f: ApiFailure) -> ApiError {
 
 async fn create(state: &AppState, new: NewJob) -> Result<JobRecord, ApiError> {
     let now = state.clock.now();
-    let job = state
-        .store
-        .call(move |s| s.create_job(new, now))
-        .await?;
+    let job = state.store.call(move |s| s.create_job(new, now)).await?;
     state.jobs.submit(job.clone());
     Ok(job)
 }
@@ -323,9 +374,13 @@ impl From<CreateJobError> for ApiError {
                 codes::JOB_BUSY,
                 format!("you already have an active job ({id}); wait for it to finish"),
             ),
-            e @ CreateJobError::InsufficientCredits { .. } => ApiError::new(codes::INSUFFICIENT_CREDITS, e.to_string()),
+            e @ CreateJobError::InsufficientCredits { .. } => {
+                ApiError::new(codes::INSUFFICIENT_CREDITS, e.to_string())
+            }
             CreateJobError::Banned => ApiError::new(codes::BANNED, "the account is blocked"),
-            CreateJobError::NoUser => ApiError::new(codes::UNAUTHORIZED, "the account no longer exists"),
+            CreateJobError::NoUser => {
+                ApiError::new(codes::UNAUTHORIZED, "the account no longer exists")
+            }
             CreateJobError::Store(e) => ApiError::internal(e),
         }
     }

@@ -61,7 +61,11 @@ pub fn job_view(state: &AppState, job: &JobRecord, balance: i64) -> JobView {
         status: job.status.as_str().to_string(),
         kind: job.kind.as_str().to_string(),
         photo_url: (job.status == JobStatus::Done)
-            .then(|| job.photo_token.as_ref().map(|t| format!("{}/files/{t}.png", state.public_url)))
+            .then(|| {
+                job.photo_token
+                    .as_ref()
+                    .map(|t| format!("{}/files/{t}.png", state.public_url))
+            })
             .flatten(),
         cost: job.cost,
         balance,
@@ -116,7 +120,11 @@ impl JobsApi {
         let user_id = auth.0.user.id;
         // Subscribe before reading, so a finish between the read and the wait is not missed.
         let mut sub = state.jobs.watchers().subscribe(id);
-        let mut job = state.store.job(id)?.filter(|j| j.user_id == user_id).ok_or_else(not_found)?;
+        let mut job = state
+            .store
+            .job(id)?
+            .filter(|j| j.user_id == user_id)
+            .ok_or_else(not_found)?;
         if let Some(wait) = wait
             && !job.status.is_terminal()
             && tokio::time::timeout(wait, sub.finished()).await.is_ok()

@@ -40,9 +40,13 @@ pub enum ApiTags {
 type Apis = (ImagesApi, JobsApi, AccountApi);
 
 fn service(public_url: &str, map: ApiMap) -> OpenApiService<Apis, ()> {
-    OpenApiService::new((ImagesApi, JobsApi, AccountApi { map }), "Pictor image API", env!("CARGO_PKG_VERSION"))
-        .description(include_str!("../../assets/api-description.md"))
-        .server(format!("{public_url}{PREFIX}"))
+    OpenApiService::new(
+        (ImagesApi, JobsApi, AccountApi { map }),
+        "Pictor image API",
+        env!("CARGO_PKG_VERSION"),
+    )
+    .description(include_str!("../../assets/api-description.md"))
+    .server(format!("{public_url}{PREFIX}"))
 }
 
 /// Builds the map of the interface from the OpenAPI document itself, so it cannot drift.
@@ -57,18 +61,38 @@ fn build_map(spec: &str, public_url: &str) -> ApiMap {
                 endpoints.push(EndpointInfo {
                     method: method.to_uppercase(),
                     path: format!("{PREFIX}{path}"),
-                    summary: op.get("summary").and_then(Value::as_str).unwrap_or_default().to_string(),
-                    auth: op.get("security").and_then(Value::as_array).is_some_and(|a| !a.is_empty()),
+                    summary: op
+                        .get("summary")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    auth: op
+                        .get("security")
+                        .and_then(Value::as_array)
+                        .is_some_and(|a| !a.is_empty()),
                 });
             }
         }
     }
     for (method, path, summary) in [
-        ("GET", "/api/pictor/openapi.json", "The OpenAPI 3 document of this interface"),
+        (
+            "GET",
+            "/api/pictor/openapi.json",
+            "The OpenAPI 3 document of this interface",
+        ),
         ("GET", "/api/pictor/docs", "Interactive documentation page"),
-        ("GET", "/files/{name}.png", "A finished picture (direct, unguessable link from `photo_url`)"),
+        (
+            "GET",
+            "/files/{name}.png",
+            "A finished picture (direct, unguessable link from `photo_url`)",
+        ),
     ] {
-        endpoints.push(EndpointInfo { method: method.into(), path: path.into(), summary: summary.into(), auth: false });
+        endpoints.push(EndpointInfo {
+            method: method.into(),
+            path: path.into(),
+            summary: summary.into(),
+            auth: false,
+        });
     }
     ApiMap {
         ok: true,
@@ -87,7 +111,14 @@ pub fn spec(public_url: &str) -> String {
 }
 
 fn placeholder_map() -> ApiMap {
-    ApiMap { ok: true, name: String::new(), version: String::new(), openapi_url: String::new(), docs_url: String::new(), endpoints: vec![] }
+    ApiMap {
+        ok: true,
+        name: String::new(),
+        version: String::new(),
+        openapi_url: String::new(),
+        docs_url: String::new(),
+        endpoints: vec![],
+    }
 }
 
 /// All routes under `/api/pictor` (absolute paths), with body limits and JSON errors.
@@ -124,7 +155,11 @@ async fn read_limited(body: poem::Body) -> BodyRead {
     loop {
         let next = match tokio::time::timeout(BODY_IDLE_TIMEOUT, stream.next()).await {
             Ok(next) => next,
-            Err(_) => return BodyRead::Failed("the request body stalled (nothing received for 30 s)".into()),
+            Err(_) => {
+                return BodyRead::Failed(
+                    "the request body stalled (nothing received for 30 s)".into(),
+                );
+            }
         };
         let Some(chunk) = next else { break };
         let chunk = match chunk {
@@ -139,7 +174,11 @@ async fn read_limited(body: poem::Body) -> BodyRead {
             buf.extend_from_slice(&chunk);
         }
     }
-    if total > MAX_BODY_BYTES as u64 { BodyRead::TooLarge } else { BodyRead::Ok(buf) }
+    if total > MAX_BODY_BYTES as u64 {
+        BodyRead::TooLarge
+    } else {
+        BodyRead::Ok(buf)
+    }
 }
 
 /// Body limit + uniform JSON errors for everything under `/api/pictor`.
@@ -171,11 +210,19 @@ async fn guard<E: Endpoint>(ep: std::sync::Arc<E>, mut req: Request) -> Response
 /// of the body may still be in flight and the connection cannot be reused.
 fn too_large() -> Response {
     let mut resp = json_response(codes::IMAGE_TOO_LARGE, "the request body is over 20 MiB");
-    resp.headers_mut().insert(poem::http::header::CONNECTION, poem::http::HeaderValue::from_static("close"));
+    resp.headers_mut().insert(
+        poem::http::header::CONNECTION,
+        poem::http::HeaderValue::from_static("close"),
+    );
     resp
 }
 
 /// JSON 404 for paths outside every route.
 pub fn not_found() -> impl IntoEndpoint {
-    poem::endpoint::make_sync(|_| json_response(codes::NOT_FOUND, "no such endpoint; see /api/pictor/ for the map"))
+    poem::endpoint::make_sync(|_| {
+        json_response(
+            codes::NOT_FOUND,
+            "no such endpoint; see /api/pictor/ for the map",
+        )
+    })
 }

@@ -22,7 +22,12 @@ struct BearerKey(Bearer);
 
 /// `X-API-Key: vx_…`
 #[derive(SecurityScheme)]
-#[oai(rename = "HeaderKey", ty = "api_key", key_name = "X-API-Key", key_in = "header")]
+#[oai(
+    rename = "HeaderKey",
+    ty = "api_key",
+    key_name = "X-API-Key",
+    key_in = "header"
+)]
 #[allow(dead_code)]
 struct HeaderKey(ApiKey);
 
@@ -33,7 +38,11 @@ fn presented_key(req: &Request) -> Option<String> {
     if let Some(v) = req.headers().get("x-api-key").and_then(|v| v.to_str().ok()) {
         return Some(v.trim().to_string());
     }
-    let auth = req.headers().get(poem::http::header::AUTHORIZATION)?.to_str().ok()?;
+    let auth = req
+        .headers()
+        .get(poem::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
     let (scheme, token) = auth.trim().split_once(' ')?;
     scheme
         .eq_ignore_ascii_case("bearer")

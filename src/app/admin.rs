@@ -26,7 +26,12 @@ pub struct AdminFile {
 struct AdminToken(String);
 
 #[handler]
-async fn exec(req: &Request, token: Data<&AdminToken>, state: Data<&AppState>, body: Json<AdminRequest>) -> Response {
+async fn exec(
+    req: &Request,
+    token: Data<&AdminToken>,
+    state: Data<&AppState>,
+    body: Json<AdminRequest>,
+) -> Response {
     let presented = req
         .headers()
         .get(poem::http::header::AUTHORIZATION)
@@ -34,22 +39,41 @@ async fn exec(req: &Request, token: Data<&AdminToken>, state: Data<&AppState>, b
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or_default();
     if !bool::from(presented.as_bytes().ct_eq(token.0.0.as_bytes())) {
-        return (StatusCode::UNAUTHORIZED, Json(json!({"ok": false, "error": "bad admin token"}))).into_response();
+        return (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"ok": false, "error": "bad admin token"})),
+        )
+            .into_response();
     }
     let request = body.0;
     let now = state.clock.now();
-    match state.store.call(move |s| Ok::<_, crate::store::StoreError>(ops::execute(s, request, now))).await {
+    match state
+        .store
+        .call(move |s| Ok::<_, crate::store::StoreError>(ops::execute(s, request, now)))
+        .await
+    {
         Ok(Ok(value)) => Json(json!({"ok": true, "result": value})).into_response(),
-        Ok(Err(OpError::Invalid(m))) => (StatusCode::BAD_REQUEST, Json(json!({"ok": false, "error": m}))).into_response(),
+        Ok(Err(OpError::Invalid(m))) => (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"ok": false, "error": m})),
+        )
+            .into_response(),
         Ok(Err(OpError::Store(e))) | Err(e) => {
             tracing::error!(error = %e, "admin operation failed");
-            (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"ok": false, "error": e.to_string()}))).into_response()
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Json(json!({"ok": false, "error": e.to_string()})),
+            )
+                .into_response()
         }
     }
 }
 
 pub fn routes(state: AppState, token: String) -> impl poem::Endpoint + use<> {
-    Route::new().at("/admin/v1/exec", post(exec)).data(AdminToken(token)).data(state)
+    Route::new()
+        .at("/admin/v1/exec", post(exec))
+        .data(AdminToken(token))
+        .data(state)
 }
 
 /// Writes `admin.json` with owner-only permissions (created that way, never widened).

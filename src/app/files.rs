@@ -22,7 +22,11 @@ pub async fn get_file(
     let Some(token) = name.strip_suffix(".png") else {
         return not_found();
     };
-    if token.len() != 32 || !token.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+    if token.len() != 32
+        || !token
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
         return not_found();
     }
     let path = state.config.images_dir().join(&name);
@@ -31,8 +35,14 @@ pub async fn get_file(
             let mut resp = resp.into_response();
             let h = resp.headers_mut();
             h.insert(header::CONTENT_TYPE, HeaderValue::from_static("image/png"));
-            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=31536000, immutable"));
-            h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+            h.insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("public, max-age=31536000, immutable"),
+            );
+            h.insert(
+                "x-content-type-options",
+                HeaderValue::from_static("nosniff"),
+            );
             resp
         }
         Err(_) => not_found(),

@@ -48,8 +48,16 @@ fn create_private_dir(path: &Path) -> std::io::Result<()> {
 
 impl Server {
     /// Opens the data dir, resumes unfinished jobs, binds `config.listen` and starts serving.
-    pub async fn start(config: Config, renderer: Arc<dyn Renderer>, clock: Clock) -> anyhow::Result<ServerHandle> {
-        for dir in [config.data_dir.clone(), config.images_dir(), config.sources_dir()] {
+    pub async fn start(
+        config: Config,
+        renderer: Arc<dyn Renderer>,
+        clock: Clock,
+    ) -> anyhow::Result<ServerHandle> {
+        for dir in [
+            config.data_dir.clone(),
+            config.images_dir(),
+            config.sources_dir(),
+        ] {
             create_private_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         }
         let db_path = config.db_path();
@@ -116,7 +124,11 @@ impl Server {
         let admin_path = state.config.admin_file();
         admin::write_file(
             &admin_path,
-            &admin::AdminFile { url: format!("http://{admin_addr}"), token: admin_token.clone(), pid: std::process::id() },
+            &admin::AdminFile {
+                url: format!("http://{admin_addr}"),
+                token: admin_token.clone(),
+                pid: std::process::id(),
+            },
         )
         .with_context(|| format!("cannot write {}", admin_path.display()))?;
 
@@ -140,11 +152,23 @@ impl Server {
         let task = tokio::spawn(async move {
             let admin_task = tokio::spawn(async move {
                 let _ = poem::Server::new_with_acceptor(admin_acceptor)
-                    .run_with_graceful_shutdown(admin_app, async { let _ = admin_stop_rx.await; }, Some(Duration::from_secs(2)))
+                    .run_with_graceful_shutdown(
+                        admin_app,
+                        async {
+                            let _ = admin_stop_rx.await;
+                        },
+                        Some(Duration::from_secs(2)),
+                    )
                     .await;
             });
             let result = poem::Server::new_with_acceptor(acceptor)
-                .run_with_graceful_shutdown(app, async { let _ = stop_rx.await; }, Some(Duration::from_secs(5)))
+                .run_with_graceful_shutdown(
+                    app,
+                    async {
+                        let _ = stop_rx.await;
+                    },
+                    Some(Duration::from_secs(5)),
+                )
                 .await;
             if let Err(e) = result {
                 warn!(error = %e, "server stopped with an error");
@@ -157,7 +181,13 @@ impl Server {
             }
         });
         info!(%local_addr, %public_url, "pictor listening");
-        Ok(ServerHandle { local_addr, base_url: public_url, state, stop: Some(stop_tx), task })
+        Ok(ServerHandle {
+            local_addr,
+            base_url: public_url,
+            state,
+            stop: Some(stop_tx),
+            task,
+        })
     }
 }
 

@@ -26,7 +26,9 @@ pub struct Principal {
 /// Resolves an API key to its (not banned) user.
 pub fn authenticate_key(store: &Store, key: &str) -> Result<Principal, AuthError> {
     let hash = apikey::parse_and_hash(key).ok_or(AuthError::Unauthorized)?;
-    let user = store.user_by_key_hash(&hash)?.ok_or(AuthError::Unauthorized)?;
+    let user = store
+        .user_by_key_hash(&hash)?
+        .ok_or(AuthError::Unauthorized)?;
     // The index lookup found the row by hash; compare the stored hash again in constant time so
     // the decision never rests on a short-circuiting comparison.
     let stored = user

@@ -18,7 +18,11 @@ use crate::ops::{self, AdminRequest, OpError};
 use crate::store::{Store, StoreError};
 
 #[derive(Parser, Debug)]
-#[command(name = "pictor", version, about = "Self-hosted image generation service and sign-in provider")]
+#[command(
+    name = "pictor",
+    version,
+    about = "Self-hosted image generation service and sign-in provider"
+)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Cli {
     /// Data folder (the store file, pictures, uploads). Default: the OS data folder.
@@ -151,7 +155,8 @@ pub enum SettingsCommand {
 pub fn data_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
     match &cli.data_dir {
         Some(d) => Ok(d.clone()),
-        None => config::default_data_dir().context("no home folder: pass --data-dir or set PICTOR_DATA_DIR"),
+        None => config::default_data_dir()
+            .context("no home folder: pass --data-dir or set PICTOR_DATA_DIR"),
     }
 }
 
@@ -159,13 +164,15 @@ pub fn data_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
 pub async fn run_admin(data_dir: PathBuf, req: AdminRequest) -> anyhow::Result<Value> {
     let db_path = data_dir.join("pictor.redb");
     if !db_path.exists() {
-        std::fs::create_dir_all(&data_dir).with_context(|| format!("cannot create {}", data_dir.display()))?;
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("cannot create {}", data_dir.display()))?;
     }
     let opened = tokio::task::spawn_blocking(move || Store::open(&db_path)).await?;
     match opened {
         Ok(store) => {
             let now = Clock::default().now();
-            let result = tokio::task::spawn_blocking(move || ops::execute(&store, req, now)).await?;
+            let result =
+                tokio::task::spawn_blocking(move || ops::execute(&store, req, now)).await?;
             match result {
                 Ok(v) => Ok(v),
                 Err(OpError::Invalid(m)) => bail!(m),
@@ -179,7 +186,10 @@ pub async fn run_admin(data_dir: PathBuf, req: AdminRequest) -> anyhow::Result<V
 
 fn read_password_line() -> anyhow::Result<String> {
     let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line).context("cannot read the password from stdin")?;
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .context("cannot read the password from stdin")?;
     let pw = line.trim_end_matches(['\n', '\r']).to_string();
     if pw.is_empty() {
         bail!("no password on standard input");
@@ -218,7 +228,15 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
             println!("{}", crate::api::spec(public_url.trim_end_matches('/')));
             Ok(())
         }
-        Command::User(UserCommand::Add { email, name, password_stdin, admin, pro, credits, json }) => {
+        Command::User(UserCommand::Add {
+            email,
+            name,
+            password_stdin,
+            admin,
+            pro,
+            credits,
+            json,
+        }) => {
             let password_hash = if *password_stdin {
                 let pw = read_password_line()?;
                 Some(crate::auth::password::hash_async(pw).await?)
@@ -237,7 +255,14 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
             print(&v, *json, |v| format!("created {}", describe_user(v)));
             Ok(())
         }
-        Command::User(UserCommand::Update { email, pro, banned, admin, daily_limit, json }) => {
+        Command::User(UserCommand::Update {
+            email,
+            pro,
+            banned,
+            admin,
+            daily_limit,
+            json,
+        }) => {
             let req = AdminRequest::UserUpdate {
                 email: email.clone(),
                 pro: *pro,
@@ -250,42 +275,93 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::User(UserCommand::Show { email, json }) => {
-            let v = run_admin(dir, AdminRequest::UserShow { email: email.clone() }).await?;
+            let v = run_admin(
+                dir,
+                AdminRequest::UserShow {
+                    email: email.clone(),
+                },
+            )
+            .await?;
             print(&v, *json, describe_user);
             Ok(())
         }
         Command::User(UserCommand::List { json }) => {
             let v = run_admin(dir, AdminRequest::UserList).await?;
             print(&v, *json, |v| {
-                v["users"].as_array().map(|a| a.iter().map(describe_user).collect::<Vec<_>>().join("\n")).unwrap_or_default()
+                v["users"]
+                    .as_array()
+                    .map(|a| a.iter().map(describe_user).collect::<Vec<_>>().join("\n"))
+                    .unwrap_or_default()
             });
             Ok(())
         }
-        Command::Credits(CreditsCommand::Grant { email, amount, json }) => {
-            let v = run_admin(dir, AdminRequest::CreditsGrant { email: email.clone(), amount: *amount }).await?;
-            print(&v, *json, |v| format!("{} balance={}", v["email"].as_str().unwrap_or_default(), v["balance"]));
+        Command::Credits(CreditsCommand::Grant {
+            email,
+            amount,
+            json,
+        }) => {
+            let v = run_admin(
+                dir,
+                AdminRequest::CreditsGrant {
+                    email: email.clone(),
+                    amount: *amount,
+                },
+            )
+            .await?;
+            print(&v, *json, |v| {
+                format!(
+                    "{} balance={}",
+                    v["email"].as_str().unwrap_or_default(),
+                    v["balance"]
+                )
+            });
             Ok(())
         }
         Command::Key(KeyCommand::Issue { email, json }) => {
-            let v = run_admin(dir, AdminRequest::KeyIssue { email: email.clone() }).await?;
+            let v = run_admin(
+                dir,
+                AdminRequest::KeyIssue {
+                    email: email.clone(),
+                },
+            )
+            .await?;
             if !*json {
-                eprintln!("New API key for {} (shown once; the previous key no longer works):", email.trim());
+                eprintln!(
+                    "New API key for {} (shown once; the previous key no longer works):",
+                    email.trim()
+                );
             }
-            print(&v, *json, |v| v["api_key"].as_str().unwrap_or_default().to_string());
+            print(&v, *json, |v| {
+                v["api_key"].as_str().unwrap_or_default().to_string()
+            });
             Ok(())
         }
         Command::Settings(SettingsCommand::List { json }) => {
             let v = run_admin(dir, AdminRequest::SettingsList).await?;
             print(&v, *json, |v| {
                 v.as_object()
-                    .map(|o| o.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join("\n"))
+                    .map(|o| {
+                        o.iter()
+                            .map(|(k, v)| format!("{k} = {v}"))
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    })
                     .unwrap_or_default()
             });
             Ok(())
         }
         Command::Settings(SettingsCommand::Set { key, value, json }) => {
-            let v = run_admin(dir, AdminRequest::SettingsSet { key: key.clone(), value: *value }).await?;
-            print(&v, *json, |v| format!("{} = {}", v["key"].as_str().unwrap_or_default(), v["value"]));
+            let v = run_admin(
+                dir,
+                AdminRequest::SettingsSet {
+                    key: key.clone(),
+                    value: *value,
+                },
+            )
+            .await?;
+            print(&v, *json, |v| {
+                format!("{} = {}", v["key"].as_str().unwrap_or_default(), v["value"])
+            });
             Ok(())
         }
     }

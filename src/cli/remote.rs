@@ -11,7 +11,10 @@ use crate::ops::AdminRequest;
 pub async fn execute(data_dir: &Path, req: &AdminRequest) -> anyhow::Result<Value> {
     let path = crate::config::admin_file(data_dir);
     let bytes = std::fs::read(&path).with_context(|| {
-        format!("the store is in use but {} cannot be read (is the server still starting?)", path.display())
+        format!(
+            "the store is in use but {} cannot be read (is the server still starting?)",
+            path.display()
+        )
     })?;
     let file: AdminFile = serde_json::from_slice(&bytes).context("admin.json is malformed")?;
     let client = reqwest::Client::new();
@@ -23,10 +26,18 @@ pub async fn execute(data_dir: &Path, req: &AdminRequest) -> anyhow::Result<Valu
         .await
         .context("cannot reach the running server's admin channel")?;
     let status = resp.status();
-    let body: Value = resp.json().await.context("bad answer from the admin channel")?;
+    let body: Value = resp
+        .json()
+        .await
+        .context("bad answer from the admin channel")?;
     if body["ok"].as_bool() == Some(true) {
         Ok(body["result"].clone())
     } else {
-        bail!("{}", body["error"].as_str().unwrap_or(&format!("admin channel answered {status}")))
+        bail!(
+            "{}",
+            body["error"]
+                .as_str()
+                .unwrap_or(&format!("admin channel answered {status}"))
+        )
     }
 }

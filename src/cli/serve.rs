@@ -45,15 +45,24 @@ pub fn build_config(data_dir: PathBuf, args: &ServeArgs) -> anyhow::Result<Confi
         config.public_url = Some(url);
     }
     if let Some(n) = args.render_workers {
-        anyhow::ensure!((1..=256).contains(&n), "--render-workers must be between 1 and 256");
+        anyhow::ensure!(
+            (1..=256).contains(&n),
+            "--render-workers must be between 1 and 256"
+        );
         config.render_workers = n;
     }
     if let Some(n) = args.queue_size {
-        anyhow::ensure!((1..=100_000).contains(&n), "--queue-size must be between 1 and 100000");
+        anyhow::ensure!(
+            (1..=100_000).contains(&n),
+            "--queue-size must be between 1 and 100000"
+        );
         config.queue_size = n;
     }
     if let Some(s) = args.queue_timeout {
-        anyhow::ensure!((1..=86_400).contains(&s), "--queue-timeout must be between 1 and 86400 seconds");
+        anyhow::ensure!(
+            (1..=86_400).contains(&s),
+            "--queue-timeout must be between 1 and 86400 seconds"
+        );
         config.queue_timeout = Duration::from_secs(s);
     }
     Ok(config)
@@ -63,13 +72,26 @@ pub fn build_config(data_dir: PathBuf, args: &ServeArgs) -> anyhow::Result<Confi
 /// `PICTOR_DEBUG_RENDER_DELAY_MS` / `PICTOR_DEBUG_FAIL_PROMPT` testing hooks are set.
 pub fn renderer_from_env() -> Arc<dyn Renderer> {
     let base: Arc<dyn Renderer> = Arc::new(ProceduralRenderer);
-    let delay = std::env::var("PICTOR_DEBUG_RENDER_DELAY_MS").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    let fail_marker = std::env::var("PICTOR_DEBUG_FAIL_PROMPT").ok().filter(|v| !v.is_empty());
+    let delay = std::env::var("PICTOR_DEBUG_RENDER_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    let fail_marker = std::env::var("PICTOR_DEBUG_FAIL_PROMPT")
+        .ok()
+        .filter(|v| !v.is_empty());
     if delay == 0 && fail_marker.is_none() {
         return base;
     }
-    tracing::warn!(delay_ms = delay, fail_marker = fail_marker.is_some(), "testing hooks active: renders are slowed or failed on purpose");
-    Arc::new(FaultInjector { inner: base, delay: Duration::from_millis(delay), fail_marker })
+    tracing::warn!(
+        delay_ms = delay,
+        fail_marker = fail_marker.is_some(),
+        "testing hooks active: renders are slowed or failed on purpose"
+    );
+    Arc::new(FaultInjector {
+        inner: base,
+        delay: Duration::from_millis(delay),
+        fail_marker,
+    })
 }
 
 async fn shutdown_signal() {
@@ -98,13 +120,19 @@ pub async fn run(data_dir: PathBuf, args: &ServeArgs) -> anyhow::Result<()> {
     let data = config.data_dir.clone();
     let handle = Server::start(config, renderer_from_env(), Clock::default()).await?;
     let users = handle.state.store.users().map(|u| u.len()).unwrap_or(0);
-    println!("Pictor {} is running at {}", env!("CARGO_PKG_VERSION"), handle.base_url);
+    println!(
+        "Pictor {} is running at {}",
+        env!("CARGO_PKG_VERSION"),
+        handle.base_url
+    );
     println!("  API map:   {}/api/pictor/", handle.base_url);
     println!("  API docs:  {}/api/pictor/docs", handle.base_url);
     println!("  Data:      {}", data.display());
     if users == 0 {
         println!("  No users yet. Create one and give it an API key:");
-        println!("    echo 'a-long-password' | pictor user add --email you@example.com --password-stdin --admin --credits 100");
+        println!(
+            "    echo 'a-long-password' | pictor user add --email you@example.com --password-stdin --admin --credits 100"
+        );
         println!("    pictor key issue --email you@example.com");
     }
     println!("Press Ctrl+C to stop.");

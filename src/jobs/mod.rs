@@ -17,7 +17,9 @@ use rand::RngExt;
 use tracing::{error, info, warn};
 
 use crate::clock::Clock;
-use crate::render::{self, EditSpec, GenerateSpec, Model, PngParameters, Ratio, RenderError, RenderPool, Renderer};
+use crate::render::{
+    self, EditSpec, GenerateSpec, Model, PngParameters, Ratio, RenderError, RenderPool, Renderer,
+};
 use crate::store::{FinishOutcome, JobId, JobKind, JobRecord, StartOutcome, Store, StoreError};
 pub use watch::{JobWatchers, Subscription};
 
@@ -69,7 +71,12 @@ pub struct EngineStats {
 }
 
 impl JobEngine {
-    pub fn new(store: Store, renderer: Arc<dyn Renderer>, clock: Clock, opts: EngineOptions) -> JobEngine {
+    pub fn new(
+        store: Store,
+        renderer: Arc<dyn Renderer>,
+        clock: Clock,
+        opts: EngineOptions,
+    ) -> JobEngine {
         JobEngine {
             inner: Arc::new(Inner {
                 store,
@@ -180,7 +187,11 @@ impl Drop for WaitingGuard<'_> {
 
 async fn finish(inner: &Inner, id: JobId, outcome: FinishOutcome) {
     let now = inner.clock.now();
-    match inner.store.call(move |s| s.finish_job(id, outcome, now)).await {
+    match inner
+        .store
+        .call(move |s| s.finish_job(id, outcome, now))
+        .await
+    {
         Ok(job) => {
             // Wake long-polls the moment the finishing transaction has committed.
             inner.watchers.finished(id);
@@ -199,8 +210,19 @@ async fn run(inner: &Inner, job: JobRecord) {
     if waiting > inner.queue_size {
         drop(guard);
         warn!(job = %id, waiting, "render queue full");
-        let message = format!("the render queue is full ({} jobs waiting); try again later", inner.queue_size);
-        finish(inner, id, FinishOutcome::Failed { code: codes::TOKENS_EXHAUSTED, message }).await;
+        let message = format!(
+            "the render queue is full ({} jobs waiting); try again later",
+            inner.queue_size
+        );
+        finish(
+            inner,
+            id,
+            FinishOutcome::Failed {
+                code: codes::TOKENS_EXHAUSTED,
+                message,
+            },
+        )
+        .await;
         return;
     }
     let slot = match tokio::time::timeout(inner.queue_timeout, inner.pool.acquire()).await {
@@ -211,7 +233,15 @@ async fn run(inner: &Inner, job: JobRecord) {
                 "the job waited more than {} s for a render slot; credits were not taken",
                 inner.queue_timeout.as_secs()
             );
-            finish(inner, id, FinishOutcome::Failed { code: codes::TOKENS_EXHAUSTED, message }).await;
+            finish(
+                inner,
+                id,
+                FinishOutcome::Failed {
+                    code: codes::TOKENS_EXHAUSTED,
+                    message,
+                },
+            )
+            .await;
             return;
         }
     };
@@ -240,14 +270,32 @@ async fn run(inner: &Inner, job: JobRecord) {
             match tokio::fs::read(&path).await {
                 Ok(bytes) => Some(bytes),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    let message = "the uploaded photo is gone (lost in a server restart); credits returned".to_string();
-                    finish(inner, id, FinishOutcome::Failed { code: codes::SOURCE_MISSING, message }).await;
+                    let message =
+                        "the uploaded photo is gone (lost in a server restart); credits returned"
+                            .to_string();
+                    finish(
+                        inner,
+                        id,
+                        FinishOutcome::Failed {
+                            code: codes::SOURCE_MISSING,
+                            message,
+                        },
+                    )
+                    .await;
                     return;
                 }
                 Err(e) => {
                     error!(job = %id, error = %e, "could not read an edit source");
                     let message = "could not read the uploaded photo; credits returned".to_string();
-                    finish(inner, id, FinishOutcome::Failed { code: codes::EDIT_FAILED, message }).await;
+                    finish(
+                        inner,
+                        id,
+                        FinishOutcome::Failed {
+                            code: codes::EDIT_FAILED,
+                            message,
+                        },
+                    )
+                    .await;
                     return;
                 }
             }
@@ -259,7 +307,9 @@ async fn run(inner: &Inner, job: JobRecord) {
     let started = std::time::Instant::now();
     let rendered = inner
         .pool
-        .run(slot, move || render_job(renderer.as_ref(), &job, source, &images_dir))
+        .run(slot, move || {
+            render_job(renderer.as_ref(), &job, source, &images_dir)
+        })
         .await;
     let outcome = match rendered {
         Ok(Ok(done)) => done,
@@ -269,7 +319,10 @@ async fn run(inner: &Inner, job: JobRecord) {
                 _ => failed_code(kind),
             };
             warn!(job = %id, error = %e, "render failed");
-            FinishOutcome::Failed { code, message: format!("{e}; credits returned") }
+            FinishOutcome::Failed {
+                code,
+                message: format!("{e}; credits returned"),
+            }
         }
         Ok(Err(RenderFailure::Io(e))) => {
             error!(job = %id, error = %e, "could not write the picture");
@@ -305,14 +358,28 @@ fn render_job(
     source: Option<Vec<u8>>,
     images_dir: &Path,
 ) -> Result<FinishOutcome, RenderFailure> {
-    let rendered_prompt = job.enhanced_prompt.clone().unwrap_or_else(|| job.prompt.clone());
+    let rendered_prompt = job
+        .enhanced_prompt
+        .clone()
+        .unwrap_or_else(|| job.prompt.clone());
     let picture = match source {
         None => {
             let model = Model::parse(&job.model).unwrap_or(Model::Fast);
-            let ratio = Ratio::parse(&job.ratio).unwrap_or(Ratio::Square).resolve_auto(&rendered_prompt);
-            renderer.generate(&GenerateSpec { prompt: rendered_prompt.clone(), model, ratio, seed: job.seed })
+            let ratio = Ratio::parse(&job.ratio)
+                .unwrap_or(Ratio::Square)
+                .resolve_auto(&rendered_prompt);
+            renderer.generate(&GenerateSpec {
+                prompt: rendered_prompt.clone(),
+                model,
+                ratio,
+                seed: job.seed,
+            })
         }
-        Some(bytes) => renderer.edit(&EditSpec { source: bytes, instruction: job.prompt.clone(), seed: job.seed }),
+        Some(bytes) => renderer.edit(&EditSpec {
+            source: bytes,
+            instruction: job.prompt.clone(),
+            seed: job.seed,
+        }),
     }
     .map_err(RenderFailure::Render)?;
     let params = PngParameters {
@@ -325,5 +392,9 @@ fn render_job(
     let png = render::finish(picture, job.watermark, &params).map_err(RenderFailure::Render)?;
     let token = hex::encode(rand::rng().random::<[u8; 16]>());
     write_durably(images_dir, &format!("{token}.png"), &png).map_err(RenderFailure::Io)?;
-    Ok(FinishOutcome::Done { photo_token: token, width, height })
+    Ok(FinishOutcome::Done {
+        photo_token: token,
+        width,
+        height,
+    })
 }

@@ -70,7 +70,8 @@ impl Model {
         let (a, b) = ratio.parts();
         let long = self.long_side();
         // The short side is rounded to the nearest pixel, so 3:2 at 1024 is 1024x683.
-        let short = ((long as u64 * a.min(b) as u64 * 2 + a.max(b) as u64) / (2 * a.max(b) as u64)) as u32;
+        let short =
+            ((long as u64 * a.min(b) as u64 * 2 + a.max(b) as u64) / (2 * a.max(b) as u64)) as u32;
         if a >= b { (long, short) } else { (short, long) }
     }
 }
@@ -122,7 +123,9 @@ impl Ratio {
 
     pub fn parse(s: &str) -> Option<Ratio> {
         let s = s.trim();
-        Ratio::ALL.into_iter().find(|r| r.as_str().eq_ignore_ascii_case(s))
+        Ratio::ALL
+            .into_iter()
+            .find(|r| r.as_str().eq_ignore_ascii_case(s))
     }
 
     /// (width part, height part); `Auto` counts as 1:1.
@@ -145,11 +148,32 @@ impl Ratio {
         }
         let p = prompt.to_lowercase();
         let has = |words: &[&str]| words.iter().any(|w| p.contains(w));
-        if has(&["panorama", "panoramic", "cinematic", "widescreen", "панорам", "кинематограф"]) {
+        if has(&[
+            "panorama",
+            "panoramic",
+            "cinematic",
+            "widescreen",
+            "панорам",
+            "кинематограф",
+        ]) {
             Ratio::Wide
-        } else if has(&["phone wallpaper", "story", "stories", "вертикал", "обои на телефон"]) {
+        } else if has(&[
+            "phone wallpaper",
+            "story",
+            "stories",
+            "вертикал",
+            "обои на телефон",
+        ]) {
             Ratio::Tall
-        } else if has(&["portrait", "poster", "book cover", "портрет", "постер", "плакат", "обложк"]) {
+        } else if has(&[
+            "portrait",
+            "poster",
+            "book cover",
+            "портрет",
+            "постер",
+            "плакат",
+            "обложк",
+        ]) {
             Ratio::Portrait23
         } else if has(&["landscape", "пейзаж"]) {
             Ratio::Landscape32
@@ -192,7 +216,10 @@ mod tests {
 
     #[test]
     fn auto_ratio_reads_the_prompt() {
-        assert_eq!(Ratio::Auto.resolve_auto("a panorama of the Alps"), Ratio::Wide);
+        assert_eq!(
+            Ratio::Auto.resolve_auto("a panorama of the Alps"),
+            Ratio::Wide
+        );
         assert_eq!(Ratio::Auto.resolve_auto("портрет кота"), Ratio::Portrait23);
         assert_eq!(Ratio::Auto.resolve_auto("a cat"), Ratio::Square);
         assert_eq!(Ratio::Wide.resolve_auto("portrait"), Ratio::Wide);

@@ -114,13 +114,14 @@ fn open<'a>(
 
     // The decoded buffer plus, unless it already is RGBA8, the RGBA copy made from it.
     let rgba = u64::from(width) * u64::from(height) * 4;
-    let needed = decoder.total_bytes().saturating_add(
-        if decoder.color_type() == image::ColorType::Rgba8 {
-            0
-        } else {
-            rgba
-        },
-    );
+    let needed =
+        decoder
+            .total_bytes()
+            .saturating_add(if decoder.color_type() == image::ColorType::Rgba8 {
+                0
+            } else {
+                rgba
+            });
     if needed > limits.max_alloc {
         return Err(RenderError::InvalidImage(format!(
             "the image ({width}x{height}) needs {} MiB to decode, more than the limit of {} MiB",
@@ -212,7 +213,10 @@ mod tests {
         let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
         png.extend(chunk(b"IHDR", &ihdr));
         // A tiny zlib stream (stored, empty) in place of gigabytes of pixels.
-        png.extend(chunk(b"IDAT", &[0x78, 0x01, 0x01, 0x00, 0x00, 0xFF, 0xFF, 0, 0, 0, 1]));
+        png.extend(chunk(
+            b"IDAT",
+            &[0x78, 0x01, 0x01, 0x00, 0x00, 0xFF, 0xFF, 0, 0, 0, 1],
+        ));
         png.extend(chunk(b"IEND", &[]));
         png
     }
@@ -275,14 +279,20 @@ mod tests {
         let err = inspect(&png, &DecodeLimits::default()).unwrap_err();
         assert!(matches!(err, RenderError::InvalidImage(_)), "{err:?}");
         let err = decode(&png, &DecodeLimits::default()).unwrap_err();
-        assert!(matches!(err, RenderError::InvalidImage(ref m) if m.contains("too large")), "{err:?}");
+        assert!(
+            matches!(err, RenderError::InvalidImage(ref m) if m.contains("too large")),
+            "{err:?}"
+        );
     }
 
     #[test]
     fn pixel_and_alloc_limits_apply_below_the_side_limit() {
         let png = lying_png(10_000, 10_000);
         let err = inspect(&png, &DecodeLimits::default()).unwrap_err();
-        assert!(matches!(err, RenderError::InvalidImage(ref m) if m.contains("megapixels")), "{err:?}");
+        assert!(
+            matches!(err, RenderError::InvalidImage(ref m) if m.contains("megapixels")),
+            "{err:?}"
+        );
 
         let img = encode(&sample(), ImageFormat::Png);
         let tight = DecodeLimits {
@@ -298,7 +308,10 @@ mod tests {
         let limits = DecodeLimits::default();
         let mut png = encode(&sample(), ImageFormat::Png);
         png.truncate(png.len() / 2);
-        assert!(matches!(inspect(&png, &limits), Err(RenderError::InvalidImage(_))));
+        assert!(matches!(
+            inspect(&png, &limits),
+            Err(RenderError::InvalidImage(_))
+        ));
         // Header valid, data empty.
         assert!(matches!(
             inspect(&lying_png(4, 4), &limits),
@@ -312,6 +325,39 @@ mod tests {
             inspect(b"\xFF\xD8\xFF garbage", &limits),
             Err(RenderError::InvalidImage(_))
         ));
+    }
+
+    /// Inserts an EXIF APP1 segment with the given orientation right after the JPEG's SOI.
+    fn with_exif_orientation(jpeg: &[u8], orientation: u16) -> Vec<u8> {
+        let mut tiff = b"II*\0".to_vec();
+        tiff.extend_from_slice(&8u32.to_le_bytes()); // first IFD right after the header
+        tiff.extend_from_slice(&1u16.to_le_bytes()); // one entry
+        tiff.extend_from_slice(&0x0112u16.to_le_bytes()); // Orientation
+        tiff.extend_from_slice(&3u16.to_le_bytes()); // SHORT
+        tiff.extend_from_slice(&1u32.to_le_bytes());
+        tiff.extend_from_slice(&orientation.to_le_bytes());
+        tiff.extend_from_slice(&[0, 0]);
+        tiff.extend_from_slice(&0u32.to_le_bytes()); // no next IFD
+        let mut exif = b"Exif\0\0".to_vec();
+        exif.extend(tiff);
+        let mut out = jpeg[..2].to_vec();
+        out.extend_from_slice(&[0xFF, 0xE1]);
+        out.extend_from_slice(&((exif.len() + 2) as u16).to_be_bytes());
+        out.extend(exif);
+        out.extend_from_slice(&jpeg[2..]);
+        out
+    }
+
+    #[test]
+    fn exif_orientation_is_applied() {
+        let jpeg = encode(&sample(), ImageFormat::Jpeg);
+        let limits = DecodeLimits::default();
+        assert_eq!(decode(&jpeg, &limits).unwrap().dimensions(), (40, 30));
+        // 6 = "rotate 90° clockwise to display".
+        let rotated = with_exif_orientation(&jpeg, 6);
+        assert_eq!(decode(&rotated, &limits).unwrap().dimensions(), (30, 40));
+        // inspect reports the stored size.
+        assert_eq!(inspect(&rotated, &limits).unwrap().width, 40);
     }
 
     #[test]

@@ -176,40 +176,157 @@ const KEYWORDS: &[(&[&str], Kind)] = &[
 
 /// Words that end a clause: modifiers do not cross them.
 const CONJUNCTIONS: &[&str] = &[
-    "and", "then", "also", "plus", "after", "afterwards", "finally", "и", "затем", "потом",
-    "также", "после", "а", "еще", "плюс",
+    "and",
+    "then",
+    "also",
+    "plus",
+    "after",
+    "afterwards",
+    "finally",
+    "и",
+    "затем",
+    "потом",
+    "также",
+    "после",
+    "а",
+    "еще",
+    "плюс",
 ];
 
 /// Words dropped before matching so that "flip the image upside down" matches "flip upside down".
 const FILLER: &[&str] = &[
-    "a", "an", "the", "it", "its", "this", "that", "image", "picture", "photo", "pic", "please",
-    "make", "me", "my", "to", "by", "be", "is", "into", "in", "degrees", "degree", "deg", "°",
-    "его", "ее", "это", "эту", "этот", "картинку", "картинка", "изображение", "фото",
-    "фотографию", "снимок", "пожалуйста", "сделай", "сделайте", "сделать", "на", "градусов",
-    "градуса", "градус", "чтобы", "была", "было", "стала", "стало",
+    "a",
+    "an",
+    "the",
+    "it",
+    "its",
+    "this",
+    "that",
+    "image",
+    "picture",
+    "photo",
+    "pic",
+    "please",
+    "make",
+    "me",
+    "my",
+    "to",
+    "by",
+    "be",
+    "is",
+    "into",
+    "in",
+    "degrees",
+    "degree",
+    "deg",
+    "°",
+    "его",
+    "ее",
+    "это",
+    "эту",
+    "этот",
+    "картинку",
+    "картинка",
+    "изображение",
+    "фото",
+    "фотографию",
+    "снимок",
+    "пожалуйста",
+    "сделай",
+    "сделайте",
+    "сделать",
+    "на",
+    "градусов",
+    "градуса",
+    "градус",
+    "чтобы",
+    "была",
+    "было",
+    "стала",
+    "стало",
 ];
 
 const SLIGHT: &[&str] = &[
-    "slight*", "bit", "little", "touch", "tad", "subtl*", "gentl*", "soft*", "mild*", "немн*",
-    "слегка", "чуть*", "капельк*", "легк*", "небольш*", "малость",
+    "slight*",
+    "bit",
+    "little",
+    "touch",
+    "tad",
+    "subtl*",
+    "gentl*",
+    "soft*",
+    "mild*",
+    "немн*",
+    "слегка",
+    "чуть*",
+    "капельк*",
+    "легк*",
+    "небольш*",
+    "малость",
 ];
 const STRONG: &[&str] = &[
-    "very", "lot", "much", "strong*", "heav*", "really", "extrem*", "hard", "super", "way",
-    "сильн*", "очень", "гораздо", "намного", "максимал*", "мощн*", "значительн*", "куда",
+    "very",
+    "lot",
+    "much",
+    "strong*",
+    "heav*",
+    "really",
+    "extrem*",
+    "hard",
+    "super",
+    "way",
+    "сильн*",
+    "очень",
+    "гораздо",
+    "намного",
+    "максимал*",
+    "мощн*",
+    "значительн*",
+    "куда",
 ];
 const LESS: &[&str] = &[
-    "less", "lower", "reduce*", "decrease*", "remove", "меньше", "уменьш*", "сниз*", "убав*",
-    "понизь*", "убери",
+    "less",
+    "lower",
+    "reduce*",
+    "decrease*",
+    "remove",
+    "меньше",
+    "уменьш*",
+    "сниз*",
+    "убав*",
+    "понизь*",
+    "убери",
 ];
 const MORE: &[&str] = &[
-    "more", "increase*", "raise", "boost", "higher", "add", "больше", "увелич*", "повыс*",
-    "добав*", "прибав*",
+    "more",
+    "increase*",
+    "raise",
+    "boost",
+    "higher",
+    "add",
+    "больше",
+    "увелич*",
+    "повыс*",
+    "добав*",
+    "прибав*",
 ];
 const LEFT: &[&str] = &[
-    "left", "counterclockwise", "anticlockwise", "ccw", "влево", "налево", "против",
+    "left",
+    "counterclockwise",
+    "anticlockwise",
+    "ccw",
+    "влево",
+    "налево",
+    "против",
 ];
 const VERTICAL: &[&str] = &[
-    "vertical*", "upside", "top", "вертикал*", "сверху", "вниз", "вверх",
+    "vertical*",
+    "upside",
+    "top",
+    "вертикал*",
+    "сверху",
+    "вниз",
+    "вверх",
 ];
 
 /// Parses an instruction into ops, in reading order.
@@ -526,9 +643,9 @@ fn sharpen(mut img: RgbaImage, strength: f32) -> RgbaImage {
         .chunks_exact_mut(4)
         .zip(blurred.as_raw().chunks_exact(4))
     {
-        for c in 0..3 {
-            let v = f32::from(px[c]);
-            px[c] = to_u8(v + strength * (v - f32::from(bl[c])));
+        for (c, &b) in px.iter_mut().zip(bl).take(3) {
+            let v = f32::from(*c);
+            *c = to_u8(v + strength * (v - f32::from(b)));
         }
     }
     img
@@ -627,7 +744,10 @@ mod tests {
             ops("blur it a bit and make it very bright"),
             [Blur(1.5), Brightness(80)]
         );
-        assert_eq!(ops("a bit darker, more contrast"), [Brightness(-20), Contrast(30.0)]);
+        assert_eq!(
+            ops("a bit darker, more contrast"),
+            [Brightness(-20), Contrast(30.0)]
+        );
     }
 
     #[test]
@@ -641,7 +761,10 @@ mod tests {
         assert_eq!(ops("размой немного"), [Blur(1.5)]);
         assert_eq!(ops("сильное размытие"), [Blur(9.0)]);
         assert_eq!(ops("поверни влево"), [Rotate(270)]);
-        assert_eq!(ops("поверни на 90 градусов против часовой стрелки"), [Rotate(270)]);
+        assert_eq!(
+            ops("поверни на 90 градусов против часовой стрелки"),
+            [Rotate(270)]
+        );
         assert_eq!(ops("отрази зеркально"), [FlipHorizontal]);
         assert_eq!(ops("отрази по вертикали"), [FlipVertical]);
         assert_eq!(ops("сделай ярче"), [Brightness(40)]);
@@ -670,7 +793,10 @@ mod tests {
     #[test]
     fn grayscale_makes_channels_equal() {
         let img = apply(picture(), &[Grayscale]);
-        assert!(img.pixels().all(|p| p[0] == p[1] && p[1] == p[2] && p[3] == 255));
+        assert!(
+            img.pixels()
+                .all(|p| p[0] == p[1] && p[1] == p[2] && p[3] == 255)
+        );
     }
 
     #[test]
@@ -678,7 +804,10 @@ mod tests {
         let img = apply(picture(), &[Sepia]);
         assert!(img.pixels().all(|p| p[0] >= p[1] && p[1] >= p[2]));
         assert_eq!(apply(picture(), &[Invert, Invert]), picture());
-        assert_eq!(apply(picture(), &[Invert]).get_pixel(0, 0).0, [0, 255, 255, 255]);
+        assert_eq!(
+            apply(picture(), &[Invert]).get_pixel(0, 0).0,
+            [0, 255, 255, 255]
+        );
     }
 
     #[test]
@@ -733,7 +862,10 @@ mod tests {
     fn alpha_is_preserved() {
         let img = RgbaImage::from_pixel(10, 10, image::Rgba([10, 20, 30, 77]));
         for op in [Grayscale, Sepia, Invert, Brightness(50), Contrast(40.0)] {
-            assert!(apply(img.clone(), &[op]).pixels().all(|p| p[3] == 77), "{op:?}");
+            assert!(
+                apply(img.clone(), &[op]).pixels().all(|p| p[3] == 77),
+                "{op:?}"
+            );
         }
     }
 }

@@ -149,7 +149,10 @@ mod tests {
 
     #[test]
     fn opaque_is_rgb_and_translucent_is_rgba() {
-        for (alpha, expected) in [(255, image::ColorType::Rgb8), (128, image::ColorType::Rgba8)] {
+        for (alpha, expected) in [
+            (255, image::ColorType::Rgb8),
+            (128, image::ColorType::Rgba8),
+        ] {
             let img = gradient(10, 6, alpha);
             let png = png_with_parameters(&img, &params("x", "generate")).unwrap();
             let decoded = image::load_from_memory(&png).unwrap();

@@ -3,7 +3,7 @@
 //!
 //! The pipeline is: read the prompt ([`prompt`]) → plan the scene ([`scene`]) → paint layers
 //! back to front (sky gradient and glow, stars, planet, moon, sun, clouds, terrain layers with
-//! water between them, fog, snow) on a float canvas ([`canvas`]) → vignette, grain, dither.
+//! water between them, fog, snow) on a float canvas ([`canvas`]) → vignette and grain.
 //! Models differ in the work spent: layers, noise octaves, texture, star and tree counts, and
 //! supersampled silhouettes for `0.2plus`.
 
@@ -90,7 +90,7 @@ fn paint(plan: &Plan, rng: &Rng) -> image::RgbaImage {
         let seed = plan.seed ^ 0x7E;
         let oct = plan.detail.field_octaves;
         Field::new(plan.w, plan.h, plan.detail.cell, |x, y| {
-            fbm2(x / (u * 45.0), y / (u * 22.0), oct, 0.55, seed)
+            fbm2(x / (u * 70.0), y / (u * 14.0), oct, 0.55, seed)
         })
     });
     let mut objects = rng.fork("objects");
@@ -144,8 +144,8 @@ mod tests {
     fn means(img: &image::RgbaImage) -> [f64; 3] {
         let mut sum = [0u64; 3];
         for p in img.pixels() {
-            for c in 0..3 {
-                sum[c] += u64::from(p[c]);
+            for (s, v) in sum.iter_mut().zip(p.0) {
+                *s += u64::from(v);
             }
         }
         let n = (img.width() * img.height()) as f64;
@@ -205,8 +205,18 @@ mod tests {
     #[test]
     fn night_is_darker_than_day() {
         for seed in [1, 2, 3] {
-            let night = means(&render("mountains at night", Model::Fast, Ratio::Square, seed));
-            let day = means(&render("mountains by day", Model::Fast, Ratio::Square, seed));
+            let night = means(&render(
+                "mountains at night",
+                Model::Fast,
+                Ratio::Square,
+                seed,
+            ));
+            let day = means(&render(
+                "mountains by day",
+                Model::Fast,
+                Ratio::Square,
+                seed,
+            ));
             assert!(night.iter().sum::<f64>() < day.iter().sum::<f64>() * 0.6);
         }
     }
@@ -215,11 +225,13 @@ mod tests {
     fn models_share_the_composition_but_differ_in_detail() {
         let fast = render("forest lake", Model::Fast, Ratio::Square, 9);
         let plus = render("forest lake", Model::Artist, Ratio::Square, 9);
-        let small = image::imageops::resize(&plus, 1024, 1024, image::imageops::FilterType::Triangle);
+        let small =
+            image::imageops::resize(&plus, 1024, 1024, image::imageops::FilterType::Triangle);
         let (f, p) = (means(&fast), means(&small));
-        for c in 0..3 {
-            assert!((f[c] - p[c]).abs() < 25.0, "{f:?} vs {p:?}");
-        }
+        assert!(
+            f.iter().zip(&p).all(|(a, b)| (a - b).abs() < 25.0),
+            "{f:?} vs {p:?}"
+        );
         assert_ne!(fast.as_raw(), small.as_raw());
     }
 
@@ -288,6 +300,8 @@ mod tests {
 
     /// Writes sample renders to /tmp/pictor-samples for looking at them, with timings.
     /// `cargo test --lib render::procedural::tests::write_samples -- --ignored --nocapture`
+    /// Environment: `PICTOR_MODEL=artist|plus`, `PICTOR_SAMPLE=<name>` for one of the built-in
+    /// prompts, or `PICTOR_PROMPTS="a|b|c"` for your own.
     #[test]
     #[ignore]
     fn write_samples() {
@@ -316,7 +330,22 @@ mod tests {
             ("storm", "storm over the sea"),
             ("city_day", "city skyline by day"),
         ];
-        for (name, prompt) in prompts {
+        // PICTOR_PROMPTS="a|b|c" renders those prompts instead (as p0.png, p1.png, …).
+        let custom: Vec<(String, String)> = std::env::var("PICTOR_PROMPTS")
+            .map(|list| {
+                list.split('|')
+                    .enumerate()
+                    .map(|(i, p)| (format!("p{i}"), p.to_owned()))
+                    .collect()
+            })
+            .unwrap_or_else(|_| {
+                prompts
+                    .iter()
+                    .map(|(n, p)| (n.to_string(), p.to_string()))
+                    .collect()
+            });
+        for (name, prompt) in &custom {
+            let (name, prompt) = (name.as_str(), prompt.as_str());
             if only.as_deref().is_some_and(|o| o != name) {
                 continue;
             }

@@ -198,8 +198,15 @@ pub enum StartOutcome {
 /// How a job ended.
 #[derive(Debug, Clone)]
 pub enum FinishOutcome {
-    Done { photo_token: String, width: u32, height: u32 },
-    Failed { code: &'static str, message: String },
+    Done {
+        photo_token: String,
+        width: u32,
+        height: u32,
+    },
+    Failed {
+        code: &'static str,
+        message: String,
+    },
 }
 
 /// A job interrupted by this many restarts while running is failed (and refunded) rather than
@@ -258,11 +265,21 @@ fn fail_in(
 ) -> Result<(), StoreError> {
     if job.charged && !job.refunded {
         if let Some(mut user) = read_user(txn, job.user_id)? {
-            ledger::apply(txn, &mut user, job.cost as i64, LedgerReason::Refund, Some(job.id), now)?;
+            ledger::apply(
+                txn,
+                &mut user,
+                job.cost as i64,
+                LedgerReason::Refund,
+                Some(job.id),
+                now,
+            )?;
         }
         if let Some(day) = job.daily_day {
             let mut usage = txn.open_table(DAILY_USAGE)?;
-            let used = usage.get((job.user_id, day))?.map(|v| v.value()).unwrap_or(0);
+            let used = usage
+                .get((job.user_id, day))?
+                .map(|v| v.value())
+                .unwrap_or(0);
             usage.insert((job.user_id, day), used.saturating_sub(1))?;
         }
         job.refunded = true;
@@ -323,7 +340,8 @@ impl Store {
             };
             active.insert(user.id, job.id)?;
             write_job(&txn, &job)?;
-            txn.open_table(JOBS_BY_USER)?.insert((user.id, job.id), ())?;
+            txn.open_table(JOBS_BY_USER)?
+                .insert((user.id, job.id), ())?;
             txn.open_table(PENDING_JOBS)?.insert(job.id, ())?;
             job
         };
@@ -348,7 +366,13 @@ impl Store {
             StartOutcome::Started(job)
         } else {
             let Some(mut user) = read_user(&txn, job.user_id)? else {
-                fail_in(&txn, &mut job, "generation_failed", "the account no longer exists".into(), now)?;
+                fail_in(
+                    &txn,
+                    &mut job,
+                    "generation_failed",
+                    "the account no longer exists".into(),
+                    now,
+                )?;
                 txn.commit()?;
                 return Ok(StartOutcome::Failed(job));
             };
@@ -373,9 +397,17 @@ impl Store {
                 fail_in(&txn, &mut job, "daily_limit", message, now)?;
                 StartOutcome::Failed(job)
             } else {
-                ledger::apply(&txn, &mut user, -(job.cost as i64), LedgerReason::Charge, Some(job.id), now)?;
+                ledger::apply(
+                    &txn,
+                    &mut user,
+                    -(job.cost as i64),
+                    LedgerReason::Charge,
+                    Some(job.id),
+                    now,
+                )?;
                 if job.kind == JobKind::Generate {
-                    txn.open_table(DAILY_USAGE)?.insert((user.id, day), used + 1)?;
+                    txn.open_table(DAILY_USAGE)?
+                        .insert((user.id, day), used + 1)?;
                     job.daily_day = Some(day);
                 }
                 job.charged = true;
@@ -405,9 +437,16 @@ impl Store {
             return Ok(job);
         }
         match outcome {
-            FinishOutcome::Done { photo_token, width, height } => {
+            FinishOutcome::Done {
+                photo_token,
+                width,
+                height,
+            } => {
                 if job.status != JobStatus::Running {
-                    return Err(StoreError::Conflict(format!("{} is not running", job.job_id())));
+                    return Err(StoreError::Conflict(format!(
+                        "{} is not running",
+                        job.job_id()
+                    )));
                 }
                 job.status = JobStatus::Done;
                 job.photo_token = Some(photo_token);
@@ -428,7 +467,9 @@ impl Store {
     pub fn job(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
         let txn = self.db().begin_read()?;
         let jobs = txn.open_table(JOBS)?;
-        jobs.get(id.0)?.map(|v| codec::decode(v.value())).transpose()
+        jobs.get(id.0)?
+            .map(|v| codec::decode(v.value()))
+            .transpose()
     }
 
     /// The user's active (queued or running) job, if any.

@@ -107,10 +107,7 @@ impl Store {
 }
 
 /// Takes and increments a named counter in `META` inside a write transaction.
-pub(crate) fn next_counter(
-    txn: &redb::WriteTransaction,
-    name: &str,
-) -> Result<u64, StoreError> {
+pub(crate) fn next_counter(txn: &redb::WriteTransaction, name: &str) -> Result<u64, StoreError> {
     let mut meta = txn.open_table(tables::META)?;
     let next = meta.get(name)?.map(|v| v.value()).unwrap_or(0) + 1;
     meta.insert(name, next)?;

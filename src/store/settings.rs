@@ -102,7 +102,9 @@ impl Store {
             )));
         }
         if value > 1_000_000 {
-            return Err(StoreError::Invalid(format!("{key} must be at most 1000000")));
+            return Err(StoreError::Invalid(format!(
+                "{key} must be at most 1000000"
+            )));
         }
         let txn = self.db().begin_write()?;
         let settings = {

@@ -65,8 +65,14 @@ impl fmt::Debug for UserRecord {
             .field("pro", &self.pro)
             .field("banned", &self.banned)
             .field("balance", &self.balance)
-            .field("password_hash", &self.password_hash.as_ref().map(|_| "<hidden>"))
-            .field("api_key_hash", &self.api_key_hash.as_ref().map(|_| "<hidden>"))
+            .field(
+                "password_hash",
+                &self.password_hash.as_ref().map(|_| "<hidden>"),
+            )
+            .field(
+                "api_key_hash",
+                &self.api_key_hash.as_ref().map(|_| "<hidden>"),
+            )
             .finish()
     }
 }
@@ -106,7 +112,9 @@ pub fn normalize_email(email: &str) -> Result<String, StoreError> {
     if valid {
         Ok(e)
     } else {
-        Err(StoreError::Invalid(format!("not a valid e-mail address: {email:?}")))
+        Err(StoreError::Invalid(format!(
+            "not a valid e-mail address: {email:?}"
+        )))
     }
 }
 
@@ -122,7 +130,9 @@ impl Store {
         let user = {
             let mut by_email = txn.open_table(USERS_BY_EMAIL)?;
             if by_email.get(email.as_str())?.is_some() {
-                return Err(StoreError::Conflict(format!("a user with e-mail {email} already exists")));
+                return Err(StoreError::Conflict(format!(
+                    "a user with e-mail {email} already exists"
+                )));
             }
             let mut users = txn.open_table(USERS)?;
             let mut rng = rand::rng();
@@ -151,7 +161,14 @@ impl Store {
         };
         let mut user = user;
         if new.credits > 0 {
-            ledger::apply(&txn, &mut user, new.credits as i64, LedgerReason::Grant, None, now)?;
+            ledger::apply(
+                &txn,
+                &mut user,
+                new.credits as i64,
+                LedgerReason::Grant,
+                None,
+                now,
+            )?;
         }
         txn.commit()?;
         Ok(user)
@@ -196,7 +213,9 @@ impl Store {
         if let Some(Some(limit)) = patch.daily_limit
             && limit > 1_000_000
         {
-            return Err(StoreError::Invalid("daily limit must be at most 1000000".into()));
+            return Err(StoreError::Invalid(
+                "daily limit must be at most 1000000".into(),
+            ));
         }
         let id = self.require_user(email)?.id;
         let txn = self.db().begin_write()?;
@@ -204,7 +223,11 @@ impl Store {
             let mut users = txn.open_table(USERS)?;
             let mut user: UserRecord = match users.get(id)? {
                 Some(v) => codec::decode(v.value())?,
-                None => return Err(StoreError::NotFound(format!("no user with e-mail {email:?}"))),
+                None => {
+                    return Err(StoreError::NotFound(format!(
+                        "no user with e-mail {email:?}"
+                    )));
+                }
             };
             if let Some(pro) = patch.pro {
                 user.pro = pro;
@@ -229,7 +252,12 @@ impl Store {
     }
 
     /// Adds (or with a negative amount, removes) credits, with a ledger row. Returns the user.
-    pub fn grant_credits(&self, email: &str, amount: i64, now: Millis) -> Result<UserRecord, StoreError> {
+    pub fn grant_credits(
+        &self,
+        email: &str,
+        amount: i64,
+        now: Millis,
+    ) -> Result<UserRecord, StoreError> {
         if amount == 0 || amount.unsigned_abs() > 1_000_000_000 {
             return Err(StoreError::Invalid(
                 "amount must be a non-zero integer between -1000000000 and 1000000000".into(),
@@ -242,7 +270,11 @@ impl Store {
             let row = users.get(id)?;
             match row {
                 Some(v) => codec::decode(v.value())?,
-                None => return Err(StoreError::NotFound(format!("no user with e-mail {email:?}"))),
+                None => {
+                    return Err(StoreError::NotFound(format!(
+                        "no user with e-mail {email:?}"
+                    )));
+                }
             }
         };
         ledger::apply(&txn, &mut user, amount, LedgerReason::Grant, None, now)?;
@@ -261,7 +293,11 @@ impl Store {
                 None => return Err(StoreError::NotFound("no such user".into())),
             };
             let mut by_key = txn.open_table(USERS_BY_KEY)?;
-            if let Some(old) = user.api_key_hash.as_deref().and_then(|h| hex::decode(h).ok()) {
+            if let Some(old) = user
+                .api_key_hash
+                .as_deref()
+                .and_then(|h| hex::decode(h).ok())
+            {
                 by_key.remove(old.as_slice())?;
             }
             by_key.insert(key_hash.as_slice(), user_id)?;

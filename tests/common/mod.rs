@@ -45,7 +45,11 @@ impl TestServer {
     }
 
     pub async fn with_renderer(renderer: Arc<dyn Renderer>) -> TestServer {
-        Self::start_with(Options { renderer, ..Options::default() }).await
+        Self::start_with(Options {
+            renderer,
+            ..Options::default()
+        })
+        .await
     }
 
     pub async fn start_with(opts: Options) -> TestServer {
@@ -56,10 +60,15 @@ impl TestServer {
         config.queue_size = opts.queue_size;
         config.queue_timeout = opts.queue_timeout;
         let clock = Clock::default();
-        let handle = Server::start(config, opts.renderer, clock.clone()).await.unwrap();
+        let handle = Server::start(config, opts.renderer, clock.clone())
+            .await
+            .unwrap();
         TestServer {
             base: handle.base_url.clone(),
-            client: reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap(),
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(120))
+                .build()
+                .unwrap(),
             handle: Some(handle),
             dir,
             clock,
@@ -89,8 +98,13 @@ impl TestServer {
             pro,
             credits,
         });
-        let key = self.admin(AdminRequest::KeyIssue { email: email.into() });
-        (email.to_string(), key["api_key"].as_str().unwrap().to_string())
+        let key = self.admin(AdminRequest::KeyIssue {
+            email: email.into(),
+        });
+        (
+            email.to_string(),
+            key["api_key"].as_str().unwrap().to_string(),
+        )
     }
 
     pub fn store(&self) -> &pictor::store::Store {
@@ -98,12 +112,25 @@ impl TestServer {
     }
 
     pub async fn get(&self, key: &str, path: &str) -> (u16, Value) {
-        let r = self.client.get(self.url(path)).bearer_auth(key).send().await.unwrap();
+        let r = self
+            .client
+            .get(self.url(path))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap();
         status_json(r).await
     }
 
     pub async fn generate(&self, key: &str, body: Value) -> (u16, Value) {
-        let r = self.client.post(self.url("/api/pictor/v1/generate")).bearer_auth(key).json(&body).send().await.unwrap();
+        let r = self
+            .client
+            .post(self.url("/api/pictor/v1/generate"))
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
         status_json(r).await
     }
 
@@ -116,7 +143,9 @@ impl TestServer {
     /// Polls with `wait` until the job is done or failed.
     pub async fn finish(&self, key: &str, job_id: &str) -> Value {
         for _ in 0..60 {
-            let (s, v) = self.get(key, &format!("/api/pictor/v1/jobs/{job_id}?wait=30")).await;
+            let (s, v) = self
+                .get(key, &format!("/api/pictor/v1/jobs/{job_id}?wait=30"))
+                .await;
             assert_eq!(s, 200, "{v}");
             if v["status"] == "done" || v["status"] == "failed" {
                 return v;
@@ -130,7 +159,9 @@ impl TestServer {
         assert_eq!(r.status(), 200);
         assert_eq!(r.headers()["content-type"], "image/png");
         let bytes = r.bytes().await.unwrap();
-        image::load_from_memory_with_format(&bytes, image::ImageFormat::Png).unwrap().to_rgba8()
+        image::load_from_memory_with_format(&bytes, image::ImageFormat::Png)
+            .unwrap()
+            .to_rgba8()
     }
 
     /// Balance equals the ledger sum, and no active job is left, for every user.
@@ -138,7 +169,11 @@ impl TestServer {
         let store = self.store();
         for user in store.users().unwrap() {
             let sum: i64 = store.ledger(user.id).unwrap().iter().map(|e| e.delta).sum();
-            assert_eq!(user.balance, sum, "balance of {} differs from its ledger", user.email);
+            assert_eq!(
+                user.balance, sum,
+                "balance of {} differs from its ledger",
+                user.email
+            );
             assert!(user.balance >= 0);
         }
     }
@@ -152,9 +187,14 @@ impl TestServer {
 
 pub async fn status_json(r: reqwest::Response) -> (u16, Value) {
     let status = r.status().as_u16();
-    let ct = r.headers().get("content-type").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    let ct = r
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
     let text = r.text().await.unwrap();
-    let v: Value = serde_json::from_str(&text).unwrap_or_else(|_| panic!("status {status}, not JSON ({ct}): {text:?}"));
+    let v: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|_| panic!("status {status}, not JSON ({ct}): {text:?}"));
     (status, v)
 }
 
@@ -196,14 +236,25 @@ impl Gate {
 }
 
 pub fn flat_picture(w: u32, h: u32, rgba: [u8; 4]) -> Picture {
-    Picture::from_rgba(w, h, rgba.iter().copied().cycle().take((w * h * 4) as usize).collect()).unwrap()
+    Picture::from_rgba(
+        w,
+        h,
+        rgba.iter()
+            .copied()
+            .cycle()
+            .take((w * h * 4) as usize)
+            .collect(),
+    )
+    .unwrap()
 }
 
 impl Renderer for Gate {
     fn generate(&self, spec: &GenerateSpec) -> Result<Picture, RenderError> {
         self.pass();
         if self.fail {
-            return Err(RenderError::Failed("the test renderer fails on purpose".into()));
+            return Err(RenderError::Failed(
+                "the test renderer fails on purpose".into(),
+            ));
         }
         let (w, h) = spec.model.dimensions(spec.ratio);
         Ok(flat_picture(w, h, [40, 90, 160, 255]))
@@ -212,7 +263,9 @@ impl Renderer for Gate {
     fn edit(&self, spec: &EditSpec) -> Result<Picture, RenderError> {
         self.pass();
         if self.fail {
-            return Err(RenderError::Failed("the test renderer fails on purpose".into()));
+            return Err(RenderError::Failed(
+                "the test renderer fails on purpose".into(),
+            ));
         }
         ProceduralRenderer.edit(spec)
     }
@@ -226,7 +279,9 @@ pub fn open_gate() -> Gate {
 }
 
 pub fn png_bytes(w: u32, h: u32) -> Vec<u8> {
-    let img = image::RgbaImage::from_fn(w, h, |x, y| image::Rgba([(x * 7) as u8, (y * 5) as u8, 200, 255]));
+    let img = image::RgbaImage::from_fn(w, h, |x, y| {
+        image::Rgba([(x * 7) as u8, (y * 5) as u8, 200, 255])
+    });
     let mut out = std::io::Cursor::new(Vec::new());
     img.write_to(&mut out, image::ImageFormat::Png).unwrap();
     out.into_inner()
@@ -244,7 +299,9 @@ pub struct ChildServer {
 
 pub fn pictor_cmd(data_dir: &Path) -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pictor"));
-    cmd.env("PICTOR_DATA_DIR", data_dir).env_remove("PICTOR_DEBUG_RENDER_DELAY_MS").env_remove("PICTOR_DEBUG_FAIL_PROMPT");
+    cmd.env("PICTOR_DATA_DIR", data_dir)
+        .env_remove("PICTOR_DEBUG_RENDER_DELAY_MS")
+        .env_remove("PICTOR_DEBUG_FAIL_PROMPT");
     cmd
 }
 
@@ -252,7 +309,9 @@ pub fn pictor_cmd(data_dir: &Path) -> std::process::Command {
 pub fn spawn_server(data_dir: &Path, envs: &[(&str, &str)]) -> ChildServer {
     use std::io::BufRead;
     let mut cmd = pictor_cmd(data_dir);
-    cmd.args(["serve", "--listen", "127.0.0.1:0"]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
+    cmd.args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
     for (k, v) in envs {
         cmd.env(k, v);
     }
@@ -269,7 +328,9 @@ pub fn spawn_server(data_dir: &Path, envs: &[(&str, &str)]) -> ChildServer {
             }
         }
     });
-    let base = rx.recv_timeout(Duration::from_secs(60)).expect("server did not start");
+    let base = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("server did not start");
     ChildServer { child, base }
 }
 
@@ -281,7 +342,10 @@ impl ChildServer {
 
     pub fn terminate(mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
-        std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
         self.child.wait().unwrap()
     }
 }
@@ -290,7 +354,10 @@ impl ChildServer {
 pub fn run_cli(data_dir: &Path, args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
     use std::io::Write;
     let mut cmd = pictor_cmd(data_dir);
-    cmd.args(args).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    cmd.args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     {
         let mut si = child.stdin.take().unwrap();
@@ -299,7 +366,11 @@ pub fn run_cli(data_dir: &Path, args: &[&str], stdin: Option<&str>) -> (i32, Str
         }
     }
     let out = child.wait_with_output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 pub fn cli_json(data_dir: &Path, args: &[&str], stdin: Option<&str>) -> Value {

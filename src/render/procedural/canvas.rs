@@ -1,5 +1,5 @@
 //! The floating-point canvas the layers paint on, colour helpers, and the final pass
-//! (vignette, grain, dithering) that turns it into an `RgbaImage`.
+//! (vignette, grain) that turns it into an `RgbaImage`.
 
 use super::noise::{hash2, unit};
 
@@ -16,6 +16,16 @@ pub fn mix(a: Rgb, b: Rgb, t: f32) -> Rgb {
         a[0] + (b[0] - a[0]) * t,
         a[1] + (b[1] - a[1]) * t,
         a[2] + (b[2] - a[2]) * t,
+    ]
+}
+
+/// Screen blend: adds light `tint * k` to `c` without exceeding 1.
+#[inline]
+pub fn screen(c: Rgb, tint: Rgb, k: f32) -> Rgb {
+    [
+        c[0] + (1.0 - c[0]).max(0.0) * (tint[0] * k).min(1.0),
+        c[1] + (1.0 - c[1]).max(0.0) * (tint[1] * k).min(1.0),
+        c[2] + (1.0 - c[2]).max(0.0) * (tint[2] * k).min(1.0),
     ]
 }
 
@@ -100,9 +110,7 @@ impl Canvas {
             return;
         }
         let p = &mut self.px[y as usize * self.w + x as usize];
-        for k in 0..3 {
-            p[k] += (1.0 - p[k]).max(0.0) * (c[k] * a).min(1.0);
-        }
+        *p = screen(*p, c, a);
     }
 
     /// An anti-aliased filled disc.
@@ -122,8 +130,8 @@ impl Canvas {
         }
     }
 
-    /// Converts to 8-bit RGBA with a vignette, film grain and dithering (which hides banding
-    /// in smooth sky gradients).
+    /// Converts to 8-bit RGBA with a vignette and film grain. Grain also dithers smooth
+    /// gradients, but noise in the low bits roughly doubles the PNG size, so it is optional.
     pub fn into_image(self, vignette: f32, grain: f32, seed: u32) -> image::RgbaImage {
         let (w, h) = (self.w, self.h);
         let long = w.max(h) as f32;
@@ -133,7 +141,7 @@ impl Canvas {
                 d * d
             })
             .collect();
-        let noise_amp = grain + 1.2 / 255.0;
+        let noise_amp = grain;
         let mut out = vec![0u8; w * h * 4];
         for (y, (src, dst)) in self
             .px
@@ -145,7 +153,11 @@ impl Canvas {
             let dy2 = dy * dy;
             for (x, (p, o)) in src.iter().zip(dst.chunks_exact_mut(4)).enumerate() {
                 let v = 1.0 - vignette * (dx2[x] + dy2).min(2.0) * 0.5;
-                let n = (unit(hash2(x as i32, y as i32, seed)) - 0.5) * noise_amp;
+                let n = if noise_amp > 0.0 {
+                    (unit(hash2(x as i32, y as i32, seed)) - 0.5) * noise_amp
+                } else {
+                    0.0
+                };
                 o[0] = to_u8(p[0] * v + n);
                 o[1] = to_u8(p[1] * v + n);
                 o[2] = to_u8(p[2] * v + n);
@@ -179,9 +191,7 @@ mod tests {
     fn hue_rotation_by_zero_is_identity() {
         let c = rgb(200, 100, 50);
         let r = hue_rotate(c, 0.0);
-        for k in 0..3 {
-            assert!((r[k] - c[k]).abs() < 0.01);
-        }
+        assert!(r.iter().zip(&c).all(|(a, b)| (a - b).abs() < 0.01));
     }
 
     #[test]

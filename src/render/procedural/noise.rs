@@ -224,18 +224,6 @@ impl Field {
             *o = p + (scratch[i + 1] - p) * tx;
         }
     }
-
-    /// The interpolated value at one point (clamped to the grid).
-    pub fn at(&self, x: f32, y: f32) -> f32 {
-        let fx = (x / self.cell).clamp(0.0, (self.cols - 1) as f32 - 0.001);
-        let fy = (y / self.cell).clamp(0.0, (self.rows - 1) as f32 - 0.001);
-        let (i, j) = (fx as usize, fy as usize);
-        let (tx, ty) = (fx - i as f32, fy - j as f32);
-        let v = |i: usize, j: usize| self.data[j * self.cols + i];
-        let top = v(i, j) + (v(i + 1, j) - v(i, j)) * tx;
-        let bottom = v(i, j + 1) + (v(i + 1, j + 1) - v(i, j + 1)) * tx;
-        top + (bottom - top) * ty
-    }
 }
 
 #[cfg(test)]
@@ -279,6 +267,5 @@ mod tests {
         for (x, v) in row.iter().enumerate() {
             assert!((v - (x as f32 + 50.0)).abs() < 1e-3);
         }
-        assert!((f.at(33.0, 17.0) - 67.0).abs() < 1e-3);
     }
 }

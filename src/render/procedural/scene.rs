@@ -28,6 +28,7 @@ pub struct Detail {
     pub texture: bool,
     pub star_factor: f32,
     pub object_factor: f32,
+    /// Amplitude of film grain (0 keeps PNGs about half the size).
     pub grain: f32,
     pub vignette: f32,
 }
@@ -56,7 +57,7 @@ impl Detail {
                 texture: true,
                 star_factor: 1.6,
                 object_factor: 1.0,
-                grain: 0.012,
+                grain: 0.0,
                 vignette: 0.28,
             },
             Model::Plus => Detail {
@@ -68,7 +69,7 @@ impl Detail {
                 texture: true,
                 star_factor: 2.2,
                 object_factor: 1.3,
-                grain: 0.009,
+                grain: 0.0,
                 vignette: 0.3,
             },
         }
@@ -209,7 +210,6 @@ pub struct Plan {
     pub unit: f32,
     pub detail: Detail,
     pub pal: Palette,
-    pub sky: Sky,
     /// Where the sky gradient reaches its horizon colour.
     pub horizon: f32,
     pub glow: Option<Glow>,
@@ -250,7 +250,11 @@ impl Plan {
             if space || theme.has(Element::Moon) || theme.has(Element::Stars) {
                 Time::Night
             } else if theme.has(Element::Sun) {
-                if r.chance(0.3) { Time::Golden } else { Time::Day }
+                if r.chance(0.3) {
+                    Time::Golden
+                } else {
+                    Time::Day
+                }
             } else {
                 let p = r.unit();
                 if p < 0.5 {
@@ -315,8 +319,6 @@ impl Plan {
         // Light: the sun by day and at golden hour, the moon at night.
         let mut sun = None;
         let mut moon = None;
-        let glow_r;
-        let glow_s;
         let show_sun = sky == Sky::Earth
             && match time {
                 Time::Golden => true,
@@ -341,15 +343,15 @@ impl Plan {
                 r: radius,
             });
         }
-        let show_moon = theme.has(Element::Moon)
-            || (time == Time::Night && sky == Sky::Earth && r.chance(0.8));
+        let show_moon =
+            theme.has(Element::Moon) || (time == Time::Night && sky == Sky::Earth && r.chance(0.8));
         if show_moon {
             let radius = unit * r.range(30.0, 48.0);
             let shadow = if r.chance(0.35) {
                 None
             } else {
                 let side = if r.chance(0.5) { 1.0 } else { -1.0 };
-                Some((side * r.range(0.45, 1.3), r.range(-0.35, 0.1)))
+                Some((side * r.range(0.6, 1.4), r.range(-0.2, 0.2)))
             };
             moon = Some(Moon {
                 body: Body {
@@ -362,13 +364,12 @@ impl Plan {
         }
         let glow = match (sun, moon) {
             (Some(s), _) => {
-                glow_r = unit * if time == Time::Golden { 380.0 } else { 170.0 };
-                glow_s = if time == Time::Golden { 0.9 } else { 0.55 };
+                let golden = time == Time::Golden;
                 Some(Glow {
                     x: s.x,
                     y: s.y,
-                    radius: glow_r,
-                    strength: glow_s,
+                    radius: unit * if golden { 380.0 } else { 170.0 },
+                    strength: if golden { 0.9 } else { 0.55 },
                 })
             }
             (None, Some(m)) => Some(Glow {
@@ -384,9 +385,7 @@ impl Plan {
             let c1 = theme
                 .color(0)
                 .unwrap_or(hue_rotate(rgb(214, 150, 96), r.range(-160.0, 160.0)));
-            let c2 = theme
-                .color(1)
-                .unwrap_or(mix(c1, rgb(240, 230, 210), 0.55));
+            let c2 = theme.color(1).unwrap_or(mix(c1, rgb(240, 230, 210), 0.55));
             let radius = unit * r.range(90.0, 210.0);
             let angle = r.range(0.5, 2.6);
             Some(Planet {
@@ -440,9 +439,9 @@ impl Plan {
             w: wf,
             h: hf,
             horizon,
-            light_side: sun.or(moon.map(|m| m.body)).map_or(1.0, |b| {
-                if b.x < wf / 2.0 { -1.0 } else { 1.0 }
-            }),
+            light_side: sun
+                .or(moon.map(|m| m.body))
+                .map_or(1.0, |b| if b.x < wf / 2.0 { -1.0 } else { 1.0 }),
             rng: rng.fork("terrain"),
             layers: Vec::new(),
         };
@@ -468,7 +467,6 @@ impl Plan {
             unit,
             detail,
             pal,
-            sky,
             horizon,
             glow,
             clouds,
@@ -808,7 +806,11 @@ impl LayerPlanner<'_> {
 
     fn colors(&self, base: Rgb, depth: f32) -> (Rgb, Rgb) {
         // Desert air is clear: distant dunes keep their colour.
-        let far = if self.theme.has(Element::Desert) { 0.5 } else { 0.82 };
+        let far = if self.theme.has(Element::Desert) {
+            0.5
+        } else {
+            0.82
+        };
         let haze = (1.0 - depth).powf(1.2) * far;
         let top = mix(base, self.pal.haze, haze);
         let bottom = mix(top, scale(top, 0.72), depth);
@@ -843,9 +845,9 @@ impl LayerPlanner<'_> {
         };
         let (top, bottom) = self.colors(base_color, depth);
         let snowy = self.theme.has(Element::Snow)
-            || (kind == Land::Mountains && depth < 0.5 && self.rng.chance(0.6));
-        let snowline = (kind == Land::Mountains && snowy)
-            .then(|| base - amp * self.rng.range(0.45, 0.65));
+            || (kind == Land::Mountains && depth < 0.5 && self.rng.chance(0.45));
+        let snowline =
+            (kind == Land::Mountains && snowy).then(|| base - amp * self.rng.range(0.45, 0.65));
         let rim = (self.time == Time::Golden && depth > 0.3)
             .then(|| (mix(self.pal.glow, top, 0.35), self.unit * 2.5));
         let dunes = kind == Land::Dunes;
@@ -865,7 +867,7 @@ impl LayerPlanner<'_> {
             relief,
             light_side: self.light_side,
             max_octaves: if dunes { 2 } else { 16 },
-            texture: if dunes { 0.06 } else { 0.2 },
+            texture: if dunes { 0.06 } else { 0.16 },
             objects: Objects::None,
         };
         self.layers.push(layer);
@@ -935,8 +937,8 @@ impl LayerPlanner<'_> {
         let side = if self.rng.chance(0.5) { 1.0 } else { -1.0 };
         let objects = if wooded {
             Objects::Trees {
-                count: (45.0 * self.detail.object_factor) as usize,
-                height: self.h * 0.2,
+                count: (80.0 * self.detail.object_factor) as usize,
+                height: self.h * 0.12,
                 conifers: 0.8,
                 color: self.colors(self.pal.foliage, 1.0).0,
             }

@@ -1,7 +1,7 @@
 //! Sky layers: the gradient with its sun or moon glow, nebulae and the milky way, stars, the
 //! sun, moon and planets, and clouds. Painted first, back to front.
 
-use super::canvas::{Canvas, Rgb, mix, scale, smoothstep};
+use super::canvas::{Canvas, Rgb, mix, scale, screen, smoothstep};
 use super::noise::{Field, Rng, fbm1, fbm2, value2};
 use super::scene::{Body, Moon, Plan, Planet};
 
@@ -36,7 +36,11 @@ pub fn gradient(c: &mut Canvas, plan: &Plan) {
         Field::new(w, h, plan.detail.cell, move |x, y| {
             let d = (y - cy - slope * (x - w as f32 / 2.0)) / norm / width;
             let band = 1.0 / (1.0 + d * d * d * d);
-            band * smoothstep(0.3, 0.8, fbm2(x / (u * 90.0), y / (u * 90.0), oct, 0.55, seed))
+            band * smoothstep(
+                0.3,
+                0.8,
+                fbm2(x / (u * 90.0), y / (u * 90.0), oct, 0.55, seed),
+            )
         })
     });
 
@@ -67,17 +71,16 @@ pub fn gradient(c: &mut Canvas, plan: &Plan) {
                 let d2 = dx * dx + dy * dy;
                 let r2 = g.radius * g.radius;
                 let k = g.strength * (r2 / (r2 + d2 * 3.0) + 0.35 * r2 / (r2 + d2 * 0.25));
-                let k = k.min(1.0);
-                for i in 0..3 {
-                    col[i] += (1.0 - col[i]) * p.glow[i] * k;
-                }
+                col = screen(col, p.glow, k.min(1.0));
             }
             if nebula.is_some() {
                 let v = n1[x];
                 let tint = mix(p.nebula[0], p.nebula[1], n2[x]);
-                for i in 0..3 {
-                    col[i] += tint[i] * v * 0.75;
-                }
+                col = [
+                    col[0] + tint[0] * v * 0.75,
+                    col[1] + tint[1] * v * 0.75,
+                    col[2] + tint[2] * v * 0.75,
+                ];
             }
             if milky.is_some() {
                 let v = mw[x] * 0.22;
@@ -228,7 +231,12 @@ pub fn planet(c: &mut Canvas, plan: &Plan, pl: Planet) {
             let bands = 0.55 + 0.45 * fbm1(t * 9.0, 3, 0.5, pl.seed ^ 0x77);
             let edge = smoothstep(0.0, 0.04, t) * (1.0 - smoothstep(0.94, 1.0, t));
             let gap = 1.0 - 0.8 * (1.0 - smoothstep(0.0, 0.03, (t - 0.62).abs()));
-            c.blend(x, y, scale(ring_color, 0.5 + 0.5 * bands), 0.8 * edge * gap * bands);
+            c.blend(
+                x,
+                y,
+                scale(ring_color, 0.5 + 0.5 * bands),
+                0.8 * edge * gap * bands,
+            );
         });
     };
 
@@ -245,7 +253,12 @@ pub fn planet(c: &mut Canvas, plan: &Plan, pl: Planet) {
         if d > b.r - 0.5 {
             // Atmosphere: a thin glow on the lit side.
             let t = ((d - b.r) / (b.r * 0.08)).clamp(0.0, 1.0);
-            c.light(x, y, pl.colors[1], (1.0 - t) * (1.0 - t) * 0.5 * diffuse_rim);
+            c.light(
+                x,
+                y,
+                pl.colors[1],
+                (1.0 - t) * (1.0 - t) * 0.5 * diffuse_rim,
+            );
         }
         let cov = (b.r - d + 0.5).clamp(0.0, 1.0);
         if cov <= 0.0 {

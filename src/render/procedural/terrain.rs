@@ -55,7 +55,15 @@ pub fn paint(c: &mut Canvas, plan: &Plan, layer: &Layer, texture: Option<&Field>
             max_height,
             ..
         } => {
-            buildings = raise_city(&mut top, &ground, ss, *min_height, *max_height, plan.unit, rng);
+            buildings = raise_city(
+                &mut top,
+                &ground,
+                ss,
+                *min_height,
+                *max_height,
+                plan.unit,
+                rng,
+            );
         }
     }
 
@@ -64,8 +72,14 @@ pub fn paint(c: &mut Canvas, plan: &Plan, layer: &Layer, texture: Option<&Field>
         .chunks_exact(ss)
         .map(|s| s.iter().sum::<f32>() / ss as f32)
         .collect();
+    // The snow line wanders along the range: lower in gullies, higher on spurs.
     let snow_jitter: Vec<f32> = (0..w)
-        .map(|x| (value1(x as f32 / (plan.unit * 14.0), layer.seed ^ 0x5A0) - 0.5) * layer.amp * 0.2)
+        .map(|x| {
+            let f = x as f32 / (plan.unit * 45.0);
+            let n = fbm1(f, 3, 0.5, layer.seed ^ 0x5A0) - 0.5;
+            let fine = value1(f * 6.0, layer.seed ^ 0x5A1) - 0.5;
+            (n * 0.35 + fine * 0.06) * layer.amp
+        })
         .collect();
     let object_color = match &layer.objects {
         Objects::Trees { color, .. } | Objects::City { color, .. } => *color,
@@ -82,7 +96,7 @@ pub fn paint(c: &mut Canvas, plan: &Plan, layer: &Layer, texture: Option<&Field>
         if layer.relief <= 0.0 {
             return 0.0;
         }
-        let r = plan.unit * 6.0 + below * 0.7;
+        let r = plan.unit * 14.0 + below * 0.9;
         let ri = r as usize + 1;
         let a = col_ground[x.saturating_sub(ri)];
         let b = col_ground[(x + ri).min(w - 1)];
@@ -121,7 +135,7 @@ pub fn paint(c: &mut Canvas, plan: &Plan, layer: &Layer, texture: Option<&Field>
                 let k = light * (0.75 + 0.25 * near_ridge);
                 col = scale(col, if k > 0.0 { 1.0 + 0.55 * k } else { 1.0 + k });
                 if let Some(line) = layer.snowline {
-                    let sl = line + snow_jitter[x] + (tx - 0.5) * layer.amp * 0.25;
+                    let sl = line + snow_jitter[x];
                     let k = ((sl - yf) / (plan.unit * 3.0)).clamp(0.0, 1.0);
                     if k > 0.0 {
                         let lit_snow = scale(layer.snow, 0.9 + 0.25 * light);
@@ -168,18 +182,24 @@ fn plant_trees(
         let x0 = rng.unit() * w;
         let th = height * rng.range(0.55, 1.35);
         let conifer = rng.chance(conifers);
-        let half = th * if conifer { rng.range(0.2, 0.3) } else { rng.range(0.35, 0.5) };
+        let half = th
+            * if conifer {
+                rng.range(0.2, 0.28)
+            } else {
+                rng.range(0.3, 0.42)
+            };
         let gi = ((x0 * ss as f32) as usize).min(n - 1);
         let base = ground[gi] + th * 0.06;
+        let crown = Crown::new(rng);
         let i0 = (((x0 - half) * ss as f32).floor().max(0.0)) as usize;
         let i1 = ((((x0 + half) * ss as f32).ceil()) as usize).min(n);
         for (i, t) in top.iter_mut().enumerate().take(i1).skip(i0) {
             let x = (i as f32 + 0.5) / ss as f32;
-            let u = (x - x0).abs() / half;
+            let u = (x - x0) / half;
             let e = if conifer {
-                conifer_profile(u) * th
+                conifer_profile(u.abs()) * th
             } else {
-                round_profile(u) * th
+                crown.profile(u) * th
             };
             if e > 0.0 {
                 *t = t.min(base - e);
@@ -188,14 +208,15 @@ fn plant_trees(
     }
 }
 
-/// Height (0..1) of a three-tier conifer at normalised distance `u` from its axis.
+/// Height (0..1) of a four-tier conifer at normalised distance `u` from its axis: each tier's
+/// lower edge sticks out from the one below, which reads as drooping branches.
 fn conifer_profile(u: f32) -> f32 {
-    let mut e: f32 = if u < 0.07 { 0.18 } else { 0.0 };
-    for tier in 0..3 {
+    let mut e: f32 = if u < 0.07 { 0.14 } else { 0.0 };
+    for tier in 0..4 {
         let t = tier as f32;
-        let bottom = 0.12 + 0.26 * t;
-        let apex = if tier == 2 { 1.0 } else { bottom + 0.48 };
-        let half = 1.0 - 0.27 * t;
+        let bottom = 0.1 + 0.22 * t;
+        let apex = if tier == 3 { 1.0 } else { bottom + 0.36 };
+        let half = 1.0 - 0.22 * t;
         if u < half {
             e = e.max(apex - (apex - bottom) * (u / half));
         }
@@ -203,17 +224,35 @@ fn conifer_profile(u: f32) -> f32 {
     e
 }
 
-/// Height (0..1) of a round tree: a trunk under a lumpy crown.
-fn round_profile(u: f32) -> f32 {
-    let mut e: f32 = if u < 0.08 { 0.4 } else { 0.0 };
-    // A central crown and a pair of side lumps (the profile is symmetric in u).
-    for (cx, cy, r) in [(0.0f32, 0.62, 0.38), (0.45, 0.5, 0.3)] {
-        let dx = (u - cx).abs();
-        if dx < r {
-            e = e.max(cy + (r * r - dx * dx).sqrt() * 0.95);
+/// A deciduous crown: a trunk under a few overlapping round lumps placed per tree.
+struct Crown {
+    lumps: [(f32, f32, f32); 4],
+}
+
+impl Crown {
+    fn new(rng: &mut Rng) -> Crown {
+        let mut j = || rng.range(-0.08, 0.08);
+        Crown {
+            lumps: [
+                (j(), 0.6 + j(), 0.36),
+                (-0.42 + j(), 0.46 + j(), 0.27 + j() * 0.5),
+                (0.42 + j(), 0.5 + j(), 0.27 + j() * 0.5),
+                (j() * 2.0, 0.78 + j(), 0.2),
+            ],
         }
     }
-    e.min(1.0)
+
+    /// Height (0..1) at signed normalised offset `u` from the trunk.
+    fn profile(&self, u: f32) -> f32 {
+        let mut e: f32 = if u.abs() < 0.07 { 0.4 } else { 0.0 };
+        for &(cx, cy, r) in &self.lumps {
+            let dx = u - cx;
+            if dx.abs() < r {
+                e = e.max(cy + (r * r - dx * dx).sqrt() * 0.9);
+            }
+        }
+        e.min(1.0)
+    }
 }
 
 /// Rectangular towers along the ground, some with setbacks or spires.
@@ -322,7 +361,8 @@ mod tests {
     fn tree_profiles_peak_on_the_axis() {
         assert!((conifer_profile(0.0) - 1.0).abs() < 1e-6);
         assert_eq!(conifer_profile(1.01), 0.0);
-        assert!(round_profile(0.0) > 0.9);
-        assert_eq!(round_profile(1.2), 0.0);
+        let crown = Crown::new(&mut Rng::new(1));
+        assert!(crown.profile(0.0) > 0.8);
+        assert_eq!(crown.profile(1.5), 0.0);
     }
 }

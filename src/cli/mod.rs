@@ -23,7 +23,6 @@ use crate::store::{Store, StoreError};
     version,
     about = "Self-hosted image generation service and sign-in provider"
 )]
-#[command(args_conflicts_with_subcommands = true)]
 pub struct Cli {
     /// Data folder (the store file, pictures, uploads). Default: the OS data folder.
     #[arg(long, env = "PICTOR_DATA_DIR", global = true)]

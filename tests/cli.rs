@@ -149,16 +149,40 @@ fn data_dir_flag_works_before_and_after_the_subcommand() {
     let d = dir.path().to_str().unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_pictor"))
         .env_remove("PICTOR_DATA_DIR")
-        .args(["--data-dir", d, "user", "add", "--email", "f@example.com", "--json"])
+        .args([
+            "--data-dir",
+            d,
+            "user",
+            "add",
+            "--email",
+            "f@example.com",
+            "--json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_pictor"))
         .env_remove("PICTOR_DATA_DIR")
-        .args(["user", "show", "--email", "f@example.com", "--json", "--data-dir", d])
+        .args([
+            "user",
+            "show",
+            "--email",
+            "f@example.com",
+            "--json",
+            "--data-dir",
+            d,
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(dir.path().join("pictor.redb").exists());
 }
 

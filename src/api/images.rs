@@ -229,6 +229,16 @@ impl ImagesApi {
         let input = body.0;
         let cost = state.store.settings()?.price(input.model);
         let ratio = input.ratio;
+        let enhanced_prompt = if input.enhance {
+            let (prompt, seed) = (input.prompt.clone(), input.seed);
+            state
+                .decode_pool
+                .spawn(move || render::enhance::enhance(&prompt, seed))
+                .await
+                .map_err(ApiError::internal)?
+        } else {
+            None
+        };
         let new = NewJob {
             id: JobId::new(),
             user_id: auth.0.user.id,
@@ -237,7 +247,7 @@ impl ImagesApi {
             ratio: ratio.as_str().to_string(),
             prompt: input.prompt,
             enhance: input.enhance,
-            enhanced_prompt: None,
+            enhanced_prompt,
             seed: input.seed,
             cost,
         };

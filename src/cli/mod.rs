@@ -3,6 +3,7 @@
 //! otherwise; both paths call `ops::execute`.
 
 mod remote;
+pub mod render;
 pub mod serve;
 
 use std::io::BufRead;
@@ -52,6 +53,8 @@ pub enum Command {
     /// Show or change operator settings (prices, daily limits).
     #[command(subcommand)]
     Settings(SettingsCommand),
+    /// Render one picture to a file with the built-in renderer (no server needed).
+    Render(render::RenderArgs),
     /// Print the OpenAPI document of the image API.
     Openapi {
         /// Base URL to put in the document's `servers`.
@@ -223,6 +226,7 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
     let dir = data_dir(cli)?;
     match command {
         Command::Serve(_) => unreachable_serve(),
+        Command::Render(args) => render::run(args),
         Command::Openapi { public_url } => {
             println!("{}", crate::api::spec(public_url.trim_end_matches('/')));
             Ok(())

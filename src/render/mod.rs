@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod decode;
 pub mod edit;
 pub mod encode;
+pub mod enhance;
 pub mod faults;
 pub mod pool;
 pub mod procedural;

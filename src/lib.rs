@@ -10,6 +10,7 @@ pub mod auth;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod idp;
 pub mod jobs;
 pub mod ops;
 pub mod render;

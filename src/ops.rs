@@ -44,6 +44,15 @@ pub enum AdminRequest {
         key: String,
         value: u32,
     },
+    ClientAdd {
+        name: String,
+        redirect_uris: Vec<String>,
+    },
+    ClientList,
+    ClientRemove {
+        name: String,
+    },
+    KeysRotate,
 }
 
 impl std::fmt::Debug for AdminRequest {
@@ -176,5 +185,92 @@ pub fn execute(store: &Store, req: AdminRequest, now: Millis) -> Result<Value, O
             store.set_setting(&key, value)?;
             Ok(json!({ "key": key, "value": value }))
         }
+        AdminRequest::ClientAdd {
+            name,
+            redirect_uris,
+        } => {
+            let secret = add_client(store, &name, &redirect_uris, now)?;
+            Ok(json!({ "app_name": name, "app_secret": secret }))
+        }
+        AdminRequest::ClientList => {
+            let clients: Vec<Value> = store
+                .clients()?
+                .into_iter()
+                .map(|c| json!({ "app_name": c.name, "redirect_uris": c.redirect_uris, "created_at": c.created_at }))
+                .collect();
+            Ok(json!({ "clients": clients }))
+        }
+        AdminRequest::ClientRemove { name } => {
+            store.remove_client(&name, now)?;
+            Ok(json!({ "removed": name }))
+        }
+        AdminRequest::KeysRotate => {
+            let key =
+                crate::idp::keys::generate(now).map_err(|e| OpError::Invalid(e.to_string()))?;
+            let kid = key.kid.clone();
+            store.add_signing_key(key, now)?;
+            Ok(json!({ "kid": kid }))
+        }
     }
+}
+
+/// Checks a redirect URI for registration: absolute http(s), a host, no user-info (the
+/// `https://good@evil` trick), no fragment, at most 2000 characters.
+pub fn check_redirect_uri(uri: &str) -> Result<(), String> {
+    if uri.len() > 2000 || uri.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "redirect URI {uri:?} is too long or contains spaces"
+        ));
+    }
+    let parsed = url::Url::parse(uri)
+        .map_err(|e| format!("redirect URI {uri:?} is not an absolute URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!("redirect URI {uri:?} must use http or https"));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(format!("redirect URI {uri:?} has no host"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(format!(
+            "redirect URI {uri:?} must not contain user information"
+        ));
+    }
+    if parsed.fragment().is_some() {
+        return Err(format!("redirect URI {uri:?} must not contain a fragment"));
+    }
+    Ok(())
+}
+
+/// Registers a client and returns its secret (shown once; stored as a SHA-256).
+pub fn add_client(
+    store: &Store,
+    name: &str,
+    redirect_uris: &[String],
+    now: Millis,
+) -> Result<String, OpError> {
+    let valid_name = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if !valid_name {
+        return Err(OpError::Invalid(
+            "the client name must be 1-64 characters of letters, digits, '.', '_' or '-'".into(),
+        ));
+    }
+    if redirect_uris.is_empty() {
+        return Err(OpError::Invalid("give at least one --redirect-uri".into()));
+    }
+    for uri in redirect_uris {
+        check_redirect_uri(uri).map_err(OpError::Invalid)?;
+    }
+    let secret = crate::idp::crypto::random_token("pcs_");
+    let record = crate::store::oauth::ClientRecord {
+        name: name.to_string(),
+        secret_hash: crate::idp::crypto::sha256_hex(&secret),
+        redirect_uris: redirect_uris.to_vec(),
+        created_at: now,
+    };
+    store.add_client(record)?;
+    Ok(secret)
 }

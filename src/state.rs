@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::idp::IdpState;
 use crate::jobs::JobEngine;
 use crate::render::RenderPool;
 use crate::store::Store;
@@ -19,4 +20,6 @@ pub struct AppState {
     /// Small pool for decoding uploads while an edit is created (separate from rendering so a
     /// busy render queue does not stall request validation).
     pub decode_pool: RenderPool,
+    /// Identity provider state: signer, secret box, throttles, captchas.
+    pub idp: Arc<IdpState>,
 }

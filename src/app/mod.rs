@@ -99,7 +99,14 @@ impl Server {
                 queue_timeout: config.queue_timeout,
             },
         );
+        let now = clock.now();
+        let key_store = store.clone();
+        tokio::task::spawn_blocking(move || crate::idp::keys::ensure_key(&key_store, now))
+            .await?
+            .context("cannot create the token signing key")?;
+        let secrets = crate::idp::crypto::SecretBox::open_or_create(&config.data_dir)?;
         let state = AppState {
+            idp: Arc::new(crate::idp::IdpState::new(secrets)),
             decode_pool: RenderPool::new(config.decode_workers),
             config: Arc::new(config),
             store,
@@ -135,8 +142,9 @@ impl Server {
         let app = Route::new()
             .nest_no_strip("/api/pictor", crate::api::routes(&public_url))
             .at("/files/:name", get(files::get_file))
-            .nest("/", crate::api::not_found())
+            .nest("/", crate::idp::routes().nest("/", crate::api::not_found()))
             .data(state.clone())
+            .with(poem::middleware::CookieJarManager::new())
             .around(|ep, req| async move {
                 let path = req.uri().path().to_string();
                 Ok(match ep.call(req).await {

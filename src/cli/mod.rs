@@ -53,6 +53,12 @@ pub enum Command {
     /// Show or change operator settings (prices, daily limits).
     #[command(subcommand)]
     Settings(SettingsCommand),
+    /// Manage OAuth clients (applications that sign people in with Pictor).
+    #[command(subcommand)]
+    Client(ClientCommand),
+    /// Manage the id_token signing keys.
+    #[command(subcommand)]
+    Keys(KeysCommand),
     /// Render one picture to a file with the built-in renderer (no server needed).
     Render(render::RenderArgs),
     /// Print the OpenAPI document of the image API.
@@ -133,6 +139,41 @@ pub enum KeyCommand {
     Issue {
         #[arg(long)]
         email: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClientCommand {
+    /// Register a client; prints its app_name and app_secret (shown once).
+    Add {
+        #[arg(long)]
+        name: String,
+        /// An allowed redirect URI (exact match); repeat for several.
+        #[arg(long = "redirect-uri", required = true)]
+        redirect_uris: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List clients.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a client and revoke everything issued to it.
+    Remove {
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeysCommand {
+    /// Make a new signing key; the old public key stays in the JWKS until its tokens expire.
+    Rotate {
         #[arg(long)]
         json: bool,
     },
@@ -336,6 +377,63 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
             }
             print(&v, *json, |v| {
                 v["api_key"].as_str().unwrap_or_default().to_string()
+            });
+            Ok(())
+        }
+        Command::Client(ClientCommand::Add {
+            name,
+            redirect_uris,
+            json,
+        }) => {
+            let req = AdminRequest::ClientAdd {
+                name: name.clone(),
+                redirect_uris: redirect_uris.clone(),
+            };
+            let v = run_admin(dir, req).await?;
+            if !*json {
+                eprintln!("Client registered. Keep the secret on your server; it is shown once.");
+            }
+            print(&v, *json, |v| {
+                format!(
+                    "app_name:   {}\napp_secret: {}",
+                    v["app_name"].as_str().unwrap_or_default(),
+                    v["app_secret"].as_str().unwrap_or_default()
+                )
+            });
+            Ok(())
+        }
+        Command::Client(ClientCommand::List { json }) => {
+            let v = run_admin(dir, AdminRequest::ClientList).await?;
+            print(&v, *json, |v| {
+                v["clients"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|c| {
+                                format!(
+                                    "{}  {}",
+                                    c["app_name"].as_str().unwrap_or_default(),
+                                    c["redirect_uris"]
+                                )
+                            })
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    })
+                    .unwrap_or_default()
+            });
+            Ok(())
+        }
+        Command::Client(ClientCommand::Remove { name, json }) => {
+            let v = run_admin(dir, AdminRequest::ClientRemove { name: name.clone() }).await?;
+            print(&v, *json, |v| {
+                format!("removed {}", v["removed"].as_str().unwrap_or_default())
+            });
+            Ok(())
+        }
+        Command::Keys(KeysCommand::Rotate { json }) => {
+            let v = run_admin(dir, AdminRequest::KeysRotate).await?;
+            print(&v, *json, |v| {
+                format!("new signing key {}", v["kid"].as_str().unwrap_or_default())
             });
             Ok(())
         }

@@ -19,6 +19,15 @@ pub fn run(db: &Database) -> Result<(), StoreError> {
         txn.open_table(JOBS_BY_USER)?;
         txn.open_table(ACTIVE_BY_USER)?;
         txn.open_table(PENDING_JOBS)?;
+        txn.open_table(CLIENTS)?;
+        txn.open_table(AUTH_CODES)?;
+        txn.open_table(TOKEN_FAMILIES)?;
+        txn.open_table(FAMILIES_BY_USER)?;
+        txn.open_table(REFRESH_TOKENS)?;
+        txn.open_table(ACCESS_TOKENS)?;
+        txn.open_table(CONSENTS)?;
+        txn.open_table(SIGNING_KEYS)?;
+        txn.open_table(SESSIONS)?;
         let mut meta = txn.open_table(META)?;
         let version = meta.get("schema_version")?.map(|v| v.value());
         match version {

@@ -8,6 +8,8 @@ mod codec;
 pub mod jobs;
 pub mod ledger;
 mod migrate;
+pub mod oauth;
+pub mod sessions;
 pub mod settings;
 pub mod tables;
 pub mod users;

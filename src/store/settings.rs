@@ -19,6 +19,8 @@ pub struct Settings {
     pub daily_limit: u32,
     /// Generations per UTC day for PRO users (unless set per user).
     pub daily_limit_pro: u32,
+    /// Credits given to accounts created on the registration page.
+    pub signup_credits: u32,
 }
 
 impl Default for Settings {
@@ -30,18 +32,20 @@ impl Default for Settings {
             price_edit: 2,
             daily_limit: 25,
             daily_limit_pro: 250,
+            signup_credits: 20,
         }
     }
 }
 
 /// Setting names as the CLI and docs spell them.
-pub const SETTING_KEYS: [&str; 6] = [
+pub const SETTING_KEYS: [&str; 7] = [
     "price.fast",
     "price.artist",
     "price.0.2plus",
     "price.edit",
     "daily_limit",
     "daily_limit_pro",
+    "signup_credits",
 ];
 
 impl Settings {
@@ -70,6 +74,7 @@ impl Settings {
             "price.edit" => &mut self.price_edit,
             "daily_limit" => &mut self.daily_limit,
             "daily_limit_pro" => &mut self.daily_limit_pro,
+            "signup_credits" => &mut self.signup_credits,
             _ => return None,
         })
     }

@@ -31,3 +31,25 @@ pub const JOBS_BY_USER: TableDefinition<(u64, u128), ()> = TableDefinition::new(
 pub const ACTIVE_BY_USER: TableDefinition<u64, u128> = TableDefinition::new("active_by_user");
 /// job id → (): every job not yet done or failed; scanned at start to resume work.
 pub const PENDING_JOBS: TableDefinition<u128, ()> = TableDefinition::new("pending_jobs");
+
+/// client id (`app_name`) → `ClientRecord` (secret stored as a SHA-256).
+pub const CLIENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("oauth_clients");
+/// SHA-256 of an authorization code → `CodeRecord` (kept after use to detect replays).
+pub const AUTH_CODES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("oauth_codes");
+/// grant family id → `FamilyRecord`: everything issued from one authorization.
+pub const TOKEN_FAMILIES: TableDefinition<u128, &[u8]> = TableDefinition::new("oauth_families");
+/// (user id, family id) → (): a user's grants, for the account page.
+pub const FAMILIES_BY_USER: TableDefinition<(u64, u128), ()> =
+    TableDefinition::new("oauth_families_by_user");
+/// SHA-256 of a refresh token → `RefreshRecord`.
+pub const REFRESH_TOKENS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("oauth_refresh_tokens");
+/// SHA-256 of an access token → `AccessRecord`.
+pub const ACCESS_TOKENS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("oauth_access_tokens");
+/// (user id, client id) → `ConsentRecord`.
+pub const CONSENTS: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("oauth_consents");
+/// kid → `SigningKeyRecord` (RS256 keys; private part as PKCS#8).
+pub const SIGNING_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("oauth_signing_keys");
+/// SHA-256 of a session id → `SessionRecord`.
+pub const SESSIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("web_sessions");

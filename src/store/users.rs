@@ -53,6 +53,21 @@ pub struct UserRecord {
     #[serde(default)]
     pub api_key_hash: Option<String>,
     pub created_at: Millis,
+    /// TOTP secret, encrypted with the data folder's secret key (see `idp::crypto`).
+    #[serde(default)]
+    pub totp_secret_enc: Option<String>,
+    /// The last TOTP time step accepted (a code is good once, RFC 6238 §5.2).
+    #[serde(default)]
+    pub totp_last_step: Option<u64>,
+    /// Hex SHA-256 of each unused recovery code.
+    #[serde(default)]
+    pub recovery_codes: Vec<String>,
+    /// Token of an uploaded avatar (`<data>/avatars/<token>.png`); `None` = generated avatar.
+    #[serde(default)]
+    pub avatar: Option<String>,
+    /// Hash scheme to upgrade at the next sign-in (imported pbkdf2 hashes).
+    #[serde(default)]
+    pub password_needs_rehash: bool,
 }
 
 // Hashes stay out of logs and Debug output.
@@ -154,6 +169,11 @@ impl Store {
                 balance: 0,
                 api_key_hash: None,
                 created_at: now,
+                totp_secret_enc: None,
+                totp_last_step: None,
+                recovery_codes: Vec::new(),
+                avatar: None,
+                password_needs_rehash: false,
             };
             users.insert(id, codec::encode(&user)?.as_slice())?;
             by_email.insert(email.as_str(), id)?;
@@ -245,6 +265,26 @@ impl Store {
                 user.admin = admin;
             }
             users.insert(id, codec::encode(&user)?.as_slice())?;
+            user
+        };
+        txn.commit()?;
+        Ok(user)
+    }
+
+    /// Applies `f` to the user's record in one write transaction and returns the new record.
+    pub fn modify_user<F>(&self, user_id: u64, f: F) -> Result<UserRecord, StoreError>
+    where
+        F: FnOnce(&mut UserRecord) -> Result<(), StoreError>,
+    {
+        let txn = self.db().begin_write()?;
+        let user = {
+            let mut users = txn.open_table(USERS)?;
+            let mut user: UserRecord = match users.get(user_id)? {
+                Some(v) => codec::decode(v.value())?,
+                None => return Err(StoreError::NotFound("no such user".into())),
+            };
+            f(&mut user)?;
+            users.insert(user_id, codec::encode(&user)?.as_slice())?;
             user
         };
         txn.commit()?;

@@ -378,3 +378,215 @@ pub fn cli_json(data_dir: &Path, args: &[&str], stdin: Option<&str>) -> Value {
     assert_eq!(code, 0, "pictor {args:?} failed: {err}");
     serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("not JSON: {out}"))
 }
+
+/// A minimal browser for driving the pages over HTTP: keeps cookies, does not follow redirects.
+pub struct Browser {
+    pub http: reqwest::Client,
+    pub cookies: std::collections::BTreeMap<String, String>,
+}
+
+pub struct Page {
+    pub status: u16,
+    pub location: Option<String>,
+    pub body: String,
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl Default for Browser {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Browser {
+    pub fn new() -> Browser {
+        Browser {
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            cookies: Default::default(),
+        }
+    }
+
+    fn cookie_header(&self) -> String {
+        self.cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    async fn finish(&mut self, r: reqwest::Response) -> Page {
+        for v in r.headers().get_all("set-cookie") {
+            let s = v.to_str().unwrap();
+            let pair = s.split(';').next().unwrap();
+            let (k, val) = pair.split_once('=').unwrap();
+            if val.is_empty() || s.to_ascii_lowercase().contains("max-age=0") {
+                self.cookies.remove(k);
+            } else {
+                self.cookies.insert(k.to_string(), val.to_string());
+            }
+        }
+        Page {
+            status: r.status().as_u16(),
+            location: r
+                .headers()
+                .get("location")
+                .map(|v| v.to_str().unwrap().to_string()),
+            headers: r.headers().clone(),
+            body: r.text().await.unwrap(),
+        }
+    }
+
+    pub async fn get(&mut self, url: &str) -> Page {
+        let r = self
+            .http
+            .get(url)
+            .header("cookie", self.cookie_header())
+            .send()
+            .await
+            .unwrap();
+        self.finish(r).await
+    }
+
+    pub async fn post(&mut self, url: &str, fields: &[(String, String)]) -> Page {
+        let r = self
+            .http
+            .post(url)
+            .header("cookie", self.cookie_header())
+            .form(fields)
+            .send()
+            .await
+            .unwrap();
+        self.finish(r).await
+    }
+
+    /// Follows same-origin redirects (relative or starting with `base`) until a page or a redirect
+    /// elsewhere; returns the last response.
+    pub async fn follow(&mut self, base: &str, mut page: Page) -> Page {
+        for _ in 0..10 {
+            match page.location.clone() {
+                Some(loc) if loc.starts_with('/') => page = self.get(&format!("{base}{loc}")).await,
+                Some(loc) if loc.starts_with(base) => page = self.get(&loc).await,
+                _ => return page,
+            }
+        }
+        page
+    }
+}
+
+pub fn html_unescape(s: &str) -> String {
+    s.replace("&#34;", "\"")
+        .replace("&#60;", "<")
+        .replace("&#62;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#x27;", "'")
+        .replace("&#39;", "'")
+        .replace("&#x2f;", "/")
+        .replace("&#47;", "/")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+        .replace("&#38;", "&")
+}
+
+/// The `name`/`value` pairs of every `<input … name="…" value="…">` in the first form whose
+/// action is `action`.
+pub fn form_fields(html: &str, action: &str) -> Vec<(String, String)> {
+    let start = html
+        .find(&format!("action=\"{action}\""))
+        .unwrap_or_else(|| panic!("no form {action} in {html}"));
+    let form = &html[start
+        ..html[start..]
+            .find("</form>")
+            .map(|e| start + e)
+            .unwrap_or(html.len())];
+    let mut out = Vec::new();
+    for part in form.split("<input").skip(1) {
+        let tag = &part[..part.find('>').unwrap_or(part.len())];
+        let attr = |name: &str| {
+            let key = format!("{name}=\"");
+            tag.find(&key).map(|i| {
+                let rest = &tag[i + key.len()..];
+                html_unescape(&rest[..rest.find('"').unwrap()])
+            })
+        };
+        if let (Some(n), Some(v)) = (attr("name"), attr("value")) {
+            out.push((n, v));
+        }
+    }
+    out
+}
+
+pub fn set_field(fields: &mut Vec<(String, String)>, name: &str, value: &str) {
+    fields.retain(|(k, _)| k != name);
+    fields.push((name.to_string(), value.to_string()));
+}
+
+/// Query parameters of a URL.
+pub fn query_of(url: &str) -> std::collections::HashMap<String, String> {
+    let q = url.split_once('?').map(|(_, q)| q).unwrap_or_default();
+    serde_urlencoded::from_str::<Vec<(String, String)>>(q)
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+impl TestServer {
+    /// A user with a password, for the pages.
+    pub fn person(&self, email: &str, password: &str) {
+        let hash = pictor::auth::password::hash(password).unwrap();
+        self.admin(AdminRequest::UserAdd {
+            email: email.into(),
+            name: Some("Test Person".into()),
+            password_hash: Some(hash),
+            admin: false,
+            pro: false,
+            credits: 5,
+        });
+    }
+
+    /// Registers an OAuth client and returns (app_name, app_secret).
+    pub fn oauth_client(&self, name: &str, redirect_uris: &[&str]) -> (String, String) {
+        let v = self.admin(AdminRequest::ClientAdd {
+            name: name.into(),
+            redirect_uris: redirect_uris.iter().map(|s| s.to_string()).collect(),
+        });
+        (
+            v["app_name"].as_str().unwrap().to_string(),
+            v["app_secret"].as_str().unwrap().to_string(),
+        )
+    }
+
+    /// Drives sign-in and consent for an authorize URL; returns the final redirect to the client.
+    pub async fn sign_in_and_consent(
+        &self,
+        browser: &mut Browser,
+        authorize_url: &str,
+        email: &str,
+        password: &str,
+    ) -> String {
+        let page = browser.get(authorize_url).await;
+        let page = browser.follow(&self.base, page).await;
+        let page = if page.body.contains("action=\"/login\"") {
+            let mut fields = form_fields(&page.body, "/login");
+            set_field(&mut fields, "email", email);
+            set_field(&mut fields, "password", password);
+            let r = browser.post(&self.url("/login"), &fields).await;
+            assert_eq!(r.status, 303, "login failed: {}", r.body);
+            browser.follow(&self.base, r).await
+        } else {
+            page
+        };
+        if page.body.contains("action=\"/oauth/authorize\"") {
+            let mut fields = form_fields(&page.body, "/oauth/authorize");
+            set_field(&mut fields, "decision", "allow");
+            let r = browser.post(&self.url("/oauth/authorize"), &fields).await;
+            assert_eq!(r.status, 303, "{}", r.body);
+            return r.location.unwrap();
+        }
+        page.location
+            .unwrap_or_else(|| panic!("no redirect: {} {}", page.status, page.body))
+    }
+}

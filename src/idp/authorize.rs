@@ -1,0 +1,431 @@
+//! `GET|POST /oauth/authorize`: checks the client and redirect URI before anything is sent back
+//! (open-redirect protection), then the rest of the request (errors go back to the client), then
+//! signs the user in, asks for consent (remembered per client and scopes) and issues a code.
+
+use std::collections::HashMap;
+
+use poem::http::StatusCode;
+use poem::web::Data;
+use poem::web::cookie::CookieJar;
+use poem::{Request, Response, handler};
+
+use super::crypto::{random_token, sha256};
+use super::pages::error_page;
+use super::web::{csrf_ok, csrf_token, page, redirect, secure_page, signed_in};
+use super::{SCOPES, scope_description};
+use crate::state::AppState;
+use crate::store::oauth::{CODE_TTL_MS, ClientRecord, CodeRecord};
+
+/// A checked authorization request.
+pub struct AuthzRequest {
+    pub client: ClientRecord,
+    pub redirect_uri: String,
+    pub state: String,
+    pub scopes: Vec<String>,
+    pub nonce: Option<String>,
+    pub challenge: Option<String>,
+    pub display: String,
+    pub prompt: Option<String>,
+}
+
+pub enum Checked {
+    Ok(AuthzRequest),
+    /// Shown on Pictor: the client or redirect URI cannot be trusted.
+    Page(Response),
+    /// Sent back to the (verified) redirect URI.
+    Redirect(Response),
+}
+
+/// Parses a query or form body, refusing repeated parameters (RFC 6749 §3.1).
+pub fn parse_params(raw: &str) -> Result<HashMap<String, String>, String> {
+    let pairs: Vec<(String, String)> =
+        serde_urlencoded::from_str(raw).map_err(|e| format!("malformed parameters: {e}"))?;
+    let mut map = HashMap::new();
+    for (k, v) in pairs {
+        if map.insert(k.clone(), v).is_some() {
+            return Err(format!("parameter {k} is repeated"));
+        }
+    }
+    Ok(map)
+}
+
+/// `redirect_uri` + the parameters, added to its query.
+pub fn with_params(uri: &str, params: &[(&str, &str)]) -> String {
+    let query = serde_urlencoded::to_string(params).unwrap_or_default();
+    let sep = if uri.contains('?') { '&' } else { '?' };
+    format!("{uri}{sep}{query}")
+}
+
+fn error_redirect(
+    state: &AppState,
+    uri: &str,
+    error: &str,
+    description: &str,
+    client_state: Option<&str>,
+) -> Response {
+    let mut params = vec![("error", error), ("error_description", description)];
+    if let Some(s) = client_state {
+        params.push(("state", s));
+    }
+    params.push(("iss", &state.public_url));
+    redirect(&with_params(uri, &params))
+}
+
+pub fn check(state: &AppState, p: &HashMap<String, String>) -> Checked {
+    let get = |k: &str| p.get(k).map(String::as_str).filter(|v| !v.is_empty());
+    // 1. Client and redirect URI, before anything can be sent anywhere.
+    let Some(client_id) = get("client_id") else {
+        return Checked::Page(error_page(
+            state,
+            StatusCode::BAD_REQUEST,
+            "Missing client",
+            "The request does not say which application is asking (client_id).",
+        ));
+    };
+    let client = match state.store.client(client_id) {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            return Checked::Page(error_page(
+                state,
+                StatusCode::BAD_REQUEST,
+                "Unknown application",
+                "This application is not registered with Pictor.",
+            ));
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "client lookup");
+            return Checked::Page(error_page(
+                state,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Server error",
+                "Please try again later.",
+            ));
+        }
+    };
+    let Some(redirect_uri) = get("redirect_uri") else {
+        return Checked::Page(error_page(
+            state,
+            StatusCode::BAD_REQUEST,
+            "Missing redirect address",
+            "The request has no redirect_uri.",
+        ));
+    };
+    // Byte-for-byte against the whitelist: no prefix, case or normalisation tricks.
+    if !client
+        .redirect_uris
+        .iter()
+        .any(|u| u.as_bytes() == redirect_uri.as_bytes())
+    {
+        return Checked::Page(error_page(
+            state,
+            StatusCode::BAD_REQUEST,
+            "Unregistered redirect address",
+            "The application asked to return to an address it has not registered. For your safety Pictor will not send you there.",
+        ));
+    }
+    let redirect_uri = redirect_uri.to_string();
+    let client_state = get("state");
+    let fail = |error: &str, description: &str| {
+        Checked::Redirect(error_redirect(
+            state,
+            &redirect_uri,
+            error,
+            description,
+            client_state,
+        ))
+    };
+
+    // 2. The rest of the request; errors now go back to the client.
+    match get("response_type") {
+        None => return fail("invalid_request", "response_type is required"),
+        Some("code") => {}
+        Some(_) => {
+            return fail(
+                "unsupported_response_type",
+                "only response_type=code is supported",
+            );
+        }
+    }
+    let Some(client_state) = client_state else {
+        return fail("invalid_request", "state is required");
+    };
+    let scopes: Vec<String> = match get("scope") {
+        None => SCOPES.iter().map(|s| s.to_string()).collect(),
+        Some(s) => {
+            let mut out: Vec<String> = Vec::new();
+            for part in s.split(' ').filter(|x| !x.is_empty()) {
+                if !SCOPES.contains(&part) {
+                    return fail(
+                        "invalid_scope",
+                        &format!("unsupported scope {part:?}; supported: openid profile email"),
+                    );
+                }
+                if !out.iter().any(|x| x == part) {
+                    out.push(part.to_string());
+                }
+            }
+            if out.is_empty() {
+                return fail("invalid_scope", "scope is empty");
+            }
+            out
+        }
+    };
+    let challenge = get("code_challenge").map(str::to_string);
+    match (get("code_challenge_method"), &challenge) {
+        (Some("S256"), Some(_)) => {}
+        (Some("plain"), _) | (None, Some(_)) => {
+            return fail(
+                "invalid_request",
+                "PKCE code_challenge_method must be S256 (plain is not supported)",
+            );
+        }
+        (Some(_), Some(_)) => {
+            return fail("invalid_request", "PKCE code_challenge_method must be S256");
+        }
+        (Some(_), None) => {
+            return fail(
+                "invalid_request",
+                "code_challenge_method without code_challenge",
+            );
+        }
+        (None, None) => {}
+    }
+    if let Some(c) = &challenge
+        && (c.len() != 43
+            || !c
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+    {
+        return fail(
+            "invalid_request",
+            "code_challenge must be the base64url SHA-256 of the verifier (43 characters)",
+        );
+    }
+    let nonce = get("nonce").map(str::to_string);
+    if nonce.as_ref().is_some_and(|n| n.len() > 512) {
+        return fail("invalid_request", "nonce is too long");
+    }
+    let display = match get("display") {
+        Some("popup") => "popup",
+        _ => "page",
+    }
+    .to_string();
+    Checked::Ok(AuthzRequest {
+        client,
+        redirect_uri,
+        state: client_state.to_string(),
+        scopes,
+        nonce,
+        challenge,
+        display,
+        prompt: get("prompt").map(str::to_string),
+    })
+}
+
+/// The request's parameters to carry through sign-in and the consent form.
+fn carried(p: &HashMap<String, String>) -> Vec<(String, String)> {
+    let keys = [
+        "response_type",
+        "client_id",
+        "redirect_uri",
+        "scope",
+        "state",
+        "nonce",
+        "display",
+        "code_challenge",
+        "code_challenge_method",
+    ];
+    keys.iter()
+        .filter_map(|k| p.get(*k).map(|v| (k.to_string(), v.clone())))
+        .collect()
+}
+
+async fn issue_code(
+    state: &AppState,
+    req: &AuthzRequest,
+    user_id: u64,
+    auth_time: u64,
+) -> Response {
+    let code = random_token("pc_");
+    let now = state.clock.now();
+    let record = CodeRecord {
+        client: req.client.name.clone(),
+        user_id,
+        redirect_uri: req.redirect_uri.clone(),
+        scope: req.scopes.join(" "),
+        nonce: req.nonce.clone(),
+        challenge: req.challenge.clone(),
+        auth_time,
+        expires_at: now + CODE_TTL_MS,
+        used_at: None,
+        family: None,
+    };
+    let hash = sha256(&code);
+    if let Err(e) = state.store.call(move |s| s.store_code(hash, record)).await {
+        tracing::error!(error = %e, "storing an authorization code");
+        return error_redirect(
+            state,
+            &req.redirect_uri,
+            "server_error",
+            "please try again",
+            Some(&req.state),
+        );
+    }
+    redirect(&with_params(
+        &req.redirect_uri,
+        &[
+            ("code", &code),
+            ("state", &req.state),
+            ("iss", &state.public_url),
+        ],
+    ))
+}
+
+#[derive(askama::Template)]
+#[template(path = "consent.html")]
+struct ConsentPage {
+    app: String,
+    email: String,
+    scopes: Vec<&'static str>,
+    csrf: String,
+    params: Vec<(String, String)>,
+    return_to: String,
+}
+
+#[handler]
+pub async fn authorize_get(req: &Request, state: Data<&AppState>, jar: &CookieJar) -> Response {
+    let raw = req.uri().query().unwrap_or_default();
+    let params = match parse_params(raw) {
+        Ok(p) => p,
+        Err(e) => return error_page(&state, StatusCode::BAD_REQUEST, "Malformed request", &e),
+    };
+    let authz = match check(&state, &params) {
+        Checked::Ok(a) => a,
+        Checked::Page(r) | Checked::Redirect(r) => return r,
+    };
+    let here = format!("/oauth/authorize?{raw}");
+    let return_q = serde_urlencoded::to_string([("return_to", here.as_str())]).unwrap_or_default();
+    let Some(me) = signed_in(&state, jar) else {
+        if authz.prompt.as_deref() == Some("none") {
+            return error_redirect(
+                &state,
+                &authz.redirect_uri,
+                "login_required",
+                "the user is not signed in",
+                Some(&authz.state),
+            );
+        }
+        let popup = if authz.display == "popup" {
+            "&display=popup"
+        } else {
+            ""
+        };
+        return redirect(&format!(
+            "/login?{return_q}&app={}{popup}",
+            urlencode(&authz.client.name)
+        ));
+    };
+    let consent = state
+        .store
+        .consent(me.user.id, &authz.client.name)
+        .ok()
+        .flatten();
+    let remembered = consent.is_some_and(|c| authz.scopes.iter().all(|s| c.scopes.contains(s)));
+    if remembered && authz.prompt.as_deref() != Some("consent") {
+        return issue_code(&state, &authz, me.user.id, me.session.auth_time).await;
+    }
+    if authz.prompt.as_deref() == Some("none") {
+        return error_redirect(
+            &state,
+            &authz.redirect_uri,
+            "consent_required",
+            "the user has not approved this application",
+            Some(&authz.state),
+        );
+    }
+    page(&ConsentPage {
+        app: authz.client.name.clone(),
+        email: me.user.email.clone(),
+        scopes: authz.scopes.iter().map(|s| scope_description(s)).collect(),
+        csrf: csrf_token(&state, jar),
+        params: carried(&params),
+        return_to: here.clone(),
+    })
+}
+
+fn urlencode(s: &str) -> String {
+    serde_urlencoded::to_string([("", s)])
+        .unwrap_or_default()
+        .trim_start_matches('=')
+        .to_string()
+}
+
+#[handler]
+pub async fn authorize_post(
+    req: &Request,
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    body: String,
+) -> Response {
+    let params = match parse_params(&body) {
+        Ok(p) => p,
+        Err(e) => return error_page(&state, StatusCode::BAD_REQUEST, "Malformed request", &e),
+    };
+    let csrf = params.get("csrf").map(String::as_str).unwrap_or_default();
+    if !csrf_ok(&state, req, jar, csrf) {
+        return error_page(
+            &state,
+            StatusCode::FORBIDDEN,
+            "Form expired",
+            "The form was not sent from this page. Go back, reload it and try again.",
+        );
+    }
+    let authz = match check(&state, &params) {
+        Checked::Ok(a) => a,
+        Checked::Page(r) | Checked::Redirect(r) => return r,
+    };
+    let Some(me) = signed_in(&state, jar) else {
+        let here = with_params(
+            "/oauth/authorize",
+            &carried(&params)
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect::<Vec<_>>(),
+        );
+        return redirect(&format!(
+            "/login?{}",
+            serde_urlencoded::to_string([("return_to", here.as_str())]).unwrap_or_default()
+        ));
+    };
+    match params.get("decision").map(String::as_str) {
+        Some("allow") => {
+            let (uid, client, scopes, now) = (
+                me.user.id,
+                authz.client.name.clone(),
+                authz.scopes.clone(),
+                state.clock.now(),
+            );
+            if let Err(e) = state
+                .store
+                .call(move |s| s.set_consent(uid, &client, scopes, now))
+                .await
+            {
+                tracing::error!(error = %e, "saving consent");
+            }
+            issue_code(&state, &authz, me.user.id, me.session.auth_time).await
+        }
+        Some("deny") => error_redirect(
+            &state,
+            &authz.redirect_uri,
+            "access_denied",
+            "the user refused",
+            Some(&authz.state),
+        ),
+        _ => secure_page(error_page(
+            &state,
+            StatusCode::BAD_REQUEST,
+            "No decision",
+            "Choose Allow or Deny.",
+        )),
+    }
+}

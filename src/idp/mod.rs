@@ -1,0 +1,207 @@
+//! The identity provider of seed 001: OAuth 2.0 authorization code flow with PKCE, OpenID
+//! Connect id_tokens (RS256), userinfo, refresh-token rotation, revocation, discovery and JWKS,
+//! the browser SDK, and the pages where people sign in, register, consent and manage their
+//! account. The issuer is the public URL; everything shares the origin with the image API.
+
+pub mod authorize;
+pub mod captcha;
+pub mod crypto;
+pub mod discovery;
+pub mod error;
+pub mod keys;
+pub mod pages;
+pub mod token;
+pub mod totp;
+pub mod userinfo;
+pub mod web;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use poem::endpoint::make_sync;
+use poem::http::{HeaderValue, header};
+use poem::{Endpoint, IntoResponse, Response, Route, get, post};
+use serde_json::{Value, json};
+
+use crate::clock::Millis;
+use crate::state::AppState;
+use crate::store::UserRecord;
+use crate::store::oauth::{ACCESS_TTL_MS, ClientRecord, Issued};
+
+/// Scopes Pictor supports.
+pub const SCOPES: [&str; 3] = ["openid", "profile", "email"];
+
+/// A scope in plain words, for the consent page.
+pub fn scope_description(scope: &str) -> &'static str {
+    match scope {
+        "openid" => "Know who you are (a stable user id)",
+        "profile" => "See your name and profile picture",
+        "email" => "See your e-mail address",
+        _ => "Unknown permission",
+    }
+}
+
+/// Shared state of the identity provider.
+pub struct IdpState {
+    pub signer: keys::Signer,
+    pub secrets: crypto::SecretBox,
+    pub throttle: web::Throttle,
+    pub captchas: captcha::Captchas,
+    pub signins_ok: AtomicU64,
+    pub signins_failed: AtomicU64,
+}
+
+impl IdpState {
+    pub fn new(secrets: crypto::SecretBox) -> IdpState {
+        IdpState {
+            signer: keys::Signer::default(),
+            secrets,
+            throttle: web::Throttle::default(),
+            captchas: captcha::Captchas::default(),
+            signins_ok: AtomicU64::new(0),
+            signins_failed: AtomicU64::new(0),
+        }
+    }
+
+    pub fn metrics_signin(&self, ok: bool) {
+        let counter = if ok {
+            &self.signins_ok
+        } else {
+            &self.signins_failed
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+pub fn avatar_url(state: &AppState, user: &UserRecord) -> String {
+    let version = user
+        .avatar
+        .as_deref()
+        .map(|t| &t[..8.min(t.len())])
+        .unwrap_or("0");
+    format!(
+        "{}/avatars/{}.png?v={version}",
+        state.public_url,
+        user.user_id()
+    )
+}
+
+/// Userinfo claims for a scope string (also merged into the id_token).
+pub fn user_claims(state: &AppState, user: &UserRecord, scope: &str) -> Value {
+    let sub = user.user_id().to_string();
+    let mut claims = json!({ "sub": sub });
+    let has = |s: &str| scope.split(' ').any(|x| x == s);
+    if has("profile") {
+        claims["name"] = json!(user.name);
+        claims["preferred_username"] = json!(sub);
+        claims["picture"] = json!(avatar_url(state, user));
+    }
+    if has("email") {
+        claims["email"] = json!(user.email);
+        claims["email_verified"] = json!(false);
+    }
+    claims
+}
+
+pub fn id_token_claims(
+    state: &AppState,
+    client: &ClientRecord,
+    user: &UserRecord,
+    issued: &Issued,
+    now: Millis,
+    at_hash: &str,
+) -> Value {
+    let mut claims = json!({
+        "iss": state.public_url.to_string(),
+        "sub": user.user_id().to_string(),
+        "aud": client.name,
+        "exp": (now + ACCESS_TTL_MS) / 1000,
+        "iat": now / 1000,
+        "auth_time": issued.auth_time / 1000,
+        "at_hash": at_hash,
+    });
+    if let Some(nonce) = &issued.nonce {
+        claims["nonce"] = json!(nonce);
+    }
+    claims
+}
+
+const SDK_JS: &str = include_str!("../../assets/static/sdk/pictor-login.js");
+const CSS: &str = include_str!("../../assets/static/pictor.css");
+const ICON: &str = include_str!("../../assets/static/icon.svg");
+
+fn static_text(body: &'static str, content_type: &'static str) -> impl Endpoint<Output = Response> {
+    make_sync(move |_| {
+        let mut resp = body.into_response();
+        let h = resp.headers_mut();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=3600"),
+        );
+        h.insert(
+            "x-content-type-options",
+            HeaderValue::from_static("nosniff"),
+        );
+        h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+        resp
+    })
+}
+
+/// The identity provider's routes (OAuth endpoints, discovery, pages, static files). The app wraps
+/// them in a `CookieJarManager`.
+pub fn routes() -> Route {
+    use pages::{avatar, login, register};
+    Route::new()
+        .at(
+            "/.well-known/openid-configuration",
+            get(discovery::openid_configuration),
+        )
+        .at("/oauth/jwks", get(discovery::jwks))
+        .at(
+            "/oauth/authorize",
+            get(authorize::authorize_get).post(authorize::authorize_post),
+        )
+        .at("/oauth/token", post(token::token))
+        .at("/oauth/revoke", post(token::revoke))
+        .at(
+            "/oauth/userinfo",
+            get(userinfo::userinfo).post(userinfo::userinfo),
+        )
+        .at("/login", get(login::login_get).post(login::login_post))
+        .at("/login/totp", get(login::totp_get).post(login::totp_post))
+        .at("/logout", post(login::logout_post))
+        .at(
+            "/register",
+            get(register::register_get).post(register::register_post),
+        )
+        .at("/captcha/:name", get(captcha_png))
+        .at("/avatars/:name", get(avatar::avatar))
+        .at(
+            "/static/sdk/pictor-login.js",
+            static_text(SDK_JS, "text/javascript; charset=utf-8"),
+        )
+        .at(
+            "/static/pictor.css",
+            static_text(CSS, "text/css; charset=utf-8"),
+        )
+        .at("/static/icon.svg", static_text(ICON, "image/svg+xml"))
+}
+
+#[poem::handler]
+async fn captcha_png(
+    poem::web::Path(name): poem::web::Path<String>,
+    state: poem::web::Data<&AppState>,
+) -> Response {
+    let id = name.strip_suffix(".png").unwrap_or_default();
+    match state.idp.captchas.png(id, state.clock.now()) {
+        Some(png) => {
+            let mut resp = png.into_response();
+            resp.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("image/png"));
+            resp.headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            resp
+        }
+        None => poem::http::StatusCode::NOT_FOUND.into_response(),
+    }
+}

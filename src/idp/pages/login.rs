@@ -1,0 +1,330 @@
+//! `/login` (e-mail + password, captcha after repeated failures), `/login/totp` (second factor)
+//! and `/logout`. Throttled per IP and per account, on both steps.
+
+use std::collections::HashMap;
+
+use poem::http::StatusCode;
+use poem::web::cookie::CookieJar;
+use poem::web::{Data, Form, Query};
+use poem::{Request, Response, handler};
+use serde::Deserialize;
+
+use super::{error_page, query_escape, safe_return_to};
+use crate::auth::password;
+use crate::idp::crypto::sha256_hex;
+use crate::idp::web::{
+    CAPTCHA_AFTER_FAILURES, Verdict, client_ip, csrf_ok, csrf_token, end_session, page_with_status,
+    redirect, session, signed_in, start_session,
+};
+use crate::state::AppState;
+use crate::store::sessions::SessionStage;
+
+#[derive(askama::Template)]
+#[template(path = "login.html")]
+struct LoginPage {
+    app: Option<String>,
+    error: Option<String>,
+    csrf: String,
+    return_to: String,
+    return_to_q: String,
+    email: String,
+    captcha: Option<String>,
+}
+
+#[derive(askama::Template)]
+#[template(path = "totp.html")]
+struct TotpPage {
+    error: Option<String>,
+    csrf: String,
+    return_to: String,
+}
+
+/// A fixed argon2 hash verified when the e-mail is unknown, so timing does not reveal accounts.
+const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$J0E+ZfBN1jNrIfgxDLNv1ILRFdvcQqkUPDvvKSMKW5k";
+
+fn login_page(
+    state: &AppState,
+    jar: &CookieJar,
+    return_to: &str,
+    email: &str,
+    error: Option<String>,
+    status: StatusCode,
+    app: Option<String>,
+) -> Response {
+    let now = state.clock.now();
+    let captcha = (!email.is_empty()
+        && state.idp.throttle.failures(email, now) >= CAPTCHA_AFTER_FAILURES)
+        .then(|| state.idp.captchas.issue(now));
+    page_with_status(
+        &LoginPage {
+            app,
+            error,
+            csrf: csrf_token(state, jar),
+            return_to: return_to.to_string(),
+            return_to_q: query_escape(return_to),
+            email: email.to_string(),
+            captcha,
+        },
+        status,
+    )
+}
+
+#[handler]
+pub async fn login_get(
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let return_to = safe_return_to(q.get("return_to").map(String::as_str));
+    if signed_in(&state, jar).is_some() {
+        return redirect(&return_to);
+    }
+    login_page(
+        &state,
+        jar,
+        &return_to,
+        "",
+        None,
+        StatusCode::OK,
+        q.get("app").cloned(),
+    )
+}
+
+#[derive(Deserialize)]
+pub struct LoginForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    password: String,
+    #[serde(default)]
+    return_to: String,
+    #[serde(default)]
+    captcha_id: String,
+    #[serde(default)]
+    captcha: String,
+}
+
+#[handler]
+pub async fn login_post(
+    req: &Request,
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Form(f): Form<LoginForm>,
+) -> Response {
+    let return_to = safe_return_to(Some(&f.return_to));
+    if !csrf_ok(&state, req, jar, &f.csrf) {
+        return error_page(
+            &state,
+            StatusCode::FORBIDDEN,
+            "Form expired",
+            "Reload the sign-in page and try again.",
+        );
+    }
+    let now = state.clock.now();
+    let email = f.email.trim().to_lowercase();
+    if let Verdict::Limited(secs) = state.idp.throttle.attempt(client_ip(req), &email, now) {
+        state.idp.metrics_signin(false);
+        return login_page(
+            &state,
+            jar,
+            &return_to,
+            &email,
+            Some(format!("Too many attempts. Try again in {secs} seconds.")),
+            StatusCode::TOO_MANY_REQUESTS,
+            None,
+        );
+    }
+    if state.idp.throttle.failures(&email, now) >= CAPTCHA_AFTER_FAILURES
+        && !state.idp.captchas.verify(&f.captcha_id, &f.captcha, now)
+    {
+        return login_page(
+            &state,
+            jar,
+            &return_to,
+            &email,
+            Some("Type the characters shown in the picture.".into()),
+            StatusCode::BAD_REQUEST,
+            None,
+        );
+    }
+    let user = state.store.user_by_email(&email).ok().flatten();
+    let hash = user
+        .as_ref()
+        .and_then(|u| u.password_hash.clone())
+        .unwrap_or_else(|| DUMMY_HASH.to_string());
+    let ok = password::verify_async(f.password.clone(), hash).await
+        && user.as_ref().is_some_and(|u| u.password_hash.is_some());
+    let Some(user) = user.filter(|_| ok) else {
+        state.idp.throttle.fail(&email, now);
+        state.idp.metrics_signin(false);
+        tracing::info!(account = %sha256_hex(&email)[..12], "sign-in failed");
+        return login_page(
+            &state,
+            jar,
+            &return_to,
+            &email,
+            Some("Wrong e-mail or password.".into()),
+            StatusCode::UNAUTHORIZED,
+            None,
+        );
+    };
+    if user.banned {
+        return login_page(
+            &state,
+            jar,
+            &return_to,
+            &email,
+            Some("This account is blocked.".into()),
+            StatusCode::FORBIDDEN,
+            None,
+        );
+    }
+    let stage = if user.totp_secret_enc.is_some() {
+        SessionStage::PendingTotp
+    } else {
+        SessionStage::Active
+    };
+    if stage == SessionStage::Active {
+        state.idp.throttle.succeed(&email);
+        state.idp.metrics_signin(true);
+    }
+    if let Err(e) = start_session(&state, jar, user.id, stage, now).await {
+        tracing::error!(error = %e, "starting a session");
+        return error_page(
+            &state,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Server error",
+            "Please try again.",
+        );
+    }
+    match stage {
+        SessionStage::PendingTotp => redirect(&format!(
+            "/login/totp?return_to={}",
+            query_escape(&return_to)
+        )),
+        SessionStage::Active => redirect(&return_to),
+    }
+}
+
+#[handler]
+pub async fn totp_get(
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let return_to = safe_return_to(q.get("return_to").map(String::as_str));
+    match session(&state, jar) {
+        Some(s) if s.session.stage == SessionStage::PendingTotp => page_with_status(
+            &TotpPage {
+                error: None,
+                csrf: csrf_token(&state, jar),
+                return_to,
+            },
+            StatusCode::OK,
+        ),
+        Some(_) => redirect(&return_to),
+        None => redirect(&format!("/login?return_to={}", query_escape(&return_to))),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct TotpForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    code: String,
+    #[serde(default)]
+    return_to: String,
+}
+
+#[handler]
+pub async fn totp_post(
+    req: &Request,
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Form(f): Form<TotpForm>,
+) -> Response {
+    let return_to = safe_return_to(Some(&f.return_to));
+    if !csrf_ok(&state, req, jar, &f.csrf) {
+        return error_page(
+            &state,
+            StatusCode::FORBIDDEN,
+            "Form expired",
+            "Reload the page and try again.",
+        );
+    }
+    let Some(s) = session(&state, jar).filter(|s| s.session.stage == SessionStage::PendingTotp)
+    else {
+        return redirect(&format!("/login?return_to={}", query_escape(&return_to)));
+    };
+    let now = state.clock.now();
+    let email = s.user.email.clone();
+    let retry = |msg: &str, status| {
+        page_with_status(
+            &TotpPage {
+                error: Some(msg.to_string()),
+                csrf: csrf_token(&state, jar),
+                return_to: return_to.clone(),
+            },
+            status,
+        )
+    };
+    if let Verdict::Limited(secs) = state.idp.throttle.attempt(client_ip(req), &email, now) {
+        return retry(
+            &format!("Too many attempts. Try again in {secs} seconds."),
+            StatusCode::TOO_MANY_REQUESTS,
+        );
+    }
+    let ok = super::super::totp::verify_code(&state, &s.user, &f.code, now).await;
+    if !ok {
+        state.idp.throttle.fail(&email, now);
+        state.idp.metrics_signin(false);
+        return retry(
+            "That code is not right. Try the current code.",
+            StatusCode::UNAUTHORIZED,
+        );
+    }
+    state.idp.throttle.succeed(&email);
+    state.idp.metrics_signin(true);
+    // Second factor done: a brand-new session id for the full session.
+    if let Err(e) = start_session(&state, jar, s.user.id, SessionStage::Active, now).await {
+        tracing::error!(error = %e, "starting a session");
+        return error_page(
+            &state,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Server error",
+            "Please try again.",
+        );
+    }
+    redirect(&return_to)
+}
+
+#[derive(Deserialize)]
+pub struct LogoutForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    return_to: String,
+}
+
+#[handler]
+pub async fn logout_post(
+    req: &Request,
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Form(f): Form<LogoutForm>,
+) -> Response {
+    if !csrf_ok(&state, req, jar, &f.csrf) {
+        return error_page(
+            &state,
+            StatusCode::FORBIDDEN,
+            "Form expired",
+            "Reload the page and try again.",
+        );
+    }
+    end_session(&state, jar).await;
+    let return_to = safe_return_to(Some(&f.return_to));
+    redirect(&format!("/login?return_to={}", query_escape(&return_to)))
+}

@@ -1,0 +1,68 @@
+//! Server-rendered pages: sign in (with the TOTP step), register, the account cabinet, admin,
+//! first-start setup, plus the captcha and avatar pictures. One file per page.
+
+pub mod avatar;
+pub mod login;
+pub mod register;
+
+use poem::Response;
+use poem::http::StatusCode;
+
+use super::web::page_with_status;
+use crate::state::AppState;
+
+#[derive(askama::Template)]
+#[template(path = "error.html")]
+pub struct ErrorPage<'a> {
+    pub title: &'a str,
+    pub message: &'a str,
+}
+
+pub fn error_page(_state: &AppState, status: StatusCode, title: &str, message: &str) -> Response {
+    page_with_status(&ErrorPage { title, message }, status)
+}
+
+/// A `return_to` we are willing to send the browser to after sign-in: a path on this origin.
+pub fn safe_return_to(value: Option<&str>) -> String {
+    match value {
+        Some(v)
+            if v.starts_with('/')
+                && !v.starts_with("//")
+                && !v.starts_with("/\\")
+                && !v.chars().any(|c| c.is_control() || c == '\\') =>
+        {
+            v.to_string()
+        }
+        _ => "/account".to_string(),
+    }
+}
+
+pub fn query_escape(v: &str) -> String {
+    serde_urlencoded::to_string([("x", v)])
+        .unwrap_or_default()
+        .trim_start_matches("x=")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_return_to;
+
+    #[test]
+    fn return_to_stays_on_this_origin() {
+        assert_eq!(
+            safe_return_to(Some("/oauth/authorize?x=1")),
+            "/oauth/authorize?x=1"
+        );
+        for bad in [
+            "//evil.example",
+            "https://evil.example",
+            "/\\evil.example",
+            "javascript:alert(1)",
+            "",
+        ] {
+            assert_eq!(safe_return_to(Some(bad)), "/account", "{bad}");
+        }
+        assert_eq!(safe_return_to(None), "/account");
+    }
+}

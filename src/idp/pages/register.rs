@@ -1,0 +1,184 @@
+//! `/register`: a new account with name, e-mail and password, behind the captcha. Signs the new
+//! user in and continues where they were going (usually the consent page).
+
+use std::collections::HashMap;
+
+use poem::http::StatusCode;
+use poem::web::cookie::CookieJar;
+use poem::web::{Data, Form, Query};
+use poem::{Request, Response, handler};
+use serde::Deserialize;
+
+use super::{error_page, query_escape, safe_return_to};
+use crate::auth::password;
+use crate::idp::web::{
+    Verdict, client_ip, csrf_ok, csrf_token, page_with_status, redirect, signed_in, start_session,
+};
+use crate::state::AppState;
+use crate::store::sessions::SessionStage;
+use crate::store::{NewUser, StoreError};
+
+#[derive(askama::Template)]
+#[template(path = "register.html")]
+struct RegisterPage {
+    error: Option<String>,
+    csrf: String,
+    return_to: String,
+    return_to_q: String,
+    name: String,
+    email: String,
+    captcha: String,
+}
+
+fn register_page(
+    state: &AppState,
+    jar: &CookieJar,
+    return_to: &str,
+    name: &str,
+    email: &str,
+    error: Option<String>,
+    status: StatusCode,
+) -> Response {
+    page_with_status(
+        &RegisterPage {
+            error,
+            csrf: csrf_token(state, jar),
+            return_to: return_to.to_string(),
+            return_to_q: query_escape(return_to),
+            name: name.to_string(),
+            email: email.to_string(),
+            captcha: state.idp.captchas.issue(state.clock.now()),
+        },
+        status,
+    )
+}
+
+#[handler]
+pub async fn register_get(
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let return_to = safe_return_to(q.get("return_to").map(String::as_str));
+    if signed_in(&state, jar).is_some() {
+        return redirect(&return_to);
+    }
+    register_page(&state, jar, &return_to, "", "", None, StatusCode::OK)
+}
+
+#[derive(Deserialize)]
+pub struct RegisterForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    password: String,
+    #[serde(default)]
+    return_to: String,
+    #[serde(default)]
+    captcha_id: String,
+    #[serde(default)]
+    captcha: String,
+}
+
+#[handler]
+pub async fn register_post(
+    req: &Request,
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Form(f): Form<RegisterForm>,
+) -> Response {
+    let return_to = safe_return_to(Some(&f.return_to));
+    if !csrf_ok(&state, req, jar, &f.csrf) {
+        return error_page(
+            &state,
+            StatusCode::FORBIDDEN,
+            "Form expired",
+            "Reload the page and try again.",
+        );
+    }
+    let now = state.clock.now();
+    let name = f.name.trim().chars().take(100).collect::<String>();
+    let email = f.email.trim().to_lowercase();
+    let again = |msg: &str, status| {
+        register_page(
+            &state,
+            jar,
+            &return_to,
+            &name,
+            &email,
+            Some(msg.to_string()),
+            status,
+        )
+    };
+    if let Verdict::Limited(secs) =
+        state
+            .idp
+            .throttle
+            .attempt(client_ip(req), &format!("register:{email}"), now)
+    {
+        return again(
+            &format!("Too many attempts. Try again in {secs} seconds."),
+            StatusCode::TOO_MANY_REQUESTS,
+        );
+    }
+    if !state.idp.captchas.verify(&f.captcha_id, &f.captcha, now) {
+        return again(
+            "Type the characters shown in the picture.",
+            StatusCode::BAD_REQUEST,
+        );
+    }
+    if let Err(e) = crate::store::users::normalize_email(&email) {
+        return again(&e.to_string(), StatusCode::BAD_REQUEST);
+    }
+    if let Err(e) = password::check_policy(&f.password) {
+        return again(&e.to_string(), StatusCode::BAD_REQUEST);
+    }
+    let hash = match password::hash_async(f.password.clone()).await {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::error!(error = %e, "hashing a password");
+            return again(
+                "Server error; please try again.",
+                StatusCode::INTERNAL_SERVER_ERROR,
+            );
+        }
+    };
+    let credits = state
+        .store
+        .settings()
+        .map(|s| s.signup_credits)
+        .unwrap_or(0);
+    let new = NewUser {
+        email: email.clone(),
+        name: Some(name.clone()).filter(|n| !n.is_empty()),
+        password_hash: Some(hash),
+        admin: false,
+        pro: false,
+        credits,
+    };
+    let user = match state.store.call(move |s| s.create_user(new, now)).await {
+        Ok(u) => u,
+        Err(StoreError::Conflict(_)) => {
+            return again(
+                "An account with this e-mail already exists. Sign in instead.",
+                StatusCode::CONFLICT,
+            );
+        }
+        Err(StoreError::Invalid(m)) => return again(&m, StatusCode::BAD_REQUEST),
+        Err(e) => {
+            tracing::error!(error = %e, "creating a user");
+            return again(
+                "Server error; please try again.",
+                StatusCode::INTERNAL_SERVER_ERROR,
+            );
+        }
+    };
+    if let Err(e) = start_session(&state, jar, user.id, SessionStage::Active, now).await {
+        tracing::error!(error = %e, "starting a session");
+    }
+    redirect(&return_to)
+}

@@ -32,6 +32,8 @@ pub struct ServerHandle {
     /// Base URL clients use (the public URL).
     pub base_url: String,
     pub state: AppState,
+    /// The one-time setup link, when the store has no users yet.
+    pub setup_url: Option<String>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
 }
@@ -114,6 +116,9 @@ impl Server {
             clock,
             public_url: public_url.clone().into(),
         };
+
+        let no_users = state.store.users().map(|u| u.is_empty()).unwrap_or(false);
+        let setup_url = no_users.then(|| format!("{public_url}/setup?token={}", state.idp.new_setup_token()));
 
         let resumed = engine.resume().await?;
         if resumed > 0 {

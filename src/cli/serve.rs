@@ -119,7 +119,6 @@ pub async fn run(data_dir: PathBuf, args: &ServeArgs) -> anyhow::Result<()> {
     let config = build_config(data_dir, args)?;
     let data = config.data_dir.clone();
     let handle = Server::start(config, renderer_from_env(), Clock::default()).await?;
-    let users = handle.state.store.users().map(|u| u.len()).unwrap_or(0);
     println!(
         "Pictor {} is running at {}",
         env!("CARGO_PKG_VERSION"),

@@ -48,6 +48,8 @@ pub struct IdpState {
     pub captchas: captcha::Captchas,
     pub signins_ok: AtomicU64,
     pub signins_failed: AtomicU64,
+    /// SHA-256 of the one-time setup token, while the store has no users (see `setup_link`).
+    pub setup_token: std::sync::Mutex<Option<[u8; 32]>>,
 }
 
 impl IdpState {
@@ -59,7 +61,26 @@ impl IdpState {
             captchas: captcha::Captchas::default(),
             signins_ok: AtomicU64::new(0),
             signins_failed: AtomicU64::new(0),
+            setup_token: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Makes a new one-time setup token (replacing any previous one) and returns it.
+    pub fn new_setup_token(&self) -> String {
+        let token = crypto::random_token("");
+        *self.setup_token.lock().unwrap_or_else(|e| e.into_inner()) = Some(crypto::sha256(&token));
+        token
+    }
+
+    /// Whether `token` is the current setup token (constant time).
+    pub fn setup_token_matches(&self, token: &str) -> bool {
+        let guard = self.setup_token.lock().unwrap_or_else(|e| e.into_inner());
+        guard.as_ref().is_some_and(|h| crypto::ct_eq(h, &crypto::sha256(token)))
+    }
+
+    /// Uses the setup token up: the link works once.
+    pub fn consume_setup_token(&self) {
+        *self.setup_token.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     pub fn metrics_signin(&self, ok: bool) {
@@ -150,8 +171,11 @@ fn static_text(body: &'static str, content_type: &'static str) -> impl Endpoint<
 /// The identity provider's routes (OAuth endpoints, discovery, pages, static files). The app wraps
 /// them in a `CookieJarManager`.
 pub fn routes() -> Route {
-    use pages::{avatar, login, register};
+    use pages::{account, admin, avatar, login, register, setup};
     Route::new()
+        .nest("/account", account::routes())
+        .nest("/admin", admin::routes())
+        .nest("/setup", setup::routes())
         .at(
             "/.well-known/openid-configuration",
             get(discovery::openid_configuration),

@@ -1,9 +1,12 @@
 //! Server-rendered pages: sign in (with the TOTP step), register, the account cabinet, admin,
 //! first-start setup, plus the captcha and avatar pictures. One file per page.
 
+pub mod account;
+pub mod admin;
 pub mod avatar;
 pub mod login;
 pub mod register;
+pub mod setup;
 
 use poem::Response;
 use poem::http::StatusCode;

@@ -1,0 +1,7 @@
+//! The account page(s). (Being written.)
+
+use poem::Route;
+
+pub fn routes() -> Route {
+    Route::new()
+}

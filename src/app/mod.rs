@@ -198,6 +198,7 @@ impl Server {
             local_addr,
             base_url: public_url,
             state,
+            setup_url,
             stop: Some(stop_tx),
             task,
         })

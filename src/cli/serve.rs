@@ -127,12 +127,12 @@ pub async fn run(data_dir: PathBuf, args: &ServeArgs) -> anyhow::Result<()> {
     println!("  API map:   {}/api/pictor/", handle.base_url);
     println!("  API docs:  {}/api/pictor/docs", handle.base_url);
     println!("  Data:      {}", data.display());
-    if users == 0 {
-        println!("  No users yet. Create one and give it an API key:");
-        println!(
-            "    echo 'a-long-password' | pictor user add --email you@example.com --password-stdin --admin --credits 100"
-        );
-        println!("    pictor key issue --email you@example.com");
+    if let Some(url) = &handle.setup_url {
+        println!();
+        println!("  First start: open this one-time link to create the admin account:");
+        println!("    {url}");
+        println!("  (or from the command line: pictor user add --email you@example.com --password-stdin --admin)");
+        println!();
     }
     println!("Press Ctrl+C to stop.");
     shutdown_signal().await;

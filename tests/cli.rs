@@ -239,3 +239,155 @@ async fn cli_with_server_running_goes_through_admin_channel() {
     assert_eq!(v["balance"], 12);
     let _ = Duration::from_secs(0);
 }
+
+fn client_commands_work(dir: &std::path::Path) {
+    let v = cli_json(
+        dir,
+        &[
+            "client",
+            "add",
+            "--name",
+            "shop",
+            "--redirect-uri",
+            "https://shop.example/cb",
+            "--redirect-uri",
+            "http://localhost:3000/cb",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(v["app_name"], "shop");
+    let secret = v["app_secret"].as_str().unwrap();
+    assert!(secret.starts_with("pcs_") && secret.len() > 40);
+    assert_eq!(v.as_object().unwrap().len(), 2);
+    let list = cli_json(dir, &["client", "list", "--json"], None);
+    assert_eq!(list["clients"][0]["app_name"], "shop");
+    assert_eq!(
+        list["clients"][0]["redirect_uris"],
+        json!(["https://shop.example/cb", "http://localhost:3000/cb"])
+    );
+    assert!(
+        !list.to_string().contains(secret),
+        "the secret is shown only once"
+    );
+    for args in [
+        vec![
+            "client",
+            "add",
+            "--name",
+            "shop",
+            "--redirect-uri",
+            "https://x.example/cb",
+        ],
+        vec![
+            "client",
+            "add",
+            "--name",
+            "bad name",
+            "--redirect-uri",
+            "https://x.example/cb",
+        ],
+        vec![
+            "client",
+            "add",
+            "--name",
+            "evil",
+            "--redirect-uri",
+            "https://good.example@evil.example/cb",
+        ],
+        vec![
+            "client",
+            "add",
+            "--name",
+            "frag",
+            "--redirect-uri",
+            "https://x.example/cb#x",
+        ],
+        vec!["client", "add", "--name", "rel", "--redirect-uri", "/cb"],
+        vec![
+            "client",
+            "add",
+            "--name",
+            "js",
+            "--redirect-uri",
+            "javascript:alert(1)",
+        ],
+        vec!["client", "remove", "--name", "nope"],
+    ] {
+        let (code, out, err) = run_cli(dir, &args, None);
+        assert_ne!(code, 0, "{args:?} should fail");
+        assert!(
+            out.is_empty() && err.contains("error"),
+            "{args:?}: {out} {err}"
+        );
+    }
+    let (code, _, _) = run_cli(dir, &["client", "add", "--name", "x"], None);
+    assert_eq!(code, 2, "--redirect-uri is required");
+    let k = cli_json(dir, &["keys", "rotate", "--json"], None);
+    assert!(k["kid"].as_str().unwrap().starts_with('k'));
+    cli_json(dir, &["client", "remove", "--name", "shop", "--json"], None);
+    assert_eq!(
+        cli_json(dir, &["client", "list", "--json"], None)["clients"],
+        json!([])
+    );
+}
+
+#[test]
+fn client_and_keys_commands_with_server_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    client_commands_work(dir.path());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_and_keys_commands_with_server_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = spawn_server(dir.path(), &[]);
+    let d = dir.path().to_path_buf();
+    tokio::task::spawn_blocking(move || client_commands_work(&d))
+        .await
+        .unwrap();
+    // The rotated key is live in the running server's JWKS.
+    let jwks: serde_json::Value = reqwest::get(format!("{}/oauth/jwks", server.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(jwks["keys"].as_array().unwrap().len(), 2);
+    server.terminate();
+}
+
+#[test]
+fn first_start_prints_a_setup_link_only_while_there_are_no_users() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let read_start = |dir: &std::path::Path| {
+        let mut child = pictor_cmd(dir)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            let done = line.contains("Press Ctrl+C");
+            lines.push(line);
+            if done {
+                break;
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        lines.join("\n")
+    };
+    let first = read_start(dir.path());
+    assert!(first.contains("/setup?token="), "{first}");
+    cli_json(
+        dir.path(),
+        &["user", "add", "--email", "a@example.com", "--json"],
+        None,
+    );
+    let second = read_start(dir.path());
+    assert!(!second.contains("/setup?token="), "{second}");
+}

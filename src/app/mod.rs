@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod files;
+pub mod maintenance;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -118,7 +119,8 @@ impl Server {
         };
 
         let no_users = state.store.users().map(|u| u.is_empty()).unwrap_or(false);
-        let setup_url = no_users.then(|| format!("{public_url}/setup?token={}", state.idp.new_setup_token()));
+        let setup_url =
+            no_users.then(|| format!("{public_url}/setup?token={}", state.idp.new_setup_token()));
 
         let resumed = engine.resume().await?;
         if resumed > 0 {
@@ -159,6 +161,8 @@ impl Server {
             });
         let admin_app = admin::routes(state.clone(), admin_token);
 
+        let (maint_stop, maint_rx) = tokio::sync::watch::channel(false);
+        let maintenance = maintenance::spawn(state.clone(), maint_rx);
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let (admin_stop_tx, admin_stop_rx) = oneshot::channel::<()>();
         let engine_for_stop = engine.clone();
@@ -188,6 +192,10 @@ impl Server {
             }
             let _ = admin_stop_tx.send(());
             let _ = admin_task.await;
+            let _ = maint_stop.send(true);
+            for task in maintenance {
+                let _ = task.await;
+            }
             let _ = std::fs::remove_file(&admin_path);
             if !engine_for_stop.drain(Duration::from_secs(10)).await {
                 warn!("jobs still running at shutdown; they resume at the next start");

@@ -13,6 +13,8 @@ use pictor::render::{EditSpec, GenerateSpec, Picture, ProceduralRenderer, Render
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
+pub mod webdriver;
+
 pub struct TestServer {
     pub base: String,
     pub client: reqwest::Client,

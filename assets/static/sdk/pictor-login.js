@@ -96,7 +96,8 @@
 
   /** On the callback page: in a popup, reload the opener and close; returns true if it did. */
   PictorLogin.finishPopup = function () {
-    if (global.opener && !global.opener.closed && global.name === POPUP_NAME) {
+    // window.name is a hint only: browsers may clear it on cross-site navigations.
+    if (global.opener && !global.opener.closed) {
       try { global.opener.location.reload(); } catch (e) { /* cross-origin opener */ }
       global.close();
       return true;

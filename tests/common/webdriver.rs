@@ -1,0 +1,229 @@
+//! A small W3C WebDriver client over HTTP for Debian's chromium + chromedriver. Tests that need a
+//! browser call [`Driver::start`]: without chromium it prints why and returns `None`, unless
+//! `PICTOR_CI=1`, where a missing browser is a failure.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub struct Driver {
+    http: reqwest::Client,
+    base: String,
+    session: String,
+    child: Child,
+    _profile: tempfile::TempDir,
+}
+
+fn find(binary: &str) -> Option<String> {
+    ["/usr/bin/", "/usr/local/bin/", "/usr/lib/chromium/"]
+        .iter()
+        .map(|d| format!("{d}{binary}"))
+        .find(|p| std::path::Path::new(p).exists())
+}
+
+impl Driver {
+    pub async fn start() -> Option<Driver> {
+        let (Some(chromium), Some(chromedriver)) = (find("chromium"), find("chromedriver")) else {
+            if std::env::var("PICTOR_CI").is_ok_and(|v| v == "1") {
+                panic!(
+                    "PICTOR_CI=1 but chromium/chromedriver are missing (apt-get install chromium chromium-driver)"
+                );
+            }
+            eprintln!(
+                "SKIPPED: this test needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)"
+            );
+            return None;
+        };
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let child = Command::new(chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let base = format!("http://127.0.0.1:{port}");
+        for _ in 0..100 {
+            if let Ok(r) = http.get(format!("{base}/status")).send().await
+                && r.status().is_success()
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let profile = tempfile::tempdir().unwrap();
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    "--disable-popup-blocking", "--window-size=1200,900",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ]
+            }
+        }}});
+        let r: Value = http
+            .post(format!("{base}/session"))
+            .json(&caps)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let session = r["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {r}"))
+            .to_string();
+        Some(Driver {
+            http,
+            base,
+            session,
+            child,
+            _profile: profile,
+        })
+    }
+
+    async fn cmd(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let url = format!("{}/session/{}{}", self.base, self.session, path);
+        let mut req = self.http.request(method, url);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let v: Value = req.send().await.unwrap().json().await.unwrap();
+        v["value"].clone()
+    }
+
+    pub async fn goto(&self, url: &str) {
+        self.cmd(reqwest::Method::POST, "/url", Some(json!({"url": url})))
+            .await;
+    }
+
+    pub async fn current_url(&self) -> String {
+        self.cmd(reqwest::Method::GET, "/url", None)
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    pub async fn source(&self) -> String {
+        self.cmd(reqwest::Method::GET, "/source", None)
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// Waits up to 20 s for an element matching the CSS selector; returns its id.
+    pub async fn wait_for(&self, css: &str) -> String {
+        for _ in 0..200 {
+            let v = self
+                .cmd(
+                    reqwest::Method::POST,
+                    "/element",
+                    Some(json!({"using": "css selector", "value": css})),
+                )
+                .await;
+            if let Some(id) = v
+                .as_object()
+                .and_then(|o| o.values().next())
+                .and_then(Value::as_str)
+            {
+                return id.to_string();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no element {css} in {}", self.source().await);
+    }
+
+    pub async fn click(&self, css: &str) {
+        let id = self.wait_for(css).await;
+        self.cmd(
+            reqwest::Method::POST,
+            &format!("/element/{id}/click"),
+            Some(json!({})),
+        )
+        .await;
+    }
+
+    pub async fn type_into(&self, css: &str, text: &str) {
+        let id = self.wait_for(css).await;
+        self.cmd(
+            reqwest::Method::POST,
+            &format!("/element/{id}/value"),
+            Some(json!({"text": text})),
+        )
+        .await;
+    }
+
+    pub async fn windows(&self) -> Vec<String> {
+        let v = self
+            .cmd(reqwest::Method::GET, "/window/handles", None)
+            .await;
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|h| h.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub async fn window(&self) -> String {
+        self.cmd(reqwest::Method::GET, "/window", None)
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    pub async fn switch_to(&self, handle: &str) {
+        self.cmd(
+            reqwest::Method::POST,
+            "/window",
+            Some(json!({"handle": handle})),
+        )
+        .await;
+    }
+
+    /// Waits until the page source contains `text`.
+    pub async fn wait_text(&self, text: &str) -> String {
+        for _ in 0..200 {
+            let src = self.source().await;
+            if src.contains(text) {
+                return src;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{text:?} never appeared; page: {}", self.source().await);
+    }
+
+    pub async fn screenshot(&self, path: &std::path::Path) {
+        use base64::Engine;
+        let v = self.cmd(reqwest::Method::GET, "/screenshot", None).await;
+        if let Some(b64) = v.as_str() {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap();
+            std::fs::write(path, bytes).unwrap();
+        }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,10 +1,17 @@
-//! Server configuration: where data lives, addresses, pool sizes and queue limits.
+//! Configuration: defaults < TOML file < `PICTOR_*` environment < command-line flags, with the
+//! source of every effective value recorded for `pictor config show`.
+//!
+//! Every key is declared once in [`KEYS`]; the file is flattened to dotted keys (`prices.fast`),
+//! unknown keys are an error naming the key, and `[backends.*]` tables are passed to the
+//! renderer's backend configuration as they are.
 
+use std::collections::BTreeMap;
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Everything the server needs to start. Built by the CLI from flags and `PICTOR_*` env vars.
+/// Everything the server needs to start.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub data_dir: PathBuf,
@@ -20,6 +27,13 @@ pub struct Config {
     pub queue_timeout: Duration,
     /// Uploads decoded at once when an edit is created.
     pub decode_workers: usize,
+    /// Pictures older than this many days are deleted (`None`: kept forever).
+    pub retention_days: Option<u32>,
+    /// Store settings (prices, limits, signup credits) set by the configuration; applied to the
+    /// store at start, so they win over `pictor settings set` until removed from the config.
+    pub settings_overrides: Vec<(&'static str, u32)>,
+    /// The `[backends]` table of the file, for the renderer's model backends.
+    pub backends: Option<toml::Table>,
 }
 
 impl Config {
@@ -32,6 +46,9 @@ impl Config {
             queue_size: 64,
             queue_timeout: Duration::from_secs(600),
             decode_workers: 2,
+            retention_days: None,
+            settings_overrides: Vec::new(),
+            backends: None,
         }
     }
 
@@ -65,8 +82,471 @@ pub fn default_render_workers() -> usize {
         .max(1)
 }
 
+fn project_dirs() -> Option<directories::ProjectDirs> {
+    directories::ProjectDirs::from("", "", "pictor")
+}
+
 /// The OS data folder (`~/.local/share/pictor` on Linux, `~/Library/Application Support/pictor`
 /// on macOS, `%APPDATA%\pictor\data` on Windows).
 pub fn default_data_dir() -> Option<PathBuf> {
-    directories::ProjectDirs::from("", "", "pictor").map(|d| d.data_dir().to_path_buf())
+    project_dirs().map(|d| d.data_dir().to_path_buf())
+}
+
+/// The default config file (`~/.config/pictor/config.toml` on Linux,
+/// `~/Library/Application Support/pictor/config.toml` on macOS, `%APPDATA%\pictor\config\config.toml`).
+pub fn default_config_file() -> Option<PathBuf> {
+    project_dirs().map(|d| d.config_dir().join("config.toml"))
+}
+
+/// Where an effective value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    File,
+    Env,
+    Flag,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Source::Default => "default",
+            Source::File => "config file",
+            Source::Env => "environment",
+            Source::Flag => "command line",
+        })
+    }
+}
+
+/// A configuration key.
+pub struct Key {
+    /// Dotted name as in the file and in `--set`.
+    pub name: &'static str,
+    /// Environment variable.
+    pub env: &'static str,
+    pub help: &'static str,
+}
+
+/// Every configuration key.
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "data_dir",
+        env: "PICTOR_DATA_DIR",
+        help: "data folder (store file, pictures, uploads)",
+    },
+    Key {
+        name: "listen",
+        env: "PICTOR_LISTEN",
+        help: "address to listen on",
+    },
+    Key {
+        name: "public_url",
+        env: "PICTOR_PUBLIC_URL",
+        help: "base URL handed out and OIDC issuer",
+    },
+    Key {
+        name: "render_workers",
+        env: "PICTOR_RENDER_WORKERS",
+        help: "renders at once",
+    },
+    Key {
+        name: "queue_size",
+        env: "PICTOR_QUEUE_SIZE",
+        help: "jobs waiting for a render slot before tokens_exhausted",
+    },
+    Key {
+        name: "queue_timeout",
+        env: "PICTOR_QUEUE_TIMEOUT",
+        help: "seconds a job may wait for a render slot",
+    },
+    Key {
+        name: "retention_days",
+        env: "PICTOR_RETENTION_DAYS",
+        help: "delete pictures older than this (0 = keep)",
+    },
+    Key {
+        name: "signup_credits",
+        env: "PICTOR_SIGNUP_CREDITS",
+        help: "credits for accounts created on /register",
+    },
+    Key {
+        name: "prices.fast",
+        env: "PICTOR_PRICES_FAST",
+        help: "credits per fast generation",
+    },
+    Key {
+        name: "prices.artist",
+        env: "PICTOR_PRICES_ARTIST",
+        help: "credits per artist generation",
+    },
+    Key {
+        name: "prices.0.2plus",
+        env: "PICTOR_PRICES_0_2PLUS",
+        help: "credits per 0.2plus generation",
+    },
+    Key {
+        name: "prices.edit",
+        env: "PICTOR_PRICES_EDIT",
+        help: "credits per edit",
+    },
+    Key {
+        name: "limits.daily",
+        env: "PICTOR_LIMITS_DAILY",
+        help: "generations per UTC day, non-PRO",
+    },
+    Key {
+        name: "limits.daily_pro",
+        env: "PICTOR_LIMITS_DAILY_PRO",
+        help: "generations per UTC day, PRO",
+    },
+];
+
+/// Store settings a key maps to (see `store::settings::SETTING_KEYS`).
+fn setting_for(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "signup_credits" => "signup_credits",
+        "prices.fast" => "price.fast",
+        "prices.artist" => "price.artist",
+        "prices.0.2plus" => "price.0.2plus",
+        "prices.edit" => "price.edit",
+        "limits.daily" => "daily_limit",
+        "limits.daily_pro" => "daily_limit_pro",
+        _ => return None,
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the config file {0}: {1}")]
+    Read(PathBuf, std::io::Error),
+    #[error("config file {0}: {1}")]
+    Parse(PathBuf, String),
+    #[error("unknown configuration key `{key}` ({origin}); known keys: {known}")]
+    UnknownKey {
+        key: String,
+        origin: String,
+        known: String,
+    },
+    #[error("{key} = {value:?} (from the {origin}): {reason}")]
+    Invalid {
+        key: String,
+        value: String,
+        origin: Source,
+        reason: String,
+    },
+    #[error("no home folder: pass --data-dir or set PICTOR_DATA_DIR")]
+    NoDataDir,
+}
+
+/// The raw layers before resolution.
+#[derive(Default)]
+pub struct Layers {
+    /// Values given on the command line (dedicated flags and `--set key=value`).
+    pub flags: BTreeMap<String, String>,
+    /// Values from the environment.
+    pub env: BTreeMap<String, String>,
+    /// Values from the file (flattened), and the file's `[backends]` table.
+    pub file: BTreeMap<String, String>,
+    pub backends: Option<toml::Table>,
+    /// The file read, if any.
+    pub file_path: Option<PathBuf>,
+}
+
+fn flatten(
+    prefix: &str,
+    table: &toml::Table,
+    out: &mut BTreeMap<String, String>,
+    backends: &mut Option<toml::Table>,
+) -> Result<(), String> {
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            toml::Value::Table(t) if key == "backends" => *backends = Some(t.clone()),
+            toml::Value::Table(t) => flatten(&key, t, out, backends)?,
+            toml::Value::String(s) => {
+                out.insert(key, s.clone());
+            }
+            toml::Value::Integer(i) => {
+                out.insert(key, i.to_string());
+            }
+            toml::Value::Boolean(b) => {
+                out.insert(key, b.to_string());
+            }
+            other => return Err(format!("`{key}` has an unsupported value {other}")),
+        }
+    }
+    Ok(())
+}
+
+fn known_keys() -> String {
+    KEYS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
+}
+
+fn check_known(key: &str, origin: &str) -> Result<(), ConfigError> {
+    if KEYS.iter().any(|k| k.name == key) {
+        Ok(())
+    } else {
+        Err(ConfigError::UnknownKey {
+            key: key.to_string(),
+            origin: origin.to_string(),
+            known: known_keys(),
+        })
+    }
+}
+
+impl Layers {
+    /// Reads the file (`explicit` path, else the default one if it exists) and the environment.
+    pub fn load(explicit_file: Option<&Path>) -> Result<Layers, ConfigError> {
+        let mut layers = Layers::default();
+        let path = explicit_file
+            .map(Path::to_path_buf)
+            .or_else(|| default_config_file().filter(|p| p.exists()));
+        if let Some(path) = path {
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| ConfigError::Read(path.clone(), e))?;
+            layers.read_file_text(&path, &text)?;
+        }
+        for key in KEYS {
+            if let Ok(v) = std::env::var(key.env) {
+                layers.env.insert(key.name.to_string(), v);
+            }
+        }
+        Ok(layers)
+    }
+
+    pub fn read_file_text(&mut self, path: &Path, text: &str) -> Result<(), ConfigError> {
+        let table: toml::Table = toml::from_str(text)
+            .map_err(|e| ConfigError::Parse(path.to_path_buf(), e.message().to_string()))?;
+        let mut flat = BTreeMap::new();
+        flatten("", &table, &mut flat, &mut self.backends)
+            .map_err(|e| ConfigError::Parse(path.to_path_buf(), e))?;
+        for key in flat.keys() {
+            check_known(key, &format!("in {}", path.display()))?;
+        }
+        self.file = flat;
+        self.file_path = Some(path.to_path_buf());
+        Ok(())
+    }
+
+    /// Adds `--set key=value` flags.
+    pub fn set_flags(&mut self, sets: &[String]) -> Result<(), ConfigError> {
+        for s in sets {
+            let (k, v) = s.split_once('=').ok_or_else(|| ConfigError::Invalid {
+                key: s.clone(),
+                value: String::new(),
+                origin: Source::Flag,
+                reason: "--set takes key=value".into(),
+            })?;
+            check_known(k.trim(), "given with --set")?;
+            self.flags
+                .insert(k.trim().to_string(), v.trim().to_string());
+        }
+        Ok(())
+    }
+
+    fn pick(&self, key: &str) -> Option<(String, Source)> {
+        if let Some(v) = self.flags.get(key) {
+            return Some((v.clone(), Source::Flag));
+        }
+        if let Some(v) = self.env.get(key) {
+            return Some((v.clone(), Source::Env));
+        }
+        self.file.get(key).map(|v| (v.clone(), Source::File))
+    }
+}
+
+/// One effective value and its source.
+#[derive(Debug, Clone)]
+pub struct Effective {
+    pub key: &'static str,
+    pub value: String,
+    pub source: Source,
+}
+
+fn parse<T: std::str::FromStr>(
+    key: &str,
+    value: &str,
+    source: Source,
+    check: impl Fn(&T) -> Result<(), String>,
+) -> Result<T, ConfigError>
+where
+    T::Err: fmt::Display,
+{
+    let parsed: T = value
+        .trim()
+        .parse()
+        .map_err(|e: T::Err| ConfigError::Invalid {
+            key: key.to_string(),
+            value: value.to_string(),
+            origin: source,
+            reason: e.to_string(),
+        })?;
+    check(&parsed).map_err(|reason| ConfigError::Invalid {
+        key: key.to_string(),
+        value: value.to_string(),
+        origin: source,
+        reason,
+    })?;
+    Ok(parsed)
+}
+
+fn range(lo: u64, hi: u64) -> impl Fn(&u64) -> Result<(), String> {
+    move |v| {
+        if (lo..=hi).contains(v) {
+            Ok(())
+        } else {
+            Err(format!("must be between {lo} and {hi}"))
+        }
+    }
+}
+
+/// Resolves the layers into a `Config` and the list of effective values with their sources.
+pub fn resolve(layers: &Layers) -> Result<(Config, Vec<Effective>), ConfigError> {
+    let mut effective = Vec::new();
+    let data_dir = match layers.pick("data_dir") {
+        Some((v, source)) => {
+            effective.push(Effective {
+                key: "data_dir",
+                value: v.clone(),
+                source,
+            });
+            PathBuf::from(v)
+        }
+        None => {
+            let d = default_data_dir().ok_or(ConfigError::NoDataDir)?;
+            effective.push(Effective {
+                key: "data_dir",
+                value: d.display().to_string(),
+                source: Source::Default,
+            });
+            d
+        }
+    };
+    let mut config = Config::new(data_dir);
+    for key in KEYS.iter().skip(1) {
+        let picked = layers.pick(key.name);
+        let source = picked.as_ref().map(|p| p.1).unwrap_or(Source::Default);
+        let shown = match (key.name, picked) {
+            ("listen", Some((v, s))) => {
+                config.listen = parse::<SocketAddr>(key.name, &v, s, |_| Ok(()))?;
+                v
+            }
+            ("listen", None) => config.listen.to_string(),
+            ("public_url", Some((v, s))) => {
+                let url = v.trim().trim_end_matches('/').to_string();
+                let ok = url::Url::parse(&url).is_ok_and(|u| {
+                    matches!(u.scheme(), "http" | "https") && u.host_str().is_some()
+                });
+                if !ok {
+                    return Err(ConfigError::Invalid {
+                        key: key.name.into(),
+                        value: v,
+                        origin: s,
+                        reason: "must be an http:// or https:// URL".into(),
+                    });
+                }
+                config.public_url = Some(url.clone());
+                url
+            }
+            ("public_url", None) => format!("http://{} (from listen)", config.listen),
+            ("render_workers", Some((v, s))) => {
+                config.render_workers = parse::<u64>(key.name, &v, s, range(1, 256))? as usize;
+                v
+            }
+            ("render_workers", None) => config.render_workers.to_string(),
+            ("queue_size", Some((v, s))) => {
+                config.queue_size = parse::<u64>(key.name, &v, s, range(1, 100_000))? as usize;
+                v
+            }
+            ("queue_size", None) => config.queue_size.to_string(),
+            ("queue_timeout", Some((v, s))) => {
+                config.queue_timeout =
+                    Duration::from_secs(parse::<u64>(key.name, &v, s, range(1, 86_400))?);
+                v
+            }
+            ("queue_timeout", None) => config.queue_timeout.as_secs().to_string(),
+            ("retention_days", Some((v, s))) => {
+                let days = parse::<u64>(key.name, &v, s, range(0, 36_500))? as u32;
+                config.retention_days = (days > 0).then_some(days);
+                v
+            }
+            ("retention_days", None) => "0 (keep forever)".to_string(),
+            (name, Some((v, s))) => {
+                let n = parse::<u64>(name, &v, s, range(0, 1_000_000))? as u32;
+                if let Some(setting) = setting_for(name) {
+                    config.settings_overrides.push((setting, n));
+                }
+                v
+            }
+            (_, None) => "(stored setting; see `pictor settings list`)".to_string(),
+        };
+        effective.push(Effective {
+            key: key.name,
+            value: shown,
+            source,
+        });
+    }
+    config.backends = layers.backends.clone();
+    Ok((config, effective))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_beat_env_beat_file_beat_defaults() {
+        let mut layers = Layers::default();
+        layers
+            .read_file_text(Path::new("c.toml"), "data_dir = \"/d\"\nlisten = \"127.0.0.1:1\"\nqueue_size = 5\n[prices]\nfast = 3\n[limits]\ndaily = 7\n")
+            .unwrap();
+        layers.env.insert("listen".into(), "127.0.0.1:2".into());
+        layers.env.insert("queue_size".into(), "6".into());
+        layers.set_flags(&["listen=127.0.0.1:3".into()]).unwrap();
+        let (config, eff) = resolve(&layers).unwrap();
+        assert_eq!(config.listen.port(), 3);
+        assert_eq!(config.queue_size, 6);
+        assert_eq!(config.data_dir, PathBuf::from("/d"));
+        assert!(config.settings_overrides.contains(&("price.fast", 3)));
+        assert!(config.settings_overrides.contains(&("daily_limit", 7)));
+        let src = |k: &str| eff.iter().find(|e| e.key == k).unwrap().source;
+        assert_eq!(src("listen"), Source::Flag);
+        assert_eq!(src("queue_size"), Source::Env);
+        assert_eq!(src("data_dir"), Source::File);
+        assert_eq!(src("render_workers"), Source::Default);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_key() {
+        let mut layers = Layers::default();
+        let e = layers
+            .read_file_text(Path::new("c.toml"), "[prices]\nturbo = 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("prices.turbo"), "{e}");
+        let e = layers
+            .read_file_text(Path::new("c.toml"), "lissten = \"x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lissten"), "{e}");
+        let mut layers = Layers::default();
+        layers
+            .read_file_text(Path::new("c.toml"), "data_dir = \"/d\"\nqueue_size = 0\n")
+            .unwrap();
+        let e = resolve(&layers).unwrap_err().to_string();
+        assert!(e.contains("queue_size") && e.contains("config file"), "{e}");
+        assert!(Layers::default().set_flags(&["nope=1".into()]).is_err());
+    }
+
+    #[test]
+    fn backends_table_passes_through() {
+        let mut layers = Layers::default();
+        layers.read_file_text(Path::new("c.toml"), "data_dir = \"/d\"\n[backends.artist]\nkind = \"a1111\"\nurl = \"http://gpu:7860\"\n").unwrap();
+        let (config, _) = resolve(&layers).unwrap();
+        assert!(config.backends.unwrap().contains_key("artist"));
+    }
 }

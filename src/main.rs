@@ -30,8 +30,14 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match &cli.command {
-            None => cli::serve::run(cli::data_dir(&cli)?, &cli.serve).await,
-            Some(Command::Serve(args)) => cli::serve::run(cli::data_dir(&cli)?, args).await,
+            None | Some(Command::Serve(_)) => {
+                let args = match &cli.command {
+                    Some(Command::Serve(args)) => args,
+                    _ => &cli.serve,
+                };
+                let (config, _, layers) = cli::load_config(&cli, Some(args))?;
+                cli::serve::run(config, layers.file_path).await
+            }
             Some(command) => cli::run_command(&cli, command).await,
         }
     });

@@ -40,6 +40,8 @@ pub struct JobView {
     pub enhanced_prompt: Option<String>,
     /// Seed of the render; the same prompt, model, ratio and seed give the same picture.
     pub seed: u64,
+    /// When the picture was deleted by the server's retention policy (Unix ms); `photo_url` is then absent.
+    pub photo_deleted_at: Option<u64>,
     /// Picture width in pixels (when done).
     pub width: Option<u32>,
     /// Picture height in pixels (when done).
@@ -60,7 +62,8 @@ pub fn job_view(state: &AppState, job: &JobRecord, balance: i64) -> JobView {
         job_id: job.job_id().to_string(),
         status: job.status.as_str().to_string(),
         kind: job.kind.as_str().to_string(),
-        photo_url: (job.status == JobStatus::Done)
+        photo_deleted_at: job.photo_deleted_at,
+        photo_url: (job.status == JobStatus::Done && job.photo_deleted_at.is_none())
             .then(|| {
                 job.photo_token
                     .as_ref()

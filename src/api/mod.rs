@@ -9,7 +9,7 @@ pub mod jobs;
 pub mod security;
 
 use poem::http::Method;
-use poem::{Endpoint, EndpointExt, IntoEndpoint, IntoResponse, Request, Response, Route};
+use poem::{Endpoint, EndpointExt, IntoResponse, Request, Response, Route};
 use poem_openapi::{OpenApiService, Tags};
 use serde_json::Value;
 
@@ -215,14 +215,4 @@ fn too_large() -> Response {
         poem::http::HeaderValue::from_static("close"),
     );
     resp
-}
-
-/// JSON 404 for paths outside every route.
-pub fn not_found() -> impl IntoEndpoint {
-    poem::endpoint::make_sync(|_| {
-        json_response(
-            codes::NOT_FOUND,
-            "no such endpoint; see /api/pictor/ for the map",
-        )
-    })
 }

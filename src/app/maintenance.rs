@@ -11,7 +11,59 @@ use crate::state::AppState;
 
 /// Spawns the maintenance tasks; they end when `stop` turns true.
 pub fn spawn(state: AppState, stop: watch::Receiver<bool>) -> Vec<tokio::task::JoinHandle<()>> {
-    vec![tokio::spawn(purge_expired(state, stop))]
+    let mut tasks = vec![tokio::spawn(purge_expired(state.clone(), stop.clone()))];
+    if let Some(days) = state.config.retention_days {
+        tasks.push(tokio::spawn(expire_pictures(state, stop, days)));
+    }
+    tasks
+}
+
+/// Deletes pictures older than the retention period; their jobs then say so.
+async fn expire_pictures(state: AppState, mut stop: watch::Receiver<bool>, days: u32) {
+    let mut tick = tokio::time::interval(Duration::from_secs(3600));
+    tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|s| *s) => break,
+        }
+        if let Err(e) = expire_now(&state, days).await {
+            warn!(error = %e, "picture retention failed");
+        }
+    }
+}
+
+/// One retention pass (also called by tests). Returns how many pictures were deleted.
+pub async fn expire_now(state: &AppState, days: u32) -> Result<usize, crate::store::StoreError> {
+    let now = state.clock.now();
+    let before = now.saturating_sub(days as u64 * crate::clock::DAY_MS);
+    let mut total = 0;
+    loop {
+        let tokens = state
+            .store
+            .call(move |s| s.expire_pictures(before, now, 500))
+            .await?;
+        if tokens.is_empty() {
+            break;
+        }
+        for t in &tokens {
+            let path = state.config.images_dir().join(format!("{t}.png"));
+            if let Err(e) = tokio::fs::remove_file(&path).await
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                warn!(error = %e, "cannot delete an expired picture");
+            }
+        }
+        total += tokens.len();
+    }
+    if total > 0 {
+        tracing::info!(
+            pictures = total,
+            days,
+            "deleted pictures past the retention period"
+        );
+    }
+    Ok(total)
 }
 
 async fn purge_expired(state: AppState, mut stop: watch::Receiver<bool>) {

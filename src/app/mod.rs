@@ -74,6 +74,24 @@ impl Server {
                 other => anyhow::anyhow!(other),
             })?;
 
+        // Settings given in the configuration win over stored ones (see README, Configuration).
+        for (key, value) in config.settings_overrides.clone() {
+            let current = store
+                .settings()?
+                .entries()
+                .into_iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v);
+            if current != Some(value) {
+                let s = store.clone();
+                tokio::task::spawn_blocking(move || s.set_setting(key, value)).await??;
+                info!(
+                    setting = key,
+                    value, "setting applied from the configuration"
+                );
+            }
+        }
+
         let acceptor = TcpListener::bind(config.listen)
             .into_acceptor()
             .await
@@ -149,7 +167,7 @@ impl Server {
         let app = Route::new()
             .nest_no_strip("/api/pictor", crate::api::routes(&public_url))
             .at("/files/:name", get(files::get_file))
-            .nest("/", crate::idp::routes().nest("/", crate::api::not_found()))
+            .nest("/", crate::idp::routes())
             .data(state.clone())
             .with(poem::middleware::CookieJarManager::new())
             .around(|ep, req| async move {

@@ -14,7 +14,7 @@ use clap::{Parser, Subcommand};
 use serde_json::Value;
 
 use crate::clock::Clock;
-use crate::config;
+use crate::config::{self, Config, Effective, Layers};
 use crate::ops::{self, AdminRequest, OpError};
 use crate::store::{Store, StoreError};
 
@@ -25,9 +25,17 @@ use crate::store::{Store, StoreError};
     about = "Self-hosted image generation service and sign-in provider"
 )]
 pub struct Cli {
-    /// Data folder (the store file, pictures, uploads). Default: the OS data folder.
-    #[arg(long, env = "PICTOR_DATA_DIR", global = true)]
+    /// Data folder (the store file, pictures, uploads). Env PICTOR_DATA_DIR; default: the OS data folder.
+    #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
+
+    /// Config file. Env PICTOR_CONFIG; default: config.toml in the OS config folder, if it exists.
+    #[arg(long, env = "PICTOR_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+
+    /// Set any configuration key for this run, e.g. `--set prices.fast=2` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE", global = true)]
+    pub set: Vec<String>,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -61,6 +69,9 @@ pub enum Command {
     Keys(KeysCommand),
     /// Render one picture to a file with the built-in renderer (no server needed).
     Render(render::RenderArgs),
+    /// Show the effective configuration and where each value comes from.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Print the OpenAPI document of the image API.
     Openapi {
         /// Base URL to put in the document's `servers`.
@@ -145,6 +156,15 @@ pub enum KeyCommand {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum ConfigCommand {
+    /// Print every configuration key, its effective value and its source.
+    Show {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum ClientCommand {
     /// Register a client; prints its app_name and app_secret (shown once).
     Add {
@@ -195,12 +215,27 @@ pub enum SettingsCommand {
     },
 }
 
-pub fn data_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
-    match &cli.data_dir {
-        Some(d) => Ok(d.clone()),
-        None => config::default_data_dir()
-            .context("no home folder: pass --data-dir or set PICTOR_DATA_DIR"),
+/// Resolves the configuration: defaults < file < environment < flags (`serve` flags and `--set`).
+pub fn load_config(
+    cli: &Cli,
+    serve: Option<&serve::ServeArgs>,
+) -> anyhow::Result<(Config, Vec<Effective>, Layers)> {
+    let mut layers = Layers::load(cli.config.as_deref())?;
+    if let Some(d) = &cli.data_dir {
+        layers
+            .flags
+            .insert("data_dir".into(), d.display().to_string());
     }
+    if let Some(args) = serve {
+        args.add_flags(&mut layers.flags);
+    }
+    layers.set_flags(&cli.set)?;
+    let (config, effective) = config::resolve(&layers)?;
+    Ok((config, effective, layers))
+}
+
+pub fn data_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
+    Ok(load_config(cli, None)?.0.data_dir)
 }
 
 /// Runs an admin request: through the server when it holds the store, else on the file.
@@ -268,6 +303,50 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(_) => unreachable_serve(),
         Command::Render(args) => render::run(args),
+        Command::Config(ConfigCommand::Show { json }) => {
+            let (_, effective, layers) = load_config(cli, None)?;
+            let file = layers.file_path.as_ref().map(|p| p.display().to_string());
+            if *json {
+                let values: serde_json::Map<String, Value> = effective
+                    .iter()
+                    .map(|e| {
+                        (
+                            e.key.to_string(),
+                            serde_json::json!({"value": e.value, "source": e.source.to_string()}),
+                        )
+                    })
+                    .collect();
+                let backends: Vec<String> = layers
+                    .backends
+                    .as_ref()
+                    .map(|b| b.keys().cloned().collect())
+                    .unwrap_or_default();
+                println!(
+                    "{}",
+                    serde_json::json!({"config_file": file, "values": values, "backends": backends})
+                );
+            } else {
+                match &file {
+                    Some(f) => println!("# config file: {f}"),
+                    None => println!(
+                        "# no config file (create {} or pass --config)",
+                        config::default_config_file()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default()
+                    ),
+                }
+                let width = effective.iter().map(|e| e.key.len()).max().unwrap_or(0);
+                for e in &effective {
+                    println!("{:width$} = {}    # {}", e.key, e.value, e.source);
+                }
+                if let Some(b) = &layers.backends {
+                    for model in b.keys() {
+                        println!("backends.{model} = (table)    # config file");
+                    }
+                }
+            }
+            Ok(())
+        }
         Command::Openapi { public_url } => {
             println!("{}", crate::api::spec(public_url.trim_end_matches('/')));
             Ok(())

@@ -1,4 +1,5 @@
 //! `pictor render`: one picture to a file with the built-in renderer, no server or data folder.
+//! Also applies an edit instruction to an image file (`--edit IN --instruction …`).
 
 use std::path::PathBuf;
 
@@ -6,13 +7,13 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::render::{
-    self, GenerateSpec, Model, PngParameters, ProceduralRenderer, Ratio, Renderer,
+    self, EditSpec, GenerateSpec, Model, PngParameters, ProceduralRenderer, Ratio, Renderer, Style,
 };
 
 #[derive(Args, Debug)]
 pub struct RenderArgs {
     /// What to draw.
-    #[arg(long)]
+    #[arg(long, default_value = "")]
     pub prompt: String,
     /// fast, artist or 0.2plus (aliases accepted).
     #[arg(long, default_value = "fast")]
@@ -22,6 +23,18 @@ pub struct RenderArgs {
     pub ratio: String,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Force a style: photo, watercolor, oil, sketch, pixel, lowpoly, neon, poster, japanese.
+    #[arg(long)]
+    pub style: Option<String>,
+    /// Downscale the result so its long side is at most this many pixels (gallery thumbnails).
+    #[arg(long)]
+    pub max_side: Option<u32>,
+    /// Edit this image file (PNG, JPEG or WebP) with `--instruction` instead of generating.
+    #[arg(long, requires = "instruction")]
+    pub edit: Option<PathBuf>,
+    /// The edit instruction, e.g. "make it black and white and add a vignette".
+    #[arg(long)]
+    pub instruction: Option<String>,
     /// Output PNG file.
     #[arg(long)]
     pub out: PathBuf,
@@ -29,21 +42,58 @@ pub struct RenderArgs {
 
 pub fn run(args: &RenderArgs) -> anyhow::Result<()> {
     let model = Model::parse(&args.model).context("unknown model; use fast, artist or 0.2plus")?;
-    let ratio = Ratio::parse(&args.ratio)
-        .context("unknown ratio")?
-        .resolve_auto(&args.prompt);
-    let spec = GenerateSpec {
-        prompt: args.prompt.clone(),
-        model,
-        ratio,
-        seed: args.seed,
+    let (picture, params) = if let Some(input) = &args.edit {
+        let instruction = args.instruction.clone().unwrap_or_default();
+        let source =
+            std::fs::read(input).with_context(|| format!("cannot read {}", input.display()))?;
+        let picture = ProceduralRenderer.edit(&EditSpec {
+            source,
+            instruction: instruction.clone(),
+            seed: args.seed,
+        })?;
+        let params = PngParameters {
+            prompt: instruction,
+            seed: args.seed,
+            model: model.id().into(),
+            kind: "edit",
+        };
+        (picture, params)
+    } else {
+        anyhow::ensure!(!args.prompt.trim().is_empty(), "--prompt is required");
+        let ratio = Ratio::parse(&args.ratio)
+            .context("unknown ratio")?
+            .resolve_auto(&args.prompt);
+        let picture = match &args.style {
+            Some(name) => {
+                let style = Style::parse(name).context(
+                    "unknown style; use photo, watercolor, oil, sketch, pixel, lowpoly, neon, poster or japanese",
+                )?;
+                render::procedural::render_picture(
+                    &args.prompt,
+                    model,
+                    ratio,
+                    args.seed,
+                    Some(style),
+                )
+            }
+            None => ProceduralRenderer.generate(&GenerateSpec {
+                prompt: args.prompt.clone(),
+                model,
+                ratio,
+                seed: args.seed,
+            })?,
+        };
+        let params = PngParameters {
+            prompt: args.prompt.clone(),
+            seed: args.seed,
+            model: model.id().into(),
+            kind: "generate",
+        };
+        (picture, params)
     };
-    let picture = ProceduralRenderer.generate(&spec)?;
-    let params = PngParameters {
-        prompt: args.prompt.clone(),
-        seed: args.seed,
-        model: model.id().into(),
-        kind: "generate",
+    let picture = match args.max_side {
+        Some(side) => render::downscale(picture, side),
+        None => picture,
     };
     let png = render::finish(picture, false, &params)?;
     std::fs::write(&args.out, png)

@@ -1,5 +1,6 @@
 //! `pictor serve`: flags and env vars → `Config`, then run until SIGINT/SIGTERM.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,57 +16,37 @@ use crate::render::{ProceduralRenderer, Renderer};
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, env = "PICTOR_LISTEN")]
+    /// Address to listen on (env PICTOR_LISTEN; default 127.0.0.1:8080).
+    #[arg(long)]
     pub listen: Option<SocketAddr>,
-    /// Public base URL (used in poll_url/photo_url and as the OIDC issuer). Default: http://<listen>.
-    #[arg(long, env = "PICTOR_PUBLIC_URL")]
+    /// Public base URL: used in poll_url/photo_url and as the OIDC issuer (env PICTOR_PUBLIC_URL).
+    #[arg(long)]
     pub public_url: Option<String>,
-    /// Renders that may run at once. Default: CPU cores - 1 (at least 1).
-    #[arg(long, env = "PICTOR_RENDER_WORKERS")]
+    /// Renders that may run at once (env PICTOR_RENDER_WORKERS; default CPU cores - 1).
+    #[arg(long)]
     pub render_workers: Option<usize>,
-    /// Jobs that may wait for a render slot before new ones fail with tokens_exhausted.
-    #[arg(long, env = "PICTOR_QUEUE_SIZE")]
+    /// Jobs that may wait for a render slot before new ones fail with tokens_exhausted (env PICTOR_QUEUE_SIZE).
+    #[arg(long)]
     pub queue_size: Option<usize>,
-    /// Seconds a job may wait for a render slot before it fails with tokens_exhausted.
-    #[arg(long, env = "PICTOR_QUEUE_TIMEOUT")]
+    /// Seconds a job may wait for a render slot before it fails with tokens_exhausted (env PICTOR_QUEUE_TIMEOUT).
+    #[arg(long)]
     pub queue_timeout: Option<u64>,
 }
 
-pub fn build_config(data_dir: PathBuf, args: &ServeArgs) -> anyhow::Result<Config> {
-    let mut config = Config::new(data_dir);
-    if let Some(listen) = args.listen {
-        config.listen = listen;
+impl ServeArgs {
+    /// The dedicated flags given, as configuration keys.
+    pub fn add_flags(&self, flags: &mut BTreeMap<String, String>) {
+        let mut put = |k: &str, v: Option<String>| {
+            if let Some(v) = v {
+                flags.insert(k.to_string(), v);
+            }
+        };
+        put("listen", self.listen.map(|v| v.to_string()));
+        put("public_url", self.public_url.clone());
+        put("render_workers", self.render_workers.map(|v| v.to_string()));
+        put("queue_size", self.queue_size.map(|v| v.to_string()));
+        put("queue_timeout", self.queue_timeout.map(|v| v.to_string()));
     }
-    if let Some(url) = &args.public_url {
-        let url = url.trim().trim_end_matches('/').to_string();
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            anyhow::bail!("--public-url must start with http:// or https://");
-        }
-        config.public_url = Some(url);
-    }
-    if let Some(n) = args.render_workers {
-        anyhow::ensure!(
-            (1..=256).contains(&n),
-            "--render-workers must be between 1 and 256"
-        );
-        config.render_workers = n;
-    }
-    if let Some(n) = args.queue_size {
-        anyhow::ensure!(
-            (1..=100_000).contains(&n),
-            "--queue-size must be between 1 and 100000"
-        );
-        config.queue_size = n;
-    }
-    if let Some(s) = args.queue_timeout {
-        anyhow::ensure!(
-            (1..=86_400).contains(&s),
-            "--queue-timeout must be between 1 and 86400 seconds"
-        );
-        config.queue_timeout = Duration::from_secs(s);
-    }
-    Ok(config)
 }
 
 /// The renderer of the real binary: procedural, wrapped in the fault injector when the
@@ -115,8 +96,7 @@ async fn shutdown_signal() {
     }
 }
 
-pub async fn run(data_dir: PathBuf, args: &ServeArgs) -> anyhow::Result<()> {
-    let config = build_config(data_dir, args)?;
+pub async fn run(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<()> {
     let data = config.data_dir.clone();
     let handle = Server::start(config, renderer_from_env(), Clock::default()).await?;
     println!(
@@ -127,11 +107,22 @@ pub async fn run(data_dir: PathBuf, args: &ServeArgs) -> anyhow::Result<()> {
     println!("  API map:   {}/api/pictor/", handle.base_url);
     println!("  API docs:  {}/api/pictor/docs", handle.base_url);
     println!("  Data:      {}", data.display());
+    match &config_file {
+        Some(f) => println!("  Config:    {}", f.display()),
+        None => println!(
+            "  Config:    none (optional: {})",
+            crate::config::default_config_file()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        ),
+    }
     if let Some(url) = &handle.setup_url {
         println!();
         println!("  First start: open this one-time link to create the admin account:");
         println!("    {url}");
-        println!("  (or from the command line: pictor user add --email you@example.com --password-stdin --admin)");
+        println!(
+            "  (or from the command line: pictor user add --email you@example.com --password-stdin --admin)"
+        );
         println!();
     }
     println!("Press Ctrl+C to stop.");

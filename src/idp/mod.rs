@@ -173,6 +173,7 @@ fn static_text(body: &'static str, content_type: &'static str) -> impl Endpoint<
 pub fn routes() -> Route {
     use pages::{account, admin, avatar, login, register, setup};
     Route::new()
+        .at("/", get(account::home))
         .nest("/account", account::routes())
         .nest("/admin", admin::routes())
         .nest("/setup", setup::routes())

@@ -9,9 +9,22 @@
 use image::{RgbaImage, imageops};
 
 use super::RenderError;
+use super::style::{self, Style};
+use super::text::{self, Position};
+
+/// How a resize is asked for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Resize {
+    /// Multiply both sides ("half the size", "50%").
+    Scale(f32),
+    /// This width, height in proportion ("1024 wide").
+    Width(u32),
+    /// This height, width in proportion.
+    Height(u32),
+}
 
 /// One edit step. Ops are applied in the order they appear in the instruction.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum EditOp {
     Grayscale,
     Sepia,
@@ -30,7 +43,31 @@ pub enum EditOp {
     Rotate(u16),
     FlipHorizontal,
     FlipVertical,
+    /// Saturation change in percent (-100 = grey).
+    Saturation(f32),
+    /// Colour temperature: positive warmer, negative cooler (-1..=1).
+    Temperature(f32),
+    /// Centre crop to the aspect ratio width:height.
+    Crop(u32, u32),
+    Resize(Resize),
+    /// Blocks of this size per 1000 pixels of the long side.
+    Pixelate(f32),
+    /// Levels per channel.
+    Posterize(u8),
+    /// Darkening towards the corners (0..1).
+    Vignette(f32),
+    /// A frame of this colour, this wide per 1000 pixels of the long side.
+    Border([u8; 3], f32),
+    /// Text at a position, in a colour if one was named.
+    Text(String, Position, Option<[u8; 3]>),
+    /// One of the picture styles.
+    Restyle(Style),
 }
+
+/// Output sides after a resize are kept within these bounds.
+pub const MAX_SIDE: u32 = 8192;
+pub const MAX_PIXELS: u64 = 40_000_000;
+pub const MIN_SIDE: u32 = 16;
 
 /// At most this many ops per instruction; the rest are ignored (each op is a full-image pass).
 pub const MAX_OPS: usize = 12;
@@ -38,10 +75,18 @@ pub const MAX_OPS: usize = 12;
 /// Shown to the client when nothing in the instruction was understood.
 pub const UNDERSTOOD: &str = "Pictor could not find an edit it knows in this instruction. \
 It understands: black and white / grayscale, sepia, invert / negative, blur, sharpen, \
-brighter / darker, more / less contrast, rotate (left, right, 90, 180, 270 degrees), upside down, \
-flip / mirror (horizontally or vertically); with \"slightly\" or \"very\" for the strength. \
+brighter / darker, more / less contrast, more / less saturated, warmer / cooler, \
+rotate (left, right, clockwise, 90, 180, 270 degrees), upside down, flip / mirror \
+(horizontally or vertically), crop (to square, 16:9, 4:3…), resize (half the size, double, \
+1024 wide, 50%), pixelate, posterize, vignette, border / frame (with a colour), \
+add text \"…\" (top, center, bottom), and restyle as watercolor, oil painting, pencil sketch, \
+pixel art, low-poly, neon / synthwave, flat poster or japanese print; \
+with \"slightly\" or \"very\" for the strength. \
 In Russian: чёрно-белым, сепия, негатив, размой, резкость, ярче / темнее, контраст, \
-поверни (влево, вправо, на 90 градусов), отрази / зеркально, немного / сильно. \
+насыщеннее, теплее / холоднее, поверни (влево, вправо, на 90 градусов), отрази / зеркально, \
+обрежь до квадрата, уменьши вдвое, пикселизация, постеризация, виньетка, рамка, \
+добавь надпись \"…\", в стиле акварели / маслом / карандашом / пиксель-арт / японской гравюры; \
+немного / сильно. \
 Several edits can be combined: \"make it black and white and rotate it 90 degrees\".";
 
 /// What a keyword selects; modifiers in the same clause turn it into an [`EditOp`].
@@ -63,6 +108,18 @@ enum Kind {
     RotateBy(u16),
     Flip,
     FlipVertical,
+    Saturation,
+    LessSaturation,
+    Warmer,
+    Cooler,
+    Crop,
+    Resize,
+    Pixelate,
+    Posterize,
+    Vignette,
+    Border,
+    Text,
+    Restyle(Style),
 }
 
 /// Keyword patterns, one token per element. A trailing `*` matches any word with that prefix
@@ -79,7 +136,7 @@ const KEYWORDS: &[(&[&str], Kind)] = &[
     (&["gray"], Kind::Grayscale),
     (&["grey"], Kind::Grayscale),
     (&["monochrom*"], Kind::Grayscale),
-    (&["desaturat*"], Kind::Grayscale),
+    (&["desaturat*"], Kind::LessSaturation),
     (&["colorless"], Kind::Grayscale),
     (&["черно", "бел*"], Kind::Grayscale),
     (&["чернобел*"], Kind::Grayscale),
@@ -172,6 +229,157 @@ const KEYWORDS: &[(&[&str], Kind)] = &[
     (&["отраз*"], Kind::Flip),
     (&["отраж*"], Kind::Flip),
     (&["зеркал*"], Kind::Flip),
+    // Saturation and temperature
+    (&["saturat*"], Kind::Saturation),
+    (&["vivid*"], Kind::Saturation),
+    (&["vibrant"], Kind::Saturation),
+    (&["colorful"], Kind::Saturation),
+    (&["colourful"], Kind::Saturation),
+    (&["muted"], Kind::LessSaturation),
+    (&["насыщен*"], Kind::Saturation),
+    (&["сочн*"], Kind::Saturation),
+    (&["приглуш*"], Kind::LessSaturation),
+    (&["warm*"], Kind::Warmer),
+    (&["cool*"], Kind::Cooler),
+    (&["cold*"], Kind::Cooler),
+    (&["тепл*"], Kind::Warmer),
+    (&["холодн*"], Kind::Cooler),
+    (&["холоднее"], Kind::Cooler),
+    // Crop
+    (&["crop*"], Kind::Crop),
+    (&["trim*"], Kind::Crop),
+    (&["cut", "out"], Kind::Crop),
+    (&["square"], Kind::Crop),
+    (&["обреж*"], Kind::Crop),
+    (&["обрез*"], Kind::Crop),
+    (&["кадрир*"], Kind::Crop),
+    (&["квадрат*"], Kind::Crop),
+    // Resize
+    (&["resiz*"], Kind::Resize),
+    (&["rescal*"], Kind::Resize),
+    (&["scale*"], Kind::Resize),
+    (&["downscal*"], Kind::Resize),
+    (&["upscal*"], Kind::Resize),
+    (&["shrink*"], Kind::Resize),
+    (&["enlarg*"], Kind::Resize),
+    (&["half", "size"], Kind::Resize),
+    (&["half", "big*"], Kind::Resize),
+    (&["double", "size"], Kind::Resize),
+    (&["twice", "big*"], Kind::Resize),
+    (&["twice", "larg*"], Kind::Resize),
+    (&["smaller"], Kind::Resize),
+    (&["bigger"], Kind::Resize),
+    (&["larger"], Kind::Resize),
+    (&["wide"], Kind::Resize),
+    (&["width"], Kind::Resize),
+    (&["tall"], Kind::Resize),
+    (&["height"], Kind::Resize),
+    (&["размер*"], Kind::Resize),
+    (&["вдвое"], Kind::Resize),
+    (&["два", "раза"], Kind::Resize),
+    (&["ширин*"], Kind::Resize),
+    (&["высот*"], Kind::Resize),
+    (&["масштаб*"], Kind::Resize),
+    // Pixelate, posterize, vignette, border
+    (&["pixelat*"], Kind::Pixelate),
+    (&["pixeliz*"], Kind::Pixelate),
+    (&["pixelis*"], Kind::Pixelate),
+    (&["mosaic"], Kind::Pixelate),
+    (&["пикселиз*"], Kind::Pixelate),
+    (&["пикселир*"], Kind::Pixelate),
+    (&["мозаик*"], Kind::Pixelate),
+    (&["posteri*"], Kind::Posterize),
+    (&["постериз*"], Kind::Posterize),
+    (&["vignett*"], Kind::Vignette),
+    (&["виньет*"], Kind::Vignette),
+    (&["border*"], Kind::Border),
+    (&["frame*"], Kind::Border),
+    (&["рамк*"], Kind::Border),
+    (&["рамочк*"], Kind::Border),
+    (&["обводк*"], Kind::Border),
+    // Text
+    (&["text"], Kind::Text),
+    (&["caption*"], Kind::Text),
+    (&["title"], Kind::Text),
+    (&["write"], Kind::Text),
+    (&["label"], Kind::Text),
+    (&["saying"], Kind::Text),
+    (&["текст*"], Kind::Text),
+    (&["надпис*"], Kind::Text),
+    (&["подпис*"], Kind::Text),
+    (&["напиш*"], Kind::Text),
+    // Restyle
+    (&["watercolo*"], Kind::Restyle(Style::Watercolor)),
+    (&["aquarelle"], Kind::Restyle(Style::Watercolor)),
+    (&["акварел*"], Kind::Restyle(Style::Watercolor)),
+    (&["oil*"], Kind::Restyle(Style::Oil)),
+    (&["oil", "painting"], Kind::Restyle(Style::Oil)),
+    (&["painting"], Kind::Restyle(Style::Oil)),
+    (&["масл*"], Kind::Restyle(Style::Oil)),
+    (&["живопис*"], Kind::Restyle(Style::Oil)),
+    (&["sketch*"], Kind::Restyle(Style::Sketch)),
+    (&["pencil*"], Kind::Restyle(Style::Sketch)),
+    (&["drawing"], Kind::Restyle(Style::Sketch)),
+    (&["карандаш*"], Kind::Restyle(Style::Sketch)),
+    (&["эскиз*"], Kind::Restyle(Style::Sketch)),
+    (&["набросок"], Kind::Restyle(Style::Sketch)),
+    (&["pixel", "art"], Kind::Restyle(Style::PixelArt)),
+    (&["8bit"], Kind::Restyle(Style::PixelArt)),
+    (&["пиксель", "арт"], Kind::Restyle(Style::PixelArt)),
+    (&["пиксельарт"], Kind::Restyle(Style::PixelArt)),
+    (&["пиксельн*"], Kind::Restyle(Style::PixelArt)),
+    (&["low", "poly"], Kind::Restyle(Style::LowPoly)),
+    (&["lowpoly"], Kind::Restyle(Style::LowPoly)),
+    (&["polygonal"], Kind::Restyle(Style::LowPoly)),
+    (&["низкополиг*"], Kind::Restyle(Style::LowPoly)),
+    (&["полигон*"], Kind::Restyle(Style::LowPoly)),
+    (&["neon"], Kind::Restyle(Style::Neon)),
+    (&["synthwave"], Kind::Restyle(Style::Neon)),
+    (&["retrowave"], Kind::Restyle(Style::Neon)),
+    (&["неон*"], Kind::Restyle(Style::Neon)),
+    (&["синтвейв*"], Kind::Restyle(Style::Neon)),
+    (&["poster"], Kind::Restyle(Style::Poster)),
+    (&["flat", "poster"], Kind::Restyle(Style::Poster)),
+    (&["minimal*"], Kind::Restyle(Style::Poster)),
+    (&["постер*"], Kind::Restyle(Style::Poster)),
+    (&["плакат*"], Kind::Restyle(Style::Poster)),
+    (&["минимал*"], Kind::Restyle(Style::Poster)),
+    (&["japanese"], Kind::Restyle(Style::Japanese)),
+    (&["ukiyo*"], Kind::Restyle(Style::Japanese)),
+    (&["woodblock"], Kind::Restyle(Style::Japanese)),
+    (&["японск*"], Kind::Restyle(Style::Japanese)),
+    (&["гравюр*"], Kind::Restyle(Style::Japanese)),
+    (&["укиё*"], Kind::Restyle(Style::Japanese)),
+    (&["укие*"], Kind::Restyle(Style::Japanese)),
+];
+
+/// Colour words for borders and text.
+const COLORS: &[(&str, [u8; 3])] = &[
+    ("white", [255, 255, 255]),
+    ("бел*", [255, 255, 255]),
+    ("black", [0, 0, 0]),
+    ("черн*", [0, 0, 0]),
+    ("red", [210, 30, 30]),
+    ("красн*", [210, 30, 30]),
+    ("gold*", [212, 175, 55]),
+    ("золот*", [212, 175, 55]),
+    ("blue", [30, 80, 200]),
+    ("син*", [30, 80, 200]),
+    ("green", [30, 150, 60]),
+    ("зелен*", [30, 150, 60]),
+    ("yellow", [245, 210, 40]),
+    ("желт*", [245, 210, 40]),
+    ("gray", [128, 128, 128]),
+    ("grey", [128, 128, 128]),
+    ("сер*", [128, 128, 128]),
+    ("pink", [240, 120, 170]),
+    ("розов*", [240, 120, 170]),
+    ("brown", [120, 80, 45]),
+    ("коричнев*", [120, 80, 45]),
+    ("orange", [245, 130, 30]),
+    ("оранжев*", [245, 130, 30]),
+    ("purple", [130, 50, 190]),
+    ("фиолетов*", [130, 50, 190]),
 ];
 
 /// Words that end a clause: modifiers do not cross them.
@@ -243,7 +451,18 @@ const FILLER: &[&str] = &[
     "была",
     "было",
     "стала",
+    "стала",
     "стало",
+    "look",
+    "looks",
+    "like",
+    "as",
+    "style",
+    "of",
+    "стиле",
+    "стиль",
+    "виде",
+    "как",
 ];
 
 const SLIGHT: &[&str] = &[
@@ -319,6 +538,30 @@ const LEFT: &[&str] = &[
     "налево",
     "против",
 ];
+const TOP: &[&str] = &["top", "upper", "сверху", "вверху", "наверху", "верх*"];
+const BOTTOM: &[&str] = &["bottom", "lower", "снизу", "внизу", "низ*"];
+const CENTER: &[&str] = &["center", "centre", "middle", "центр*", "посередин*"];
+const BIGGER: &[&str] = &[
+    "bigger",
+    "larger",
+    "double",
+    "twice",
+    "enlarg*",
+    "upscal*",
+    "больше",
+    "увелич*",
+    "крупнее",
+];
+const SMALLER: &[&str] = &[
+    "smaller",
+    "half",
+    "shrink*",
+    "downscal*",
+    "меньше",
+    "уменьш*",
+    "мельче",
+];
+
 const VERTICAL: &[&str] = &[
     "vertical*",
     "upside",
@@ -331,7 +574,8 @@ const VERTICAL: &[&str] = &[
 
 /// Parses an instruction into ops, in reading order.
 pub fn parse_instruction(text: &str) -> Result<Vec<EditOp>, RenderError> {
-    let tokens = tokenize(text);
+    let (text, quoted) = super::procedural::quoted_text(text);
+    let tokens = tokenize(&text);
     let mut found: Vec<(usize, usize, Kind)> = Vec::new(); // (start, end, kind)
     let mut i = 0;
     while i < tokens.len() {
@@ -371,7 +615,22 @@ pub fn parse_instruction(text: &str) -> Result<Vec<EditOp>, RenderError> {
         let mut clause: Vec<&str> = tokens[lo..start].iter().map(String::as_str).collect();
         clause.extend(tokens[end..hi].iter().map(String::as_str));
         let matched: Vec<&str> = tokens[start..end].iter().map(String::as_str).collect();
+        if kind == Kind::Text {
+            if let Some(q) = &quoted
+                && !ops.iter().any(|o| matches!(o, EditOp::Text(..)))
+            {
+                ops.push(text_op(q, &clause));
+            }
+            continue;
+        }
         ops.push(build_op(kind, &clause, &matched));
+    }
+    // Quoted text with no "text" word ("add 'Hello' at the top") is still text to add.
+    if let Some(q) = &quoted
+        && !ops.iter().any(|o| matches!(o, EditOp::Text(..)))
+    {
+        let all: Vec<&str> = tokens.iter().map(String::as_str).collect();
+        ops.push(text_op(q, &all));
     }
     ops.truncate(MAX_OPS);
 
@@ -394,6 +653,9 @@ fn tokenize(text: &str) -> Vec<String> {
         .replace("counter-clockwise", "counterclockwise")
         .replace("counter clockwise", "counterclockwise")
         .replace("anti-clockwise", "anticlockwise")
+        .replace('%', " percent ")
+        .replace("пиксель-арт", "пиксельарт")
+        .replace("8-bit", "8bit")
         .replace("по часовой", "по_часовой")
         .replace("против часовой", "против_часовой");
     let mut tokens = Vec::new();
@@ -503,7 +765,11 @@ fn build_op(kind: Kind, clause: &[&str], matched: &[&str]) -> EditOp {
         Kind::Grayscale => EditOp::Grayscale,
         Kind::Sepia => EditOp::Sepia,
         Kind::Invert => EditOp::Invert,
-        Kind::Blur => EditOp::Blur(amount.pick(1.5, 3.5, 9.0)),
+        Kind::Blur => EditOp::Blur(
+            number(clause)
+                .filter(|n| *n > 0.0 && *n <= 100.0)
+                .unwrap_or(amount.pick(1.5, 3.5, 9.0)),
+        ),
         Kind::Sharpen => EditOp::Sharpen(amount.pick(0.5, 1.0, 2.0)),
         Kind::Brighter => EditOp::Brightness(amount.pick(20, 40, 80)),
         Kind::Darker => EditOp::Brightness(-amount.pick(20, 40, 80)),
@@ -530,6 +796,111 @@ fn build_op(kind: Kind, clause: &[&str], matched: &[&str]) -> EditOp {
             }
         }
         Kind::FlipVertical => EditOp::FlipVertical,
+        Kind::Saturation => {
+            let pct = number(clause).map_or(amount.pick(20.0, 40.0, 80.0), |n| n.min(300.0));
+            EditOp::Saturation(if less { -pct.min(100.0) } else { pct })
+        }
+        Kind::LessSaturation => EditOp::Saturation(-amount.pick(25.0, 50.0, 85.0)),
+        Kind::Warmer => EditOp::Temperature(amount.pick(0.3, 0.6, 1.0)),
+        Kind::Cooler => EditOp::Temperature(-amount.pick(0.3, 0.6, 1.0)),
+        Kind::Crop => {
+            let (a, b) = ratio(clause).unwrap_or((1, 1));
+            EditOp::Crop(a, b)
+        }
+        Kind::Resize => EditOp::Resize(resize(clause, matched)),
+        Kind::Pixelate => EditOp::Pixelate(amount.pick(6.0, 12.0, 24.0)),
+        Kind::Posterize => EditOp::Posterize(amount.pick(8, 5, 3)),
+        Kind::Vignette => EditOp::Vignette(amount.pick(0.3, 0.5, 0.75)),
+        Kind::Border => EditOp::Border(
+            color(clause).unwrap_or([255, 255, 255]),
+            amount.pick(15.0, 30.0, 60.0),
+        ),
+        Kind::Text => EditOp::Text(String::new(), Position::Bottom, None),
+        Kind::Restyle(style) => EditOp::Restyle(style),
+    }
+}
+
+fn text_op(text: &str, clause: &[&str]) -> EditOp {
+    let pos = if any_word(clause, TOP) {
+        Position::Top
+    } else if any_word(clause, CENTER) && !any_word(clause, BOTTOM) {
+        Position::Center
+    } else {
+        Position::Bottom
+    };
+    EditOp::Text(text.to_owned(), pos, color(clause))
+}
+
+fn color(clause: &[&str]) -> Option<[u8; 3]> {
+    clause.iter().find_map(|w| {
+        COLORS
+            .iter()
+            .find(|(p, _)| word_matches(w, p))
+            .map(|(_, c)| *c)
+    })
+}
+
+/// The first number in the clause (digits only).
+fn number(clause: &[&str]) -> Option<f32> {
+    clause.iter().find_map(|w| w.parse::<f32>().ok())
+}
+
+/// "16:9" arrives as two numbers in a row; "square" and "квадрат" are 1:1.
+fn ratio(clause: &[&str]) -> Option<(u32, u32)> {
+    for pair in clause.windows(2) {
+        if let (Ok(a), Ok(b)) = (pair[0].parse::<u32>(), pair[1].parse::<u32>())
+            && (1..=64).contains(&a)
+            && (1..=64).contains(&b)
+        {
+            return Some((a, b));
+        }
+    }
+    if any_word(clause, &["widescreen", "panoram*", "широкоформат*"]) {
+        return Some((16, 9));
+    }
+    if any_word(clause, &["portrait", "vertical*", "портрет*", "вертикал*"]) {
+        return Some((2, 3));
+    }
+    if any_word(clause, &["landscape", "horizontal*", "горизонтал*"]) {
+        return Some((3, 2));
+    }
+    None
+}
+
+fn resize(clause: &[&str], matched: &[&str]) -> Resize {
+    let words: Vec<&str> = clause.iter().chain(matched).copied().collect();
+    if let Some(n) = number(&words) {
+        if any_word(&words, &["percent", "процент*"]) {
+            return Resize::Scale((n / 100.0).clamp(0.01, 4.0));
+        }
+        if any_word(&words, &["tall", "height", "high", "высот*"]) && n >= 1.0 {
+            return Resize::Height(n as u32);
+        }
+        if n >= 8.0 {
+            return Resize::Width(n as u32);
+        }
+        if n > 0.0 && any_word(&words, &["times", "раз*", "x"]) {
+            return Resize::Scale(if any_word(&words, SMALLER) {
+                1.0 / n
+            } else {
+                n
+            });
+        }
+    }
+    let bigger = any_word(&words, BIGGER);
+    let smaller = any_word(&words, SMALLER);
+    if smaller {
+        Resize::Scale(if any_word(&words, &["third", "треть*", "три"]) {
+            1.0 / 3.0
+        } else if any_word(&words, &["quarter", "четверть*", "четыре"]) {
+            0.25
+        } else {
+            0.5
+        })
+    } else if bigger {
+        Resize::Scale(2.0)
+    } else {
+        Resize::Scale(0.5)
     }
 }
 
@@ -556,10 +927,16 @@ fn rotation(clause: &[&str], matched: &[&str]) -> u16 {
 
 /// Applies the ops in order.
 pub fn apply(img: RgbaImage, ops: &[EditOp]) -> RgbaImage {
-    ops.iter().fold(img, |img, op| apply_one(img, *op))
+    apply_seeded(img, ops, 0)
 }
 
-fn apply_one(mut img: RgbaImage, op: EditOp) -> RgbaImage {
+/// Applies the ops in order; `seed` drives the random parts of restyles.
+pub fn apply_seeded(img: RgbaImage, ops: &[EditOp], seed: u32) -> RgbaImage {
+    ops.iter().fold(img, |img, op| apply_one(img, op, seed))
+}
+
+fn apply_one(mut img: RgbaImage, op: &EditOp, seed: u32) -> RgbaImage {
+    let op = op.clone();
     match op {
         EditOp::Grayscale => {
             map_rgb(&mut img, |[r, g, b]| {
@@ -625,7 +1002,188 @@ fn apply_one(mut img: RgbaImage, op: EditOp) -> RgbaImage {
             imageops::flip_vertical_in_place(&mut img);
             img
         }
+        EditOp::Saturation(pct) => {
+            let k = (1.0 + pct / 100.0).max(0.0);
+            map_rgb(&mut img, |[r, g, b]| {
+                let y = f32::from(luma(r, g, b));
+                [
+                    to_u8(y + (f32::from(r) - y) * k),
+                    to_u8(y + (f32::from(g) - y) * k),
+                    to_u8(y + (f32::from(b) - y) * k),
+                ]
+            });
+            img
+        }
+        EditOp::Temperature(t) => {
+            let t = t.clamp(-1.0, 1.0);
+            let lut = |shift: f32| -> [u8; 256] {
+                std::array::from_fn(|v| {
+                    to_u8(v as f32 + shift * (1.0 - (v as f32 / 255.0 - 0.5).abs()))
+                })
+            };
+            let (lr, lg, lb) = (lut(28.0 * t), lut(6.0 * t), lut(-28.0 * t));
+            map_rgb(&mut img, |[r, g, b]| {
+                [lr[r as usize], lg[g as usize], lb[b as usize]]
+            });
+            img
+        }
+        EditOp::Crop(a, b) => crop_to_ratio(img, a, b),
+        EditOp::Resize(r) => resize_image(img, r),
+        EditOp::Pixelate(block) => pixelate(img, block),
+        EditOp::Posterize(levels) => {
+            let l = f32::from(levels.max(2)) - 1.0;
+            let lut: [u8; 256] =
+                std::array::from_fn(|v| to_u8(((v as f32 / 255.0 * l).round() / l) * 255.0));
+            map_rgb(&mut img, |[r, g, b]| {
+                [lut[r as usize], lut[g as usize], lut[b as usize]]
+            });
+            img
+        }
+        EditOp::Vignette(k) => vignette(img, k),
+        EditOp::Border(color, width) => border(img, color, width),
+        EditOp::Text(t, pos, color) => {
+            let look = color.map_or(text::Look::Auto, text::Look::Color);
+            text::draw_at(&mut img, &t, pos, look);
+            img
+        }
+        EditOp::Restyle(s) => {
+            style::apply(&mut img, s, seed, false);
+            img
+        }
     }
+}
+
+fn crop_to_ratio(img: RgbaImage, a: u32, b: u32) -> RgbaImage {
+    let (w, h) = img.dimensions();
+    if a == 0 || b == 0 {
+        return img;
+    }
+    // Largest centred rectangle with w:h = a:b.
+    let (cw, ch) = if u64::from(w) * u64::from(b) > u64::from(h) * u64::from(a) {
+        (
+            ((u64::from(h) * u64::from(a) + u64::from(b) / 2) / u64::from(b)) as u32,
+            h,
+        )
+    } else {
+        (
+            w,
+            ((u64::from(w) * u64::from(b) + u64::from(a) / 2) / u64::from(a)) as u32,
+        )
+    };
+    let (cw, ch) = (cw.clamp(1, w), ch.clamp(1, h));
+    imageops::crop_imm(&img, (w - cw) / 2, (h - ch) / 2, cw, ch).to_image()
+}
+
+/// The size a resize gives, kept within sane bounds (no side over 8192, at most 40 MP, at
+/// most 4x up, at least 16 px), the aspect ratio preserved.
+pub fn resized_dimensions(w: u32, h: u32, r: Resize) -> (u32, u32) {
+    let (wf, hf) = (w as f64, h as f64);
+    let mut k = match r {
+        Resize::Scale(s) => f64::from(s),
+        Resize::Width(nw) => f64::from(nw) / wf,
+        Resize::Height(nh) => f64::from(nh) / hf,
+    };
+    k = k.min(4.0);
+    k = k.min(f64::from(MAX_SIDE) / wf.max(hf));
+    k = k.min((MAX_PIXELS as f64 / (wf * hf)).sqrt());
+    k = k.max(f64::from(MIN_SIDE) / wf.min(hf)).max(1e-6);
+    let nw = ((wf * k).round() as u32).clamp(1, MAX_SIDE);
+    let nh = ((hf * k).round() as u32).clamp(1, MAX_SIDE);
+    (nw, nh)
+}
+
+fn resize_image(img: RgbaImage, r: Resize) -> RgbaImage {
+    let (w, h) = img.dimensions();
+    let (nw, nh) = resized_dimensions(w, h, r);
+    if (nw, nh) == (w, h) {
+        return img;
+    }
+    if nw * 2 == w && nh * 2 == h {
+        // Exactly half: a 2x2 box average, fast and sharp.
+        let src = img.as_raw();
+        let stride = w as usize * 4;
+        let mut out = vec![0u8; nw as usize * nh as usize * 4];
+        for (y, row) in out.chunks_exact_mut(nw as usize * 4).enumerate() {
+            let a = &src[y * 2 * stride..];
+            let b = &src[(y * 2 + 1) * stride..];
+            for (x, px) in row.chunks_exact_mut(4).enumerate() {
+                for (c, out) in px.iter_mut().enumerate() {
+                    let i = x * 8 + c;
+                    let sum = u16::from(a[i])
+                        + u16::from(a[i + 4])
+                        + u16::from(b[i])
+                        + u16::from(b[i + 4]);
+                    *out = ((sum + 2) / 4) as u8;
+                }
+            }
+        }
+        return RgbaImage::from_raw(nw, nh, out).unwrap_or(img);
+    }
+    imageops::resize(&img, nw, nh, imageops::FilterType::Triangle)
+}
+
+fn pixelate(mut img: RgbaImage, block_per_1000: f32) -> RgbaImage {
+    let (w, h) = img.dimensions();
+    let block = ((w.max(h) as f32 * block_per_1000 / 1000.0).round() as u32).max(4);
+    for by in (0..h).step_by(block as usize) {
+        for bx in (0..w).step_by(block as usize) {
+            let (x1, y1) = ((bx + block).min(w), (by + block).min(h));
+            let mut acc = [0u64; 4];
+            for y in by..y1 {
+                for x in bx..x1 {
+                    let p = img.get_pixel(x, y);
+                    for c in 0..4 {
+                        acc[c] += u64::from(p[c]);
+                    }
+                }
+            }
+            let n = u64::from((x1 - bx) * (y1 - by));
+            let avg = image::Rgba(acc.map(|v| ((v + n / 2) / n) as u8));
+            for y in by..y1 {
+                for x in bx..x1 {
+                    img.put_pixel(x, y, avg);
+                }
+            }
+        }
+    }
+    img
+}
+
+fn vignette(mut img: RgbaImage, strength: f32) -> RgbaImage {
+    let (w, h) = img.dimensions();
+    let (cx, cy) = (w as f32 / 2.0, h as f32 / 2.0);
+    let norm = 1.0 / (cx * cx + cy * cy).sqrt();
+    let k = strength.clamp(0.0, 1.0);
+    // One factor per row and column would not be round; a per-pixel radius is cheap enough.
+    for (y, row) in img.as_mut().chunks_exact_mut(w as usize * 4).enumerate() {
+        let dy = (y as f32 + 0.5 - cy) * norm;
+        for (x, px) in row.chunks_exact_mut(4).enumerate() {
+            let dx = (x as f32 + 0.5 - cx) * norm;
+            let r = (dx * dx + dy * dy).sqrt();
+            let t = ((r - 0.35) / 0.65).clamp(0.0, 1.0);
+            let f = 1.0 - k * t * t * (3.0 - 2.0 * t);
+            for c in px.iter_mut().take(3) {
+                *c = (f32::from(*c) * f + 0.5) as u8;
+            }
+        }
+    }
+    img
+}
+
+fn border(mut img: RgbaImage, color: [u8; 3], width_per_1000: f32) -> RgbaImage {
+    let (w, h) = img.dimensions();
+    let bw = ((w.max(h) as f32 * width_per_1000 / 1000.0).round() as u32)
+        .max(1)
+        .min(w.min(h) / 4);
+    let px = image::Rgba([color[0], color[1], color[2], 255]);
+    for y in 0..h {
+        for x in 0..w {
+            if x < bw || y < bw || x + bw >= w || y + bw >= h {
+                img.put_pixel(x, y, px);
+            }
+        }
+    }
+    img
 }
 
 /// A per-1000-px sigma as pixels for this image.
@@ -863,7 +1421,9 @@ mod tests {
         let img = RgbaImage::from_pixel(10, 10, image::Rgba([10, 20, 30, 77]));
         for op in [Grayscale, Sepia, Invert, Brightness(50), Contrast(40.0)] {
             assert!(
-                apply(img.clone(), &[op]).pixels().all(|p| p[3] == 77),
+                apply(img.clone(), std::slice::from_ref(&op))
+                    .pixels()
+                    .all(|p| p[3] == 77),
                 "{op:?}"
             );
         }

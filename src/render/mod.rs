@@ -4,6 +4,8 @@
 //! This is the only module that names the `image` crate. Everything here is synchronous and
 //! CPU-bound; callers run it on the bounded blocking pool (`render::pool`), never on async threads.
 
+pub mod avatar;
+pub mod backends;
 pub mod catalog;
 pub mod decode;
 pub mod edit;
@@ -12,6 +14,8 @@ pub mod enhance;
 pub mod faults;
 pub mod pool;
 pub mod procedural;
+pub mod style;
+pub mod text;
 pub mod watermark;
 
 use std::fmt;
@@ -20,6 +24,7 @@ pub use catalog::{Model, Ratio};
 pub use decode::{DecodeLimits, SourceInfo};
 pub use pool::RenderPool;
 pub use procedural::ProceduralRenderer;
+pub use style::Style;
 
 /// An RGBA picture produced by a renderer, before watermarking and encoding.
 pub struct Picture(pub(crate) image::RgbaImage);
@@ -108,6 +113,24 @@ pub struct PngParameters {
     pub seed: u64,
     pub model: String,
     pub kind: &'static str,
+}
+
+/// Shrinks a picture so that its long side is at most `max_side` (never enlarges).
+pub fn downscale(picture: Picture, max_side: u32) -> Picture {
+    let (w, h) = (picture.width(), picture.height());
+    let long = w.max(h);
+    if max_side == 0 || long <= max_side {
+        return picture;
+    }
+    let k = f64::from(max_side) / f64::from(long);
+    let nw = ((f64::from(w) * k).round() as u32).max(1);
+    let nh = ((f64::from(h) * k).round() as u32).max(1);
+    Picture(image::imageops::resize(
+        &picture.0,
+        nw,
+        nh,
+        image::imageops::FilterType::Lanczos3,
+    ))
 }
 
 /// Watermarks (when asked) and encodes the picture as PNG with a `parameters` chunk.

@@ -1,18 +1,26 @@
-//! The built-in procedural renderer: draws a landscape (or space scene, or abstract piece)
-//! from the words of the prompt, deterministically from the seed, on the CPU.
+//! The built-in procedural renderer: draws the prompt's scene and things from its words,
+//! deterministically from the seed, on the CPU, without model weights.
 //!
-//! The pipeline is: read the prompt ([`prompt`]) → plan the scene ([`scene`]) → paint layers
-//! back to front (sky gradient and glow, stars, planet, moon, sun, clouds, terrain layers with
-//! water between them, fog, snow) on a float canvas ([`canvas`]) → vignette and grain.
-//! Models differ in the work spent: layers, noise octaves, texture, star and tree counts, and
-//! supersampled silhouettes for `0.2plus`.
+//! The pipeline is: read the prompt ([`prompt`]) → plan the scene ([`scene`]: palette, sky,
+//! terrain layers, water) and place its things ([`compose`]) → paint back to front on a float
+//! canvas ([`canvas`]): sky ([`sky`]), aurora and rainbow, terrain ([`terrain`]) with water
+//! ([`water`]) between the layers, rivers, roads and flowers ([`features`]), the objects
+//! ([`objects`], drawn with [`shapes`]), atmosphere ([`atmosphere`]) → vignette → the style pass
+//! (`render::style`) → quoted text (`render::text`). A still life and the underwater world are
+//! painted by [`features`] instead of sky and terrain. Models differ in the work spent: layers,
+//! noise octaves, texture, star and object counts, supersampled silhouettes for `0.2plus`, and
+//! the finishing pass for `artist` and `0.2plus`.
 
 mod art;
 mod atmosphere;
 mod canvas;
-mod noise;
+mod compose;
+mod features;
+pub(crate) mod noise;
+mod objects;
 mod prompt;
 mod scene;
+mod shapes;
 mod sky;
 mod terrain;
 mod water;
@@ -20,11 +28,21 @@ mod water;
 use sha2::{Digest, Sha256};
 
 use super::decode::{self, DecodeLimits};
+use super::style;
+use super::text;
 use super::{EditSpec, GenerateSpec, Model, Picture, Ratio, RenderError, Renderer, edit};
-use canvas::Canvas;
+use canvas::{Canvas, mix, rgb};
+use compose::{Setting, Spot};
 use noise::{Field, Rng, fbm2};
-use prompt::Theme;
+use prompt::{TextMode, Theme};
 use scene::Plan;
+
+pub use prompt::vocabulary_size;
+
+/// Splits the first quoted text ("…", «…», “…”) out of `text`: (the rest, the quoted text).
+pub fn quoted_text(text: &str) -> (String, Option<String>) {
+    prompt::extract_quoted(text)
+}
 
 /// Draws pictures from prompts without any model weights: fast, deterministic, offline.
 #[derive(Debug, Default, Clone)]
@@ -41,20 +59,115 @@ impl Renderer for ProceduralRenderer {
     }
 
     fn edit(&self, spec: &EditSpec) -> Result<Picture, RenderError> {
-        let img = decode::decode(&spec.source, &DecodeLimits::default())?;
         let ops = edit::parse_instruction(&spec.instruction)?;
-        Ok(Picture(edit::apply(img, &ops)))
+        let img = decode::decode(&spec.source, &DecodeLimits::default())?;
+        Ok(Picture(edit::apply_seeded(img, &ops, spec.seed as u32)))
     }
 }
 
 /// Renders a prompt at exactly `model.dimensions(ratio)` (with `Auto` resolved from the prompt).
 pub fn render(prompt: &str, model: Model, ratio: Ratio, seed: u64) -> image::RgbaImage {
+    render_styled(prompt, model, ratio, seed, None)
+}
+
+/// What the prompt enhancer needs to know about a prompt.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    pub main_subject: Option<&'static str>,
+    /// Names any landscape element.
+    pub landscape: bool,
+    /// "day", "golden" or "night" when the prompt names a time.
+    pub time: Option<&'static str>,
+    pub indoor: bool,
+    pub underwater: bool,
+    /// Says where things go (left, right, centre).
+    pub placed: bool,
+}
+
+/// Reads a prompt the way the renderer does, for the prompt enhancer.
+pub fn theme_summary(prompt: &str) -> Summary {
+    let theme = Theme::read(prompt);
+    let setting = compose::Setting::choose(&theme);
+    Summary {
+        main_subject: theme.subjects.first().map(|s| thing_name(s.thing)),
+        landscape: !theme.elements.is_empty(),
+        time: theme.time.map(|t| match t {
+            prompt::Time::Day => "day",
+            prompt::Time::Golden => "golden",
+            prompt::Time::Night => "night",
+        }),
+        indoor: setting == Setting::StillLife,
+        underwater: setting == Setting::Underwater,
+        placed: theme.place.is_some(),
+    }
+}
+
+/// A [`Picture`] in a forced style (`pictor render --style`).
+pub fn render_picture(
+    prompt: &str,
+    model: Model,
+    ratio: Ratio,
+    seed: u64,
+    style: Option<style::Style>,
+) -> Picture {
+    Picture(render_styled(prompt, model, ratio, seed, style))
+}
+
+/// Like [`render`], with the style forced (`pictor render --style`).
+pub fn render_styled(
+    prompt: &str,
+    model: Model,
+    ratio: Ratio,
+    seed: u64,
+    style: Option<style::Style>,
+) -> image::RgbaImage {
     let ratio = ratio.resolve_auto(prompt);
     let (w, h) = model.dimensions(ratio);
-    let theme = Theme::read(prompt);
+    let mut theme = Theme::read(prompt);
+    if style.is_some() {
+        theme.style = style;
+    }
     let mut rng = Rng::new(seed ^ prompt_hash(prompt));
     let plan = Plan::new(&theme, model, w as usize, h as usize, &mut rng);
-    paint(&plan, &rng)
+    let sign = (theme.text_mode == Some(TextMode::Sign)).then(|| sign_box(&plan, &theme));
+    let mut img = paint(&plan, &rng, sign);
+    style::apply(&mut img, plan.style, plan.seed, model != Model::Fast);
+    if let (Some(t), Some(mode)) = (&theme.text, theme.text_mode) {
+        match (mode, sign) {
+            (TextMode::Sign, Some(b)) => {
+                let pad = b.3 * 0.14;
+                text::draw_in_box(
+                    &mut img,
+                    t,
+                    (b.0 + pad, b.1 + pad, b.2 - 2.0 * pad, b.3 - 2.0 * pad),
+                    text::Look::Ink,
+                );
+            }
+            (TextMode::Neon, _) => {
+                text::draw_at(
+                    &mut img,
+                    t,
+                    text::Position::Center,
+                    text::Look::Neon([255, 60, 200]),
+                );
+            }
+            _ => {
+                let pos = if plan.setting == Setting::StillLife {
+                    text::Position::Top
+                } else if plan
+                    .subjects
+                    .iter()
+                    .any(|p| p.spot == Spot::Sky && p.y < plan.h as f32 * 0.35)
+                {
+                    text::Position::Bottom
+                } else {
+                    text::Position::Top
+                };
+                text::draw_at(&mut img, t, pos, text::Look::Auto);
+            }
+        }
+    }
+    img
 }
 
 /// A stable 64-bit hash of the prompt (SHA-256, first 8 bytes).
@@ -65,25 +178,77 @@ fn prompt_hash(prompt: &str) -> u64 {
     u64::from_le_bytes(first)
 }
 
-fn paint(plan: &Plan, rng: &Rng) -> image::RgbaImage {
+/// Where a signboard stands: the foreground, away from the main subject.
+fn sign_box(plan: &Plan, _theme: &Theme) -> (f32, f32, f32, f32) {
+    let (w, h) = (plan.w as f32, plan.h as f32);
+    let main_x = plan
+        .subjects
+        .iter()
+        .find(|p| p.spot != Spot::Sky)
+        .map(|p| p.x);
+    let cx = match main_x {
+        Some(x) if x < w * 0.5 => w * 0.72,
+        Some(_) => w * 0.28,
+        None => w * 0.5,
+    };
+    let bw = w * 0.4;
+    let bh = (bw * 0.42).min(h * 0.24);
+    let ground = match plan.setting {
+        Setting::Landscape => compose::stage_ground(plan, cx).min(h * 0.97),
+        _ => h * 0.92,
+    };
+    let y = ground - h * 0.12 - bh;
+    (cx - bw / 2.0, y.max(h * 0.05), bw, bh)
+}
+
+fn paint(plan: &Plan, rng: &Rng, sign: Option<(f32, f32, f32, f32)>) -> image::RgbaImage {
     let mut c = Canvas::new(plan.w, plan.h);
-    if plan.abstract_art {
+    if plan.abstract_art && plan.subjects.is_empty() {
         art::paint(&mut c, plan, &mut rng.fork("art"));
         return c.into_image(plan.detail.vignette, plan.detail.grain, plan.seed);
     }
+    match plan.setting {
+        Setting::StillLife => {
+            features::interior(&mut c, plan, &mut rng.fork("interior"));
+            compose::paint(&mut c, plan, |_| true);
+        }
+        Setting::Underwater => {
+            features::underwater(&mut c, plan, &mut rng.fork("underwater"));
+            compose::paint(&mut c, plan, |_| true);
+        }
+        Setting::Landscape => landscape(&mut c, plan, rng),
+    }
+    if let Some(b) = sign {
+        signboard(&mut c, plan, b);
+    }
+    c.into_image(plan.detail.vignette, plan.detail.grain, plan.seed)
+}
 
-    sky::gradient(&mut c, plan);
-    sky::stars(&mut c, plan, &mut rng.fork("stars"));
+fn landscape(c: &mut Canvas, plan: &Plan, rng: &Rng) {
+    sky::gradient(c, plan);
+    sky::stars(c, plan, &mut rng.fork("stars"));
+    if plan.aurora {
+        features::aurora(c, plan);
+    }
     if let Some(p) = plan.planet {
-        sky::planet(&mut c, plan, p);
+        sky::planet(c, plan, p);
     }
     if let Some(m) = plan.moon {
-        sky::moon(&mut c, plan, m);
+        sky::moon(c, plan, m);
     }
     if let Some(s) = plan.sun {
-        sky::sun(&mut c, plan, s);
+        sky::sun(c, plan, s);
+        if plan.synthwave {
+            features::sun_stripes(c, plan);
+        }
     }
-    sky::clouds(&mut c, plan);
+    sky::clouds(c, plan);
+    if plan.rainbow {
+        features::rainbow(c, plan, &mut rng.fork("rainbow"));
+    }
+    if plan.lightning {
+        features::lightning(c, plan, &mut rng.fork("lightning"));
+    }
 
     let texture = plan.detail.texture.then(|| {
         let u = plan.unit;
@@ -98,19 +263,139 @@ fn paint(plan: &Plan, rng: &Rng) -> image::RgbaImage {
         if let Some(w) = plan.water
             && w.before == i
         {
-            water::paint(&mut c, plan, w);
+            water::paint(c, plan, w);
+            features::islands(c, plan, &mut rng.fork("islands"));
         }
-        terrain::paint(&mut c, plan, layer, texture.as_ref(), &mut objects);
+        terrain::paint(c, plan, layer, texture.as_ref(), &mut objects);
     }
     if let Some(w) = plan.water
         && w.before >= plan.layers.len()
     {
-        water::paint(&mut c, plan, w);
+        water::paint(c, plan, w);
+        features::islands(c, plan, &mut rng.fork("islands"));
     }
+    if plan.synthwave && plan.water.is_none() {
+        features::grid_floor(c, plan);
+    }
+    if let Some(colors) = &plan.flowers {
+        features::flowers(c, plan, colors, &mut rng.fork("flowers"));
+    }
+    if plan.river {
+        features::river(c, plan, &mut rng.fork("river"));
+    }
+    if plan.road {
+        features::road(
+            c,
+            plan,
+            &mut rng.fork("road"),
+            plan.neon
+                || plan
+                    .layers
+                    .iter()
+                    .any(|l| matches!(l.objects, scene::Objects::City { .. })),
+        );
+    }
+    compose::paint(c, plan, |_| true);
+    if plan.fireflies {
+        features::fireflies(c, plan, &mut rng.fork("fireflies"));
+    }
+    atmosphere::fog(c, plan);
+    features::rain(c, plan, &mut rng.fork("rain"));
+    atmosphere::snowfall(c, plan, &mut rng.fork("snow"));
+}
 
-    atmosphere::fog(&mut c, plan);
-    atmosphere::snowfall(&mut c, plan, &mut rng.fork("snow"));
-    c.into_image(plan.detail.vignette, plan.detail.grain, plan.seed)
+/// A wooden signboard on two posts; the text is written on it after the style pass.
+fn signboard(c: &mut Canvas, plan: &Plan, b: (f32, f32, f32, f32)) {
+    use shapes::{Light, Part, Xform, rect};
+    let (x, y, w, h) = b;
+    let ground = y + h + plan.h as f32 * 0.12;
+    let wood = rgb(176, 128, 80);
+    let parts = vec![
+        Part::new(rect(0.12, 0.0, 0.17, 1.0, 0.0), rgb(110, 76, 48)),
+        Part::new(rect(0.83, 0.0, 0.88, 1.0, 0.0), rgb(110, 76, 48)),
+        Part::new(
+            rect(0.0, 1.0 - h / (ground - y), 1.0, 1.0, 0.01),
+            mix(wood, rgb(230, 200, 150), 0.4),
+        )
+        .shade(0.3)
+        .tex(0.08, 20.0),
+    ];
+    let t = Xform {
+        ox: x,
+        oy: ground,
+        s: w,
+        flip: 1.0,
+    };
+    // Scale y: the drawing is one unit wide; posts reach the ground.
+    let k = (ground - y) / w;
+    let parts: Vec<Part> = parts
+        .into_iter()
+        .map(|p| Part {
+            sdf: scale_y(p.sdf, k),
+            ..p
+        })
+        .collect();
+    shapes::draw(c, &parts, t, &Light::plain(), None);
+}
+
+fn scale_y(s: shapes::Sdf, k: f32) -> shapes::Sdf {
+    match s {
+        shapes::Sdf::Rect(c, hw, hh, r) => {
+            shapes::Sdf::Rect(shapes::V(c.0, c.1 * k), hw, hh * k, r)
+        }
+        other => other,
+    }
+}
+
+/// The vocabulary's size and the things, for the README and `pictor render --list`.
+pub fn things() -> Vec<&'static str> {
+    prompt::Thing::ALL.iter().map(|t| thing_name(*t)).collect()
+}
+
+fn thing_name(t: prompt::Thing) -> &'static str {
+    use prompt::Thing as T;
+    match t {
+        T::Cat => "cat",
+        T::Dog => "dog",
+        T::Horse => "horse",
+        T::Deer => "deer",
+        T::Fox => "fox",
+        T::Wolf => "wolf",
+        T::Bear => "bear",
+        T::Rabbit => "rabbit",
+        T::Bird => "bird",
+        T::Owl => "owl",
+        T::Swan => "swan",
+        T::Duck => "duck",
+        T::Fish => "fish",
+        T::Whale => "whale",
+        T::Dolphin => "dolphin",
+        T::Butterfly => "butterfly",
+        T::Person => "person",
+        T::Tree => "tree",
+        T::Pine => "pine",
+        T::Palm => "palm",
+        T::Birch => "birch",
+        T::Sakura => "sakura",
+        T::House => "house",
+        T::Cabin => "cabin",
+        T::Castle => "castle",
+        T::Lighthouse => "lighthouse",
+        T::Windmill => "windmill",
+        T::Pagoda => "pagoda",
+        T::Boat => "boat",
+        T::Ship => "ship",
+        T::Balloon => "balloon",
+        T::Rocket => "rocket",
+        T::Snowman => "snowman",
+        T::Apple => "apple",
+        T::Orange => "orange",
+        T::Pear => "pear",
+        T::Banana => "banana",
+        T::Cherry => "cherry",
+        T::Lemon => "lemon",
+        T::Cup => "cup",
+    }
 }
 
 #[cfg(test)]

@@ -131,6 +131,9 @@ pub struct JobRecord {
     /// Times the job was started (more than one only after restarts).
     #[serde(default)]
     pub attempts: u32,
+    /// When the picture was deleted by the retention policy.
+    #[serde(default)]
+    pub photo_deleted_at: Option<Millis>,
 }
 
 impl JobRecord {
@@ -337,6 +340,7 @@ impl Store {
                 started_at: None,
                 finished_at: None,
                 attempts: 0,
+                photo_deleted_at: None,
             };
             active.insert(user.id, job.id)?;
             write_job(&txn, &job)?;
@@ -541,6 +545,43 @@ impl Store {
         }
         txn.commit()?;
         Ok(resume)
+    }
+
+    /// Marks pictures of jobs finished before `before` as deleted (at most `limit` per call) and
+    /// returns their file tokens, for the caller to remove the files.
+    pub fn expire_pictures(
+        &self,
+        before: Millis,
+        now: Millis,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let txn = self.db().begin_write()?;
+        let mut tokens = Vec::new();
+        {
+            let mut jobs = txn.open_table(JOBS)?;
+            let mut expired: Vec<JobRecord> = Vec::new();
+            for row in jobs.iter()? {
+                let job: JobRecord = codec::decode(row?.1.value())?;
+                if job.status == JobStatus::Done
+                    && job.photo_deleted_at.is_none()
+                    && job.finished_at.is_some_and(|f| f < before)
+                {
+                    expired.push(job);
+                    if expired.len() >= limit {
+                        break;
+                    }
+                }
+            }
+            for mut job in expired {
+                if let Some(t) = job.photo_token.clone() {
+                    tokens.push(t);
+                }
+                job.photo_deleted_at = Some(now);
+                jobs.insert(job.id, codec::encode(&job)?.as_slice())?;
+            }
+        }
+        txn.commit()?;
+        Ok(tokens)
     }
 
     /// Every job (used by the consistency checks of tests and `pictor` maintenance).

@@ -1,7 +1,534 @@
-//! The admin page(s). (Being written.)
+//! `/admin`: the operator's pages, for users with the admin flag. Register an OAuth client (its
+//! `app_secret` is shown once, on the response page), list and remove clients, and manage users:
+//! grant or remove credits, PRO on/off, ban/unban (a ban also ends the user's sessions).
+//!
+//! Not signed in → sign-in page; signed in without the admin flag → 403. Every POST checks the
+//! CSRF field first. Changes redirect back to `GET /admin?done=…`; input errors are shown on the
+//! page with a 4xx status.
 
-use poem::Route;
+use std::collections::HashMap;
+
+use poem::http::StatusCode;
+use poem::web::cookie::CookieJar;
+use poem::web::{Data, Form, Path, Query};
+use poem::{Request, Response, Route, get, handler, post};
+use serde::Deserialize;
+
+use super::account::date_of;
+use super::error_page;
+use crate::idp::web::{SignedIn, csrf_ok, csrf_token, page_with_status, redirect, signed_in};
+use crate::ops::{self, OpError};
+use crate::state::AppState;
+use crate::store::{StoreError, UserId, UserPatch, UserRecord};
+
+/// At most this many users are listed at once (narrow the list with the search box).
+const MAX_LISTED_USERS: usize = 200;
+/// At most this many redirect URIs per client.
+const MAX_REDIRECT_URIS: usize = 20;
 
 pub fn routes() -> Route {
     Route::new()
+        .at("/", get(admin_get))
+        .at("/clients", post(add_client_post))
+        .at("/clients/remove", post(remove_client_post))
+        .at("/users/:id/credits", post(credits_post))
+        .at("/users/:id/pro", post(pro_post))
+        .at("/users/:id/ban", post(ban_post))
+}
+
+struct ClientView {
+    name: String,
+    redirect_uris: Vec<String>,
+    created: String,
+}
+
+struct UserView {
+    id: String,
+    email: String,
+    name: String,
+    balance: i64,
+    pro: bool,
+    banned: bool,
+    admin: bool,
+    is_me: bool,
+}
+
+#[derive(askama::Template)]
+#[template(path = "admin.html")]
+struct AdminPage {
+    csrf: String,
+    is_admin: bool,
+    current: &'static str,
+    notice: Option<&'static str>,
+    error: Option<(&'static str, String)>,
+    /// (app_name, app_secret) of a client registered by this request.
+    new_client: Option<(String, String)>,
+    form_name: String,
+    form_uris: String,
+    clients: Vec<ClientView>,
+    q: String,
+    users: Vec<UserView>,
+    total_users: usize,
+}
+
+impl AdminPage {
+    fn error_in(&self, section: &str) -> Option<&str> {
+        self.error
+            .as_ref()
+            .filter(|(s, _)| *s == section)
+            .map(|(_, m)| m.as_str())
+    }
+}
+
+#[derive(Default)]
+struct Extras {
+    notice: Option<&'static str>,
+    error: Option<(&'static str, String)>,
+    new_client: Option<(String, String)>,
+    form_name: String,
+    form_uris: String,
+    q: String,
+}
+
+impl Extras {
+    fn error(section: &'static str, message: impl Into<String>) -> Extras {
+        Extras {
+            error: Some((section, message.into())),
+            ..Extras::default()
+        }
+    }
+}
+
+fn render(
+    state: &AppState,
+    jar: &CookieJar,
+    me: &UserRecord,
+    extras: Extras,
+    status: StatusCode,
+) -> Response {
+    let mut clients: Vec<ClientView> = match state.store.clients() {
+        Ok(list) => list
+            .into_iter()
+            .map(|c| ClientView {
+                name: c.name,
+                redirect_uris: c.redirect_uris,
+                created: date_of(c.created_at),
+            })
+            .collect(),
+        Err(e) => {
+            tracing::error!(error = %e, "listing clients");
+            Vec::new()
+        }
+    };
+    clients.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut all = match state.store.users() {
+        Ok(u) => u,
+        Err(e) => {
+            tracing::error!(error = %e, "listing users");
+            Vec::new()
+        }
+    };
+    let total_users = all.len();
+    all.sort_by(|a, b| a.email.cmp(&b.email));
+    let needle = extras.q.trim().to_lowercase();
+    let users = all
+        .into_iter()
+        .filter(|u| {
+            needle.is_empty()
+                || u.email.contains(&needle)
+                || u.name.to_lowercase().contains(&needle)
+                || u.user_id().to_string() == needle
+        })
+        .take(MAX_LISTED_USERS)
+        .map(|u| UserView {
+            id: u.user_id().to_string(),
+            is_me: u.id == me.id,
+            email: u.email,
+            name: u.name,
+            balance: u.balance,
+            pro: u.pro,
+            banned: u.banned,
+            admin: u.admin,
+        })
+        .collect();
+    page_with_status(
+        &AdminPage {
+            csrf: csrf_token(state, jar),
+            is_admin: true,
+            current: "admin",
+            notice: extras.notice,
+            error: extras.error,
+            new_client: extras.new_client,
+            form_name: extras.form_name,
+            form_uris: extras.form_uris,
+            clients,
+            q: extras.q,
+            users,
+            total_users,
+        },
+        status,
+    )
+}
+
+fn csrf_refused(state: &AppState) -> Response {
+    error_page(
+        state,
+        StatusCode::FORBIDDEN,
+        "Form expired",
+        "Reload the page and try again.",
+    )
+}
+
+/// The signed-in admin, or the response for everyone else (boxed: a `Response` is large).
+fn require_admin(state: &AppState, jar: &CookieJar) -> Result<SignedIn, Box<Response>> {
+    match signed_in(state, jar) {
+        None => Err(Box::new(redirect("/login?return_to=/admin"))),
+        Some(s) if !s.user.admin => Err(Box::new(error_page(
+            state,
+            StatusCode::FORBIDDEN,
+            "Not allowed",
+            "This page is for administrators only.",
+        ))),
+        Some(s) => Ok(s),
+    }
+}
+
+fn server_error(state: &AppState, what: &str, e: impl std::fmt::Display) -> Response {
+    tracing::error!(error = %e, "{what}");
+    error_page(
+        state,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "Server error",
+        "Something went wrong on our side. Please try again.",
+    )
+}
+
+fn notice_for(done: Option<&str>) -> Option<&'static str> {
+    Some(match done? {
+        "client-removed" => "The app was removed; everything issued to it was revoked.",
+        "credits" => "The balance was updated.",
+        "pro" => "The PRO flag was updated.",
+        "banned" => "The user was banned and signed out everywhere.",
+        "unbanned" => "The user was unbanned.",
+        _ => return None,
+    })
+}
+
+#[handler]
+pub async fn admin_get(
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let me = match require_admin(&state, jar) {
+        Ok(s) => s.user,
+        Err(r) => return *r,
+    };
+    let extras = Extras {
+        notice: notice_for(q.get("done").map(String::as_str)),
+        q: q.get("q")
+            .map(|s| s.chars().take(200).collect())
+            .unwrap_or_default(),
+        ..Extras::default()
+    };
+    render(&state, jar, &me, extras, StatusCode::OK)
+}
+
+#[derive(Deserialize)]
+pub struct ClientForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    redirect_uris: String,
+}
+
+#[handler]
+pub async fn add_client_post(
+    req: &Request,
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Form(f): Form<ClientForm>,
+) -> Response {
+    if !csrf_ok(&state, req, jar, &f.csrf) {
+        return csrf_refused(&state);
+    }
+    let me = match require_admin(&state, jar) {
+        Ok(s) => s.user,
+        Err(r) => return *r,
+    };
+    let name = f.name.trim().to_string();
+    let uris: Vec<String> = f
+        .redirect_uris
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    let refuse = |msg: String, status| {
+        let extras = Extras {
+            error: Some(("client", msg)),
+            form_name: name.chars().take(64).collect(),
+            form_uris: f.redirect_uris.chars().take(20_000).collect(),
+            ..Extras::default()
+        };
+        render(&state, jar, &me, extras, status)
+    };
+    if uris.is_empty() {
+        return refuse(
+            "Give at least one redirect URI (one per line).".into(),
+            StatusCode::BAD_REQUEST,
+        );
+    }
+    if uris.len() > MAX_REDIRECT_URIS {
+        return refuse(
+            format!("Give at most {MAX_REDIRECT_URIS} redirect URIs."),
+            StatusCode::BAD_REQUEST,
+        );
+    }
+    let now = state.clock.now();
+    let (n, u) = (name.clone(), uris.clone());
+    match state
+        .store
+        .call(move |st| ops::add_client(st, &n, &u, now))
+        .await
+    {
+        Ok(secret) => {
+            tracing::info!(client = %name, "client registered from the admin page");
+            let extras = Extras {
+                new_client: Some((name.clone(), secret)),
+                ..Extras::default()
+            };
+            render(&state, jar, &me, extras, StatusCode::OK)
+        }
+        Err(OpError::Invalid(m)) => refuse(m, StatusCode::BAD_REQUEST),
+        Err(OpError::Store(e)) => server_error(&state, "registering a client", e),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct RemoveClientForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    name: String,
+}
+
+#[handler]
+pub async fn remove_client_post(
+    req: &Request,
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Form(f): Form<RemoveClientForm>,
+) -> Response {
+    if !csrf_ok(&state, req, jar, &f.csrf) {
+        return csrf_refused(&state);
+    }
+    let me = match require_admin(&state, jar) {
+        Ok(s) => s.user,
+        Err(r) => return *r,
+    };
+    let now = state.clock.now();
+    let name = f.name.clone();
+    match state
+        .store
+        .call(move |st| st.remove_client(&name, now))
+        .await
+    {
+        Ok(()) => {
+            tracing::info!(client = %f.name, "client removed from the admin page");
+            redirect("/admin?done=client-removed")
+        }
+        Err(StoreError::NotFound(m)) => render(
+            &state,
+            jar,
+            &me,
+            Extras::error("client", m),
+            StatusCode::NOT_FOUND,
+        ),
+        Err(e) => server_error(&state, "removing a client", e),
+    }
+}
+
+/// The admin and the user a `/admin/users/{id}/…` form is about, or the response to send.
+fn target_user(
+    state: &AppState,
+    jar: &CookieJar,
+    id: &str,
+) -> Result<(UserRecord, UserRecord), Box<Response>> {
+    let me = require_admin(state, jar)?.user;
+    let found = UserId::parse(id).and_then(|uid| state.store.user(uid.0).ok().flatten());
+    match found {
+        Some(target) => Ok((me, target)),
+        None => Err(Box::new(render(
+            state,
+            jar,
+            &me,
+            Extras::error("users", "There is no such user."),
+            StatusCode::NOT_FOUND,
+        ))),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct CreditsForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    amount: String,
+}
+
+#[handler]
+pub async fn credits_post(
+    req: &Request,
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Path(id): Path<String>,
+    Form(f): Form<CreditsForm>,
+) -> Response {
+    if !csrf_ok(&state, req, jar, &f.csrf) {
+        return csrf_refused(&state);
+    }
+    let (me, target) = match target_user(&state, jar, &id) {
+        Ok(t) => t,
+        Err(r) => return *r,
+    };
+    let refuse =
+        |msg: String, status| render(&state, jar, &me, Extras::error("users", msg), status);
+    let Ok(amount) = f.amount.trim().trim_start_matches('+').parse::<i64>() else {
+        return refuse(
+            format!(
+                "The amount for {} must be a whole number, like 50 or -10.",
+                target.email
+            ),
+            StatusCode::BAD_REQUEST,
+        );
+    };
+    let now = state.clock.now();
+    let email = target.email.clone();
+    match state
+        .store
+        .call(move |st| st.grant_credits(&email, amount, now))
+        .await
+    {
+        Ok(user) => {
+            tracing::info!(user = %user.user_id(), amount, "credits granted from the admin page");
+            redirect(&format!("/admin?done=credits#{}", user.user_id()))
+        }
+        Err(StoreError::Invalid(m) | StoreError::NotFound(m)) => {
+            refuse(format!("{}: {m}", target.email), StatusCode::BAD_REQUEST)
+        }
+        Err(e) => server_error(&state, "granting credits", e),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct FlagForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    value: String,
+}
+
+fn parse_flag(value: &str) -> Option<bool> {
+    match value {
+        "true" | "on" | "1" => Some(true),
+        "false" | "off" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+#[handler]
+pub async fn pro_post(
+    req: &Request,
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Path(id): Path<String>,
+    Form(f): Form<FlagForm>,
+) -> Response {
+    if !csrf_ok(&state, req, jar, &f.csrf) {
+        return csrf_refused(&state);
+    }
+    let (me, target) = match target_user(&state, jar, &id) {
+        Ok(t) => t,
+        Err(r) => return *r,
+    };
+    let Some(pro) = parse_flag(&f.value) else {
+        return render(
+            &state,
+            jar,
+            &me,
+            Extras::error("users", "Choose PRO on or off."),
+            StatusCode::BAD_REQUEST,
+        );
+    };
+    let email = target.email.clone();
+    let patch = UserPatch {
+        pro: Some(pro),
+        ..UserPatch::default()
+    };
+    match state
+        .store
+        .call(move |st| st.update_user(&email, patch))
+        .await
+    {
+        Ok(user) => {
+            tracing::info!(user = %user.user_id(), pro, "PRO flag changed from the admin page");
+            redirect(&format!("/admin?done=pro#{}", user.user_id()))
+        }
+        Err(e) => server_error(&state, "changing the PRO flag", e),
+    }
+}
+
+#[handler]
+pub async fn ban_post(
+    req: &Request,
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Path(id): Path<String>,
+    Form(f): Form<FlagForm>,
+) -> Response {
+    if !csrf_ok(&state, req, jar, &f.csrf) {
+        return csrf_refused(&state);
+    }
+    let (me, target) = match target_user(&state, jar, &id) {
+        Ok(t) => t,
+        Err(r) => return *r,
+    };
+    let refuse = |msg: &str, status| render(&state, jar, &me, Extras::error("users", msg), status);
+    let Some(banned) = parse_flag(&f.value) else {
+        return refuse("Choose ban or unban.", StatusCode::BAD_REQUEST);
+    };
+    if banned && target.id == me.id {
+        return refuse("You cannot ban yourself.", StatusCode::BAD_REQUEST);
+    }
+    let email = target.email.clone();
+    let uid = target.id;
+    let result = state
+        .store
+        .call(move |st| {
+            let user = st.update_user(
+                &email,
+                UserPatch {
+                    banned: Some(banned),
+                    ..UserPatch::default()
+                },
+            )?;
+            let ended = if banned {
+                st.delete_user_sessions(uid, None)?
+            } else {
+                0
+            };
+            Ok::<_, StoreError>((user, ended))
+        })
+        .await;
+    match result {
+        Ok((user, ended)) => {
+            tracing::info!(user = %user.user_id(), banned, sessions_ended = ended, "ban changed from the admin page");
+            let done = if banned { "banned" } else { "unbanned" };
+            redirect(&format!("/admin?done={done}#{}", user.user_id()))
+        }
+        Err(e) => server_error(&state, "changing a ban", e),
+    }
 }

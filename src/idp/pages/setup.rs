@@ -1,7 +1,211 @@
-//! The setup page(s). (Being written.)
+//! `/setup?token=…`: the first start. While the store has no users the server prints a one-time
+//! link; it shows a form that creates the administrator account (admin flag, 100 credits), signs
+//! them in and goes to `/account`. The token is compared in constant time and used up by the
+//! first account made with it; afterwards, or with any other token, the page is an error.
 
-use poem::Route;
+use std::collections::HashMap;
+
+use poem::http::StatusCode;
+use poem::web::cookie::CookieJar;
+use poem::web::{Data, Form, Query};
+use poem::{Request, Response, Route, get, handler};
+use serde::Deserialize;
+
+use super::error_page;
+use crate::auth::password;
+use crate::idp::crypto;
+use crate::idp::web::{csrf_ok, csrf_token, page_with_status, redirect, start_session};
+use crate::state::AppState;
+use crate::store::sessions::SessionStage;
+use crate::store::{NewUser, StoreError};
+
+/// Credits the administrator starts with.
+pub const ADMIN_START_CREDITS: u32 = 100;
 
 pub fn routes() -> Route {
-    Route::new()
+    Route::new().at("/", get(setup_get).post(setup_post))
+}
+
+#[derive(askama::Template)]
+#[template(path = "setup.html")]
+struct SetupPage {
+    error: Option<String>,
+    csrf: String,
+    token: String,
+    name: String,
+    email: String,
+}
+
+fn no_users(state: &AppState) -> bool {
+    state.store.users().map(|u| u.is_empty()).unwrap_or(false)
+}
+
+/// Whether `token` is the live setup token and nobody has an account yet.
+fn link_valid(state: &AppState, token: &str) -> bool {
+    !token.is_empty() && state.idp.setup_token_matches(token) && no_users(state)
+}
+
+fn dead_link(state: &AppState) -> Response {
+    error_page(
+        state,
+        StatusCode::NOT_FOUND,
+        "Setup link not valid",
+        "This setup link was already used or is invalid. Sign in instead, or restart Pictor with an empty data folder for a new link.",
+    )
+}
+
+/// Takes the setup token if it is `token` (constant time), so two submissions cannot both
+/// create an administrator. Returns the stored hash, to put back if creating the account fails.
+fn claim_token(state: &AppState, token: &str) -> Option<[u8; 32]> {
+    let mut guard = state
+        .idp
+        .setup_token
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let matches = guard
+        .as_ref()
+        .is_some_and(|h| crypto::ct_eq(h, &crypto::sha256(token)));
+    if matches { guard.take() } else { None }
+}
+
+fn restore_token(state: &AppState, hash: [u8; 32]) {
+    let mut guard = state
+        .idp
+        .setup_token
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if guard.is_none() {
+        *guard = Some(hash);
+    }
+}
+
+#[handler]
+pub async fn setup_get(
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let token = q.get("token").cloned().unwrap_or_default();
+    if !link_valid(&state, &token) {
+        return dead_link(&state);
+    }
+    page_with_status(
+        &SetupPage {
+            error: None,
+            csrf: csrf_token(&state, jar),
+            token,
+            name: String::new(),
+            email: String::new(),
+        },
+        StatusCode::OK,
+    )
+}
+
+#[derive(Deserialize)]
+pub struct SetupForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    token: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    password: String,
+}
+
+#[handler]
+pub async fn setup_post(
+    req: &Request,
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Form(f): Form<SetupForm>,
+) -> Response {
+    if !csrf_ok(&state, req, jar, &f.csrf) {
+        return error_page(
+            &state,
+            StatusCode::FORBIDDEN,
+            "Form expired",
+            "Reload the page and try again.",
+        );
+    }
+    if !link_valid(&state, &f.token) {
+        return dead_link(&state);
+    }
+    let name = f.name.trim().chars().take(100).collect::<String>();
+    let email = f.email.trim().to_lowercase();
+    let again = |msg: String, status| {
+        page_with_status(
+            &SetupPage {
+                error: Some(msg),
+                csrf: csrf_token(&state, jar),
+                token: f.token.clone(),
+                name: name.clone(),
+                email: email.clone(),
+            },
+            status,
+        )
+    };
+    if let Err(e) = crate::store::users::normalize_email(&email) {
+        return again(e.to_string(), StatusCode::BAD_REQUEST);
+    }
+    if let Err(e) = password::check_policy(&f.password) {
+        return again(e.to_string(), StatusCode::BAD_REQUEST);
+    }
+    let hash = match password::hash_async(f.password.clone()).await {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::error!(error = %e, "hashing a password");
+            return again(
+                "Server error; please try again.".into(),
+                StatusCode::INTERNAL_SERVER_ERROR,
+            );
+        }
+    };
+    let Some(claimed) = claim_token(&state, &f.token) else {
+        return dead_link(&state);
+    };
+    let now = state.clock.now();
+    let new = NewUser {
+        email: email.clone(),
+        name: Some(name.clone()).filter(|n| !n.is_empty()),
+        password_hash: Some(hash),
+        admin: true,
+        pro: false,
+        credits: ADMIN_START_CREDITS,
+    };
+    let created = state
+        .store
+        .call(move |s| {
+            if !s.users()?.is_empty() {
+                return Ok(None);
+            }
+            s.create_user(new, now).map(Some)
+        })
+        .await;
+    let user = match created {
+        Ok(Some(u)) => u,
+        Ok(None) => return dead_link(&state),
+        Err(StoreError::Invalid(m) | StoreError::Conflict(m)) => {
+            restore_token(&state, claimed);
+            return again(m, StatusCode::BAD_REQUEST);
+        }
+        Err(e) => {
+            restore_token(&state, claimed);
+            tracing::error!(error = %e, "creating the administrator");
+            return again(
+                "Server error; please try again.".into(),
+                StatusCode::INTERNAL_SERVER_ERROR,
+            );
+        }
+    };
+    // Already taken above; this keeps the documented call for readers of `IdpState`.
+    state.idp.consume_setup_token();
+    tracing::info!(user = %user.user_id(), "administrator created with the setup link");
+    if let Err(e) = start_session(&state, jar, user.id, SessionStage::Active, now).await {
+        tracing::error!(error = %e, "starting a session");
+        return redirect("/login?return_to=/account");
+    }
+    redirect("/account")
 }

@@ -1,9 +1,17 @@
-//! Reading the prompt: English and Russian words for times of day, scene elements and colours,
-//! collected into a [`Theme`]. Words that mean nothing to us still count: they feed
-//! [`Theme::flavor`], which nudges shapes and colours.
+//! Reading the prompt: English and Russian words for times of day, seasons, weather, scene
+//! elements, things to draw (with counts: "three cats", "две лодки"), colours (attached to the
+//! noun they describe: "a red balloon", "green hills"), mood, composition, style and quoted text,
+//! collected into a [`Theme`].
+//!
+//! Matching is by pattern (exact words, prefixes for Russian endings, English plurals), then, for
+//! longer Latin words that match nothing, by edit distance 1 (2 for long words) against the exact
+//! vocabulary, which catches common misspellings ("moutain", "ligthouse", "baloon"). Words that
+//! still mean nothing count too: they feed [`Theme::flavor`], which nudges shapes and colours, so
+//! every prompt gives its own picture and no prompt is an error.
 
 use super::canvas::{Rgb, rgb};
 use super::noise::fnv1a;
+use crate::render::style::Style;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Time {
@@ -11,6 +19,50 @@ pub enum Time {
     /// Sunset, sunrise, dusk: the sun near the horizon.
     Golden,
     Night,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Season {
+    Spring,
+    Summer,
+    Autumn,
+    Winter,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mood {
+    Calm,
+    Dramatic,
+    Gloomy,
+    Cheerful,
+    Magical,
+    Romantic,
+    Cozy,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    Left,
+    Right,
+    Center,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Full,
+    Half,
+    Crescent,
+}
+
+/// How quoted text is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextMode {
+    /// A title across the picture (posters, covers, cards).
+    Title,
+    /// On a signboard standing in the scene.
+    Sign,
+    /// Glowing neon letters.
+    Neon,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,371 +74,1259 @@ pub enum Element {
     Planet,
     Sea,
     Lake,
+    River,
     Beach,
+    Island,
+    Cliff,
     Mountains,
     Hills,
     Forest,
+    Flowers,
     City,
+    Road,
     Snow,
     Desert,
     Clouds,
     ClearSky,
     Storm,
+    Rain,
     Fog,
+    Aurora,
+    Rainbow,
+    Neon,
+    Underwater,
+    Table,
     Abstract,
 }
 
-/// What a colour word applies to: the element named right after it ("green hills", "red sky"),
-/// or the whole picture.
+/// Things that are drawn as objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Thing {
+    Cat,
+    Dog,
+    Horse,
+    Deer,
+    Fox,
+    Wolf,
+    Bear,
+    Rabbit,
+    Bird,
+    Owl,
+    Swan,
+    Duck,
+    Fish,
+    Whale,
+    Dolphin,
+    Butterfly,
+    Person,
+    Tree,
+    Pine,
+    Palm,
+    Birch,
+    Sakura,
+    House,
+    Cabin,
+    Castle,
+    Lighthouse,
+    Windmill,
+    Pagoda,
+    Boat,
+    Ship,
+    Balloon,
+    Rocket,
+    Snowman,
+    Apple,
+    Orange,
+    Pear,
+    Banana,
+    Cherry,
+    Lemon,
+    Cup,
+}
+
+/// Where a thing belongs in a scene.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Habitat {
+    Ground,
+    Water,
+    Sky,
+    Table,
+    Underwater,
+}
+
+impl Thing {
+    pub const ALL: [Thing; 40] = [
+        Thing::Cat,
+        Thing::Dog,
+        Thing::Horse,
+        Thing::Deer,
+        Thing::Fox,
+        Thing::Wolf,
+        Thing::Bear,
+        Thing::Rabbit,
+        Thing::Bird,
+        Thing::Owl,
+        Thing::Swan,
+        Thing::Duck,
+        Thing::Fish,
+        Thing::Whale,
+        Thing::Dolphin,
+        Thing::Butterfly,
+        Thing::Person,
+        Thing::Tree,
+        Thing::Pine,
+        Thing::Palm,
+        Thing::Birch,
+        Thing::Sakura,
+        Thing::House,
+        Thing::Cabin,
+        Thing::Castle,
+        Thing::Lighthouse,
+        Thing::Windmill,
+        Thing::Pagoda,
+        Thing::Boat,
+        Thing::Ship,
+        Thing::Balloon,
+        Thing::Rocket,
+        Thing::Snowman,
+        Thing::Apple,
+        Thing::Orange,
+        Thing::Pear,
+        Thing::Banana,
+        Thing::Cherry,
+        Thing::Lemon,
+        Thing::Cup,
+    ];
+
+    pub fn habitat(self) -> Habitat {
+        match self {
+            Thing::Swan | Thing::Duck | Thing::Boat | Thing::Ship => Habitat::Water,
+            Thing::Balloon | Thing::Rocket | Thing::Butterfly => Habitat::Sky,
+            Thing::Fish | Thing::Whale | Thing::Dolphin => Habitat::Underwater,
+            Thing::Apple
+            | Thing::Orange
+            | Thing::Pear
+            | Thing::Banana
+            | Thing::Cherry
+            | Thing::Lemon
+            | Thing::Cup => Habitat::Table,
+            _ => Habitat::Ground,
+        }
+    }
+
+    /// How many to draw for a bare plural ("cats", "птицы").
+    pub fn plural_count(self) -> usize {
+        match self {
+            Thing::Bird | Thing::Fish | Thing::Butterfly => 5,
+            Thing::Tree | Thing::Pine | Thing::Birch | Thing::Palm => 4,
+            Thing::Balloon => 4,
+            Thing::Cherry => 2,
+            _ => 3,
+        }
+    }
+}
+
+/// Something to draw, how many, and in which colour if the prompt says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Subject {
+    pub thing: Thing,
+    pub count: usize,
+    pub color: Option<Rgb>,
+}
+
+/// What a colour word applies to: the element or thing named right after it ("green hills",
+/// "red sky", "a black cat"), or the whole picture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
     Any,
     Sky,
     Land,
     Water,
+    /// The subject with this index.
+    Subject(usize),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Word {
     Time(Time),
     Element(Element),
+    Thing(Thing),
     Color(Rgb),
     /// "sky": only a target for colours.
     Sky,
     /// "landscape": the whole picture (a colour before it applies everywhere).
     Scene,
+    /// black/dark: a colour for a thing right after it, otherwise darkens the picture.
     Darker,
+    /// white/pale: a colour for a thing right after it, otherwise lightens the picture.
     Lighter,
+    Count(u8),
+    Season(Season),
+    Mood(Mood),
+    Style(Style),
+    Place(Place),
+    Bigger,
+    Smaller,
+    Phase(Phase),
+    Flying,
+    /// sign, signboard, billboard: quoted text goes on a sign.
+    Sign,
+    /// poster, placard: a poster (flat style unless another is named).
+    Poster,
     /// A known word that must not be taken for another one ("горизонт" is not "гор").
     Ignore,
 }
 
+use Element as E;
+use Thing as T;
+use Word as W;
+
 /// Word patterns: a trailing `*` matches any ending, a trailing `~` a Russian adjective ending
-/// ("сер~" is серый, серая, серым… but not сердце). The longest matching pattern wins.
+/// ("сер~" is серый, серая, серым… but not сердце). Exact English thing words also match their
+/// plural in -s/-es. The longest matching pattern wins; at equal length an exact word wins.
 const WORDS: &[(&str, Word)] = &[
     // Time of day.
-    ("sunset*", Word::Time(Time::Golden)),
-    ("sunrise*", Word::Time(Time::Golden)),
-    ("dawn*", Word::Time(Time::Golden)),
-    ("dusk*", Word::Time(Time::Golden)),
-    ("evening*", Word::Time(Time::Golden)),
-    ("twilight*", Word::Time(Time::Golden)),
-    ("golden", Word::Time(Time::Golden)),
-    ("закат*", Word::Time(Time::Golden)),
-    ("рассвет*", Word::Time(Time::Golden)),
-    ("восход*", Word::Time(Time::Golden)),
-    ("вечер*", Word::Time(Time::Golden)),
-    ("сумерк*", Word::Time(Time::Golden)),
-    ("заря", Word::Time(Time::Golden)),
-    ("зари", Word::Time(Time::Golden)),
-    ("зарей", Word::Time(Time::Golden)),
-    ("night*", Word::Time(Time::Night)),
-    ("midnight", Word::Time(Time::Night)),
-    ("nocturn*", Word::Time(Time::Night)),
-    ("ночь*", Word::Time(Time::Night)),
-    ("ночн*", Word::Time(Time::Night)),
-    ("ночью", Word::Time(Time::Night)),
-    ("полночь", Word::Time(Time::Night)),
-    ("day", Word::Time(Time::Day)),
-    ("daytime", Word::Time(Time::Day)),
-    ("daylight", Word::Time(Time::Day)),
-    ("noon", Word::Time(Time::Day)),
-    ("morning", Word::Time(Time::Day)),
-    ("sunny", Word::Time(Time::Day)),
-    ("summer", Word::Time(Time::Day)),
-    ("день", Word::Time(Time::Day)),
-    ("днем", Word::Time(Time::Day)),
-    ("дневн*", Word::Time(Time::Day)),
-    ("полдень", Word::Time(Time::Day)),
-    ("утр*", Word::Time(Time::Day)),
-    ("солнечн*", Word::Time(Time::Day)),
-    ("лето", Word::Time(Time::Day)),
-    ("летом", Word::Time(Time::Day)),
-    ("летн*", Word::Time(Time::Day)),
+    ("sunset*", W::Time(Time::Golden)),
+    ("sunrise*", W::Time(Time::Golden)),
+    ("dawn*", W::Time(Time::Golden)),
+    ("dusk*", W::Time(Time::Golden)),
+    ("evening*", W::Time(Time::Golden)),
+    ("twilight*", W::Time(Time::Golden)),
+    ("golden", W::Time(Time::Golden)),
+    ("закат*", W::Time(Time::Golden)),
+    ("рассвет*", W::Time(Time::Golden)),
+    ("восход*", W::Time(Time::Golden)),
+    ("вечер*", W::Time(Time::Golden)),
+    ("сумерк*", W::Time(Time::Golden)),
+    ("заря", W::Time(Time::Golden)),
+    ("зари", W::Time(Time::Golden)),
+    ("зарей", W::Time(Time::Golden)),
+    ("night*", W::Time(Time::Night)),
+    ("midnight", W::Time(Time::Night)),
+    ("nocturn*", W::Time(Time::Night)),
+    ("moonlit", W::Time(Time::Night)),
+    ("ночь*", W::Time(Time::Night)),
+    ("ночн*", W::Time(Time::Night)),
+    ("ночью", W::Time(Time::Night)),
+    ("полночь", W::Time(Time::Night)),
+    ("day", W::Time(Time::Day)),
+    ("daytime", W::Time(Time::Day)),
+    ("daylight", W::Time(Time::Day)),
+    ("noon", W::Time(Time::Day)),
+    ("midday", W::Time(Time::Day)),
+    ("morning", W::Time(Time::Day)),
+    ("afternoon", W::Time(Time::Day)),
+    ("sunny", W::Time(Time::Day)),
+    ("день", W::Time(Time::Day)),
+    ("днем", W::Time(Time::Day)),
+    ("дневн*", W::Time(Time::Day)),
+    ("полдень", W::Time(Time::Day)),
+    ("утр*", W::Time(Time::Day)),
+    ("солнечн*", W::Time(Time::Day)),
+    // Seasons.
+    ("spring", W::Season(Season::Spring)),
+    ("springtime", W::Season(Season::Spring)),
+    ("весн*", W::Season(Season::Spring)),
+    ("весенн*", W::Season(Season::Spring)),
+    ("summer*", W::Season(Season::Summer)),
+    ("лето", W::Season(Season::Summer)),
+    ("летом", W::Season(Season::Summer)),
+    ("летн*", W::Season(Season::Summer)),
+    ("autumn*", W::Season(Season::Autumn)),
+    ("fall", W::Season(Season::Autumn)),
+    ("осен*", W::Season(Season::Autumn)),
+    ("листопад*", W::Season(Season::Autumn)),
+    ("winter*", W::Season(Season::Winter)),
+    ("зим*", W::Season(Season::Winter)),
     // Sky objects.
-    ("sun", Word::Element(Element::Sun)),
-    ("suns", Word::Element(Element::Sun)),
-    ("sunlight", Word::Element(Element::Sun)),
-    ("солнц*", Word::Element(Element::Sun)),
-    ("moon*", Word::Element(Element::Moon)),
-    ("lunar", Word::Element(Element::Moon)),
-    ("луна", Word::Element(Element::Moon)),
-    ("луны", Word::Element(Element::Moon)),
-    ("луну", Word::Element(Element::Moon)),
-    ("луной", Word::Element(Element::Moon)),
-    ("лунн*", Word::Element(Element::Moon)),
-    ("месяц*", Word::Element(Element::Moon)),
-    ("star", Word::Element(Element::Stars)),
-    ("stars", Word::Element(Element::Stars)),
-    ("starry", Word::Element(Element::Stars)),
-    ("starlight", Word::Element(Element::Stars)),
-    ("звезд*", Word::Element(Element::Stars)),
-    ("звездн*", Word::Element(Element::Stars)),
-    ("space", Word::Element(Element::Space)),
-    ("outer", Word::Element(Element::Space)),
-    ("galax*", Word::Element(Element::Space)),
-    ("nebula*", Word::Element(Element::Space)),
-    ("cosm*", Word::Element(Element::Space)),
-    ("universe", Word::Element(Element::Space)),
-    ("astronaut*", Word::Element(Element::Space)),
-    ("космос*", Word::Element(Element::Space)),
-    ("космич*", Word::Element(Element::Space)),
-    ("галакт*", Word::Element(Element::Space)),
-    ("туманност*", Word::Element(Element::Space)),
-    ("вселенн*", Word::Element(Element::Space)),
-    ("planet*", Word::Element(Element::Planet)),
-    ("saturn", Word::Element(Element::Planet)),
-    ("jupiter", Word::Element(Element::Planet)),
-    ("планет*", Word::Element(Element::Planet)),
-    ("сатурн*", Word::Element(Element::Planet)),
+    ("sun", W::Element(E::Sun)),
+    ("suns", W::Element(E::Sun)),
+    ("sunlight", W::Element(E::Sun)),
+    ("sunshine", W::Element(E::Sun)),
+    ("солнц*", W::Element(E::Sun)),
+    ("moon*", W::Element(E::Moon)),
+    ("lunar", W::Element(E::Moon)),
+    ("луна", W::Element(E::Moon)),
+    ("луны", W::Element(E::Moon)),
+    ("луну", W::Element(E::Moon)),
+    ("луной", W::Element(E::Moon)),
+    ("лунн*", W::Element(E::Moon)),
+    ("месяц*", W::Element(E::Moon)),
+    ("полумесяц*", W::Phase(Phase::Crescent)),
+    ("crescent", W::Phase(Phase::Crescent)),
+    ("full", W::Phase(Phase::Full)),
+    ("полн~", W::Phase(Phase::Full)),
+    ("полнолуни*", W::Phase(Phase::Full)),
+    ("half", W::Phase(Phase::Half)),
+    ("star", W::Element(E::Stars)),
+    ("stars", W::Element(E::Stars)),
+    ("starry", W::Element(E::Stars)),
+    ("starlight", W::Element(E::Stars)),
+    ("звезд*", W::Element(E::Stars)),
+    ("звездн*", W::Element(E::Stars)),
+    ("space", W::Element(E::Space)),
+    ("outer", W::Element(E::Space)),
+    ("galax*", W::Element(E::Space)),
+    ("nebula*", W::Element(E::Space)),
+    ("cosm*", W::Element(E::Space)),
+    ("universe", W::Element(E::Space)),
+    ("astronaut*", W::Element(E::Space)),
+    ("космос*", W::Element(E::Space)),
+    ("космич*", W::Element(E::Space)),
+    ("галакт*", W::Element(E::Space)),
+    ("туманност*", W::Element(E::Space)),
+    ("вселенн*", W::Element(E::Space)),
+    ("planet*", W::Element(E::Planet)),
+    ("saturn", W::Element(E::Planet)),
+    ("jupiter", W::Element(E::Planet)),
+    ("mars", W::Element(E::Planet)),
+    ("планет*", W::Element(E::Planet)),
+    ("сатурн*", W::Element(E::Planet)),
+    ("юпитер*", W::Element(E::Planet)),
+    ("aurora*", W::Element(E::Aurora)),
+    ("borealis", W::Element(E::Aurora)),
+    ("сияни*", W::Element(E::Aurora)),
+    ("аврор*", W::Element(E::Aurora)),
+    ("rainbow*", W::Element(E::Rainbow)),
+    ("радуг*", W::Element(E::Rainbow)),
     // Water.
-    ("sea", Word::Element(Element::Sea)),
-    ("seas", Word::Element(Element::Sea)),
-    ("seascape", Word::Element(Element::Sea)),
-    ("ocean*", Word::Element(Element::Sea)),
-    ("water*", Word::Element(Element::Sea)),
-    ("wave*", Word::Element(Element::Sea)),
-    ("bay", Word::Element(Element::Sea)),
-    ("море", Word::Element(Element::Sea)),
-    ("моря", Word::Element(Element::Sea)),
-    ("морем", Word::Element(Element::Sea)),
-    ("морю", Word::Element(Element::Sea)),
-    ("морск*", Word::Element(Element::Sea)),
-    ("океан*", Word::Element(Element::Sea)),
-    ("вод*", Word::Element(Element::Sea)),
-    ("волн*", Word::Element(Element::Sea)),
-    ("lake*", Word::Element(Element::Lake)),
-    ("river*", Word::Element(Element::Lake)),
-    ("pond", Word::Element(Element::Lake)),
-    ("reflection*", Word::Element(Element::Lake)),
-    ("озер*", Word::Element(Element::Lake)),
-    ("река", Word::Element(Element::Lake)),
-    ("реки", Word::Element(Element::Lake)),
-    ("реку", Word::Element(Element::Lake)),
-    ("рекой", Word::Element(Element::Lake)),
-    ("речк*", Word::Element(Element::Lake)),
-    ("пруд*", Word::Element(Element::Lake)),
-    ("отражен*", Word::Element(Element::Lake)),
-    ("beach*", Word::Element(Element::Beach)),
-    ("coast*", Word::Element(Element::Beach)),
-    ("shore*", Word::Element(Element::Beach)),
-    ("tropical", Word::Element(Element::Beach)),
-    ("island*", Word::Element(Element::Beach)),
-    ("пляж*", Word::Element(Element::Beach)),
-    ("берег*", Word::Element(Element::Beach)),
-    ("побереж*", Word::Element(Element::Beach)),
-    ("остров*", Word::Element(Element::Beach)),
+    ("sea", W::Element(E::Sea)),
+    ("seas", W::Element(E::Sea)),
+    ("seascape", W::Element(E::Sea)),
+    ("seaside", W::Element(E::Sea)),
+    ("ocean*", W::Element(E::Sea)),
+    ("water*", W::Element(E::Sea)),
+    ("wave*", W::Element(E::Sea)),
+    ("bay", W::Element(E::Sea)),
+    ("harbor*", W::Element(E::Sea)),
+    ("harbour*", W::Element(E::Sea)),
+    ("море", W::Element(E::Sea)),
+    ("моря", W::Element(E::Sea)),
+    ("морем", W::Element(E::Sea)),
+    ("морю", W::Element(E::Sea)),
+    ("морск*", W::Element(E::Sea)),
+    ("океан*", W::Element(E::Sea)),
+    ("вод*", W::Element(E::Sea)),
+    ("волн*", W::Element(E::Sea)),
+    ("гаван*", W::Element(E::Sea)),
+    ("lake*", W::Element(E::Lake)),
+    ("pond*", W::Element(E::Lake)),
+    ("reflection*", W::Element(E::Lake)),
+    ("озер*", W::Element(E::Lake)),
+    ("пруд*", W::Element(E::Lake)),
+    ("отражен*", W::Element(E::Lake)),
+    ("river*", W::Element(E::River)),
+    ("stream", W::Element(E::River)),
+    ("creek", W::Element(E::River)),
+    ("река", W::Element(E::River)),
+    ("реки", W::Element(E::River)),
+    ("реку", W::Element(E::River)),
+    ("рекой", W::Element(E::River)),
+    ("реке", W::Element(E::River)),
+    ("речк*", W::Element(E::River)),
+    ("ручей", W::Element(E::River)),
+    ("ручья", W::Element(E::River)),
+    ("beach*", W::Element(E::Beach)),
+    ("coast*", W::Element(E::Beach)),
+    ("shore*", W::Element(E::Beach)),
+    ("tropic*", W::Element(E::Beach)),
+    ("пляж*", W::Element(E::Beach)),
+    ("берег*", W::Element(E::Beach)),
+    ("побереж*", W::Element(E::Beach)),
+    ("тропическ*", W::Element(E::Beach)),
+    ("island*", W::Element(E::Island)),
+    ("isle", W::Element(E::Island)),
+    ("остров*", W::Element(E::Island)),
+    ("underwater", W::Element(E::Underwater)),
+    ("undersea", W::Element(E::Underwater)),
+    ("coral*", W::Element(E::Underwater)),
+    ("reef*", W::Element(E::Underwater)),
+    ("aquarium*", W::Element(E::Underwater)),
+    ("подводн*", W::Element(E::Underwater)),
+    ("коралл*", W::Element(E::Underwater)),
+    ("риф", W::Element(E::Underwater)),
+    ("рифы", W::Element(E::Underwater)),
+    ("аквариум*", W::Element(E::Underwater)),
     // Land.
-    ("mountain*", Word::Element(Element::Mountains)),
-    ("alps", Word::Element(Element::Mountains)),
-    ("alpine", Word::Element(Element::Mountains)),
-    ("peak*", Word::Element(Element::Mountains)),
-    ("volcano*", Word::Element(Element::Mountains)),
-    ("cliff*", Word::Element(Element::Mountains)),
-    ("canyon*", Word::Element(Element::Mountains)),
-    ("гор", Word::Element(Element::Mountains)),
-    ("гора", Word::Element(Element::Mountains)),
-    ("горы", Word::Element(Element::Mountains)),
-    ("горах", Word::Element(Element::Mountains)),
-    ("горами", Word::Element(Element::Mountains)),
-    ("гору", Word::Element(Element::Mountains)),
-    ("горн*", Word::Element(Element::Mountains)),
-    ("вершин*", Word::Element(Element::Mountains)),
-    ("скал*", Word::Element(Element::Mountains)),
-    ("альп*", Word::Element(Element::Mountains)),
-    ("вулкан*", Word::Element(Element::Mountains)),
-    ("горизонт*", Word::Ignore),
-    ("горяч*", Word::Ignore),
-    ("hill*", Word::Element(Element::Hills)),
-    ("meadow*", Word::Element(Element::Hills)),
-    ("field*", Word::Element(Element::Hills)),
-    ("valley*", Word::Element(Element::Hills)),
-    ("countryside", Word::Element(Element::Hills)),
-    ("landscape*", Word::Scene),
-    ("scenery", Word::Scene),
-    ("холм*", Word::Element(Element::Hills)),
-    ("луг*", Word::Element(Element::Hills)),
-    ("поле", Word::Element(Element::Hills)),
-    ("поля", Word::Element(Element::Hills)),
-    ("полем", Word::Element(Element::Hills)),
-    ("полях", Word::Element(Element::Hills)),
-    ("долин*", Word::Element(Element::Hills)),
-    ("пейзаж*", Word::Scene),
-    ("sky", Word::Sky),
-    ("skies", Word::Sky),
-    ("небо", Word::Sky),
-    ("неба", Word::Sky),
-    ("небом", Word::Sky),
-    ("небе", Word::Sky),
-    ("небес*", Word::Sky),
-    ("forest*", Word::Element(Element::Forest)),
-    ("wood", Word::Element(Element::Forest)),
-    ("woods", Word::Element(Element::Forest)),
-    ("tree*", Word::Element(Element::Forest)),
-    ("pine*", Word::Element(Element::Forest)),
-    ("jungle*", Word::Element(Element::Forest)),
-    ("taiga", Word::Element(Element::Forest)),
-    ("лес", Word::Element(Element::Forest)),
-    ("леса", Word::Element(Element::Forest)),
-    ("лесу", Word::Element(Element::Forest)),
-    ("лесом", Word::Element(Element::Forest)),
-    ("лесн*", Word::Element(Element::Forest)),
-    ("дерев*", Word::Element(Element::Forest)),
-    ("ел*", Word::Element(Element::Forest)),
-    ("сосн*", Word::Element(Element::Forest)),
-    ("тайг*", Word::Element(Element::Forest)),
-    ("джунгл*", Word::Element(Element::Forest)),
-    ("city", Word::Element(Element::City)),
-    ("cities", Word::Element(Element::City)),
-    ("cityscape", Word::Element(Element::City)),
-    ("town*", Word::Element(Element::City)),
-    ("skyline*", Word::Element(Element::City)),
-    ("skyscraper*", Word::Element(Element::City)),
-    ("building*", Word::Element(Element::City)),
-    ("urban", Word::Element(Element::City)),
-    ("metropol*", Word::Element(Element::City)),
-    ("cyberpunk", Word::Element(Element::City)),
-    ("street*", Word::Element(Element::City)),
-    ("город*", Word::Element(Element::City)),
-    ("мегаполис*", Word::Element(Element::City)),
-    ("небоскреб*", Word::Element(Element::City)),
-    ("здани*", Word::Element(Element::City)),
-    ("улиц*", Word::Element(Element::City)),
-    ("snow*", Word::Element(Element::Snow)),
-    ("winter*", Word::Element(Element::Snow)),
-    ("ice", Word::Element(Element::Snow)),
-    ("icy", Word::Element(Element::Snow)),
-    ("frozen", Word::Element(Element::Snow)),
-    ("arctic", Word::Element(Element::Snow)),
-    ("christmas", Word::Element(Element::Snow)),
-    ("снег*", Word::Element(Element::Snow)),
-    ("снеж*", Word::Element(Element::Snow)),
-    ("зим*", Word::Element(Element::Snow)),
-    ("лед", Word::Element(Element::Snow)),
-    ("ледян*", Word::Element(Element::Snow)),
-    ("мороз*", Word::Element(Element::Snow)),
-    ("desert*", Word::Element(Element::Desert)),
-    ("dune*", Word::Element(Element::Desert)),
-    ("sand*", Word::Element(Element::Desert)),
-    ("sahara", Word::Element(Element::Desert)),
-    ("пустын*", Word::Element(Element::Desert)),
-    ("дюн*", Word::Element(Element::Desert)),
-    ("песо*", Word::Element(Element::Desert)),
-    ("песк*", Word::Element(Element::Desert)),
-    ("песчан*", Word::Element(Element::Desert)),
+    ("mountain*", W::Element(E::Mountains)),
+    ("alps", W::Element(E::Mountains)),
+    ("alpine", W::Element(E::Mountains)),
+    ("peak*", W::Element(E::Mountains)),
+    ("volcano*", W::Element(E::Mountains)),
+    ("canyon*", W::Element(E::Mountains)),
+    ("rock*", W::Element(E::Mountains)),
+    ("гор", W::Element(E::Mountains)),
+    ("гора", W::Element(E::Mountains)),
+    ("горы", W::Element(E::Mountains)),
+    ("горах", W::Element(E::Mountains)),
+    ("горами", W::Element(E::Mountains)),
+    ("гору", W::Element(E::Mountains)),
+    ("горн*", W::Element(E::Mountains)),
+    ("вершин*", W::Element(E::Mountains)),
+    ("скал*", W::Element(E::Mountains)),
+    ("альп*", W::Element(E::Mountains)),
+    ("вулкан*", W::Element(E::Mountains)),
+    ("горизонт*", W::Ignore),
+    ("горяч*", W::Ignore),
+    ("cliff*", W::Element(E::Cliff)),
+    ("headland", W::Element(E::Cliff)),
+    ("утес*", W::Element(E::Cliff)),
+    ("обрыв*", W::Element(E::Cliff)),
+    ("hill*", W::Element(E::Hills)),
+    ("meadow*", W::Element(E::Hills)),
+    ("field*", W::Element(E::Hills)),
+    ("valley*", W::Element(E::Hills)),
+    ("grass*", W::Element(E::Hills)),
+    ("prairie", W::Element(E::Hills)),
+    ("countryside", W::Element(E::Hills)),
+    ("farm*", W::Element(E::Hills)),
+    ("landscape*", W::Scene),
+    ("scenery", W::Scene),
+    ("холм*", W::Element(E::Hills)),
+    ("луг*", W::Element(E::Hills)),
+    ("поле", W::Element(E::Hills)),
+    ("поля", W::Element(E::Hills)),
+    ("полем", W::Element(E::Hills)),
+    ("полях", W::Element(E::Hills)),
+    ("долин*", W::Element(E::Hills)),
+    ("трав*", W::Element(E::Hills)),
+    ("деревн*", W::Element(E::Hills)),
+    ("пейзаж*", W::Scene),
+    ("sky", W::Sky),
+    ("skies", W::Sky),
+    ("небо", W::Sky),
+    ("неба", W::Sky),
+    ("небом", W::Sky),
+    ("небе", W::Sky),
+    ("небес*", W::Sky),
+    ("forest*", W::Element(E::Forest)),
+    ("wood", W::Element(E::Forest)),
+    ("woods", W::Element(E::Forest)),
+    ("woodland*", W::Element(E::Forest)),
+    ("jungle*", W::Element(E::Forest)),
+    ("taiga", W::Element(E::Forest)),
+    ("лес", W::Element(E::Forest)),
+    ("леса", W::Element(E::Forest)),
+    ("лесу", W::Element(E::Forest)),
+    ("лесом", W::Element(E::Forest)),
+    ("лесн*", W::Element(E::Forest)),
+    ("чащ*", W::Element(E::Forest)),
+    ("тайг*", W::Element(E::Forest)),
+    ("джунгл*", W::Element(E::Forest)),
+    ("flower*", W::Element(E::Flowers)),
+    ("blossom*", W::Element(E::Flowers)),
+    ("bloom*", W::Element(E::Flowers)),
+    ("tulip*", W::Element(E::Flowers)),
+    ("popp*", W::Element(E::Flowers)),
+    ("sunflower*", W::Element(E::Flowers)),
+    ("dais*", W::Element(E::Flowers)),
+    ("garden*", W::Element(E::Flowers)),
+    ("цветы", W::Element(E::Flowers)),
+    ("цветов", W::Element(E::Flowers)),
+    ("цветами", W::Element(E::Flowers)),
+    ("цветах", W::Element(E::Flowers)),
+    ("цветок", W::Element(E::Flowers)),
+    ("цветочн*", W::Element(E::Flowers)),
+    ("цветущ*", W::Element(E::Flowers)),
+    ("тюльпан*", W::Element(E::Flowers)),
+    ("маки", W::Element(E::Flowers)),
+    ("маков", W::Element(E::Flowers)),
+    ("подсолнух*", W::Element(E::Flowers)),
+    ("ромашк*", W::Element(E::Flowers)),
+    ("сад", W::Element(E::Flowers)),
+    ("саду", W::Element(E::Flowers)),
+    ("сада", W::Element(E::Flowers)),
+    ("city", W::Element(E::City)),
+    ("cities", W::Element(E::City)),
+    ("cityscape", W::Element(E::City)),
+    ("town*", W::Element(E::City)),
+    ("skyline*", W::Element(E::City)),
+    ("skyscraper*", W::Element(E::City)),
+    ("building*", W::Element(E::City)),
+    ("urban", W::Element(E::City)),
+    ("downtown", W::Element(E::City)),
+    ("metropol*", W::Element(E::City)),
+    ("город*", W::Element(E::City)),
+    ("мегаполис*", W::Element(E::City)),
+    ("небоскреб*", W::Element(E::City)),
+    ("здани*", W::Element(E::City)),
+    ("улиц*", W::Element(E::City)),
+    ("street*", W::Element(E::Road)),
+    ("road*", W::Element(E::Road)),
+    ("highway*", W::Element(E::Road)),
+    ("path", W::Element(E::Road)),
+    ("pathway", W::Element(E::Road)),
+    ("trail*", W::Element(E::Road)),
+    ("дорог*", W::Element(E::Road)),
+    ("тропинк*", W::Element(E::Road)),
+    ("тропа", W::Element(E::Road)),
+    ("шоссе", W::Element(E::Road)),
+    ("neon*", W::Element(E::Neon)),
+    ("cyberpunk", W::Element(E::Neon)),
+    ("неон*", W::Element(E::Neon)),
+    ("киберпанк*", W::Element(E::Neon)),
+    ("snow*", W::Element(E::Snow)),
+    ("ice", W::Element(E::Snow)),
+    ("icy", W::Element(E::Snow)),
+    ("frozen", W::Element(E::Snow)),
+    ("frost*", W::Element(E::Snow)),
+    ("arctic", W::Element(E::Snow)),
+    ("christmas", W::Element(E::Snow)),
+    ("снег*", W::Element(E::Snow)),
+    ("снеж*", W::Element(E::Snow)),
+    ("лед", W::Element(E::Snow)),
+    ("ледян*", W::Element(E::Snow)),
+    ("мороз*", W::Element(E::Snow)),
+    ("desert*", W::Element(E::Desert)),
+    ("dune*", W::Element(E::Desert)),
+    ("sand*", W::Element(E::Desert)),
+    ("sahara", W::Element(E::Desert)),
+    ("пустын*", W::Element(E::Desert)),
+    ("дюн*", W::Element(E::Desert)),
+    ("песо*", W::Element(E::Desert)),
+    ("песк*", W::Element(E::Desert)),
+    ("песчан*", W::Element(E::Desert)),
+    ("table*", W::Element(E::Table)),
+    ("kitchen*", W::Element(E::Table)),
+    ("desk", W::Element(E::Table)),
+    ("still life", W::Element(E::Table)),
+    ("still", W::Mood(Mood::Calm)),
+    ("стол", W::Element(E::Table)),
+    ("стола", W::Element(E::Table)),
+    ("столе", W::Element(E::Table)),
+    ("столом", W::Element(E::Table)),
+    ("столик*", W::Element(E::Table)),
+    ("натюрморт*", W::Element(E::Table)),
+    ("кухн*", W::Element(E::Table)),
     // Weather.
-    ("cloud*", Word::Element(Element::Clouds)),
-    ("overcast", Word::Element(Element::Clouds)),
-    ("облак*", Word::Element(Element::Clouds)),
-    ("облачн*", Word::Element(Element::Clouds)),
-    ("туч*", Word::Element(Element::Clouds)),
-    ("clear", Word::Element(Element::ClearSky)),
-    ("cloudless", Word::Element(Element::ClearSky)),
-    ("ясн*", Word::Element(Element::ClearSky)),
-    ("безоблачн*", Word::Element(Element::ClearSky)),
-    ("storm*", Word::Element(Element::Storm)),
-    ("thunder*", Word::Element(Element::Storm)),
-    ("rain*", Word::Element(Element::Storm)),
-    ("шторм*", Word::Element(Element::Storm)),
-    ("гроз*", Word::Element(Element::Storm)),
-    ("буря", Word::Element(Element::Storm)),
-    ("бури", Word::Element(Element::Storm)),
-    ("бурю", Word::Element(Element::Storm)),
-    ("дожд*", Word::Element(Element::Storm)),
-    ("fog*", Word::Element(Element::Fog)),
-    ("mist*", Word::Element(Element::Fog)),
-    ("haze", Word::Element(Element::Fog)),
-    ("hazy", Word::Element(Element::Fog)),
-    ("туман", Word::Element(Element::Fog)),
-    ("тумана", Word::Element(Element::Fog)),
-    ("туманом", Word::Element(Element::Fog)),
-    ("туманн*", Word::Element(Element::Fog)),
-    ("дымк*", Word::Element(Element::Fog)),
-    ("abstract*", Word::Element(Element::Abstract)),
-    ("pattern*", Word::Element(Element::Abstract)),
-    ("fractal*", Word::Element(Element::Abstract)),
-    ("абстракт*", Word::Element(Element::Abstract)),
-    ("узор*", Word::Element(Element::Abstract)),
+    ("cloud*", W::Element(E::Clouds)),
+    ("overcast", W::Element(E::Clouds)),
+    ("облак*", W::Element(E::Clouds)),
+    ("облачн*", W::Element(E::Clouds)),
+    ("туч*", W::Element(E::Clouds)),
+    ("clear", W::Element(E::ClearSky)),
+    ("cloudless", W::Element(E::ClearSky)),
+    ("ясн*", W::Element(E::ClearSky)),
+    ("безоблачн*", W::Element(E::ClearSky)),
+    ("storm*", W::Element(E::Storm)),
+    ("thunder*", W::Element(E::Storm)),
+    ("lightning*", W::Element(E::Storm)),
+    ("шторм*", W::Element(E::Storm)),
+    ("гроз*", W::Element(E::Storm)),
+    ("молни*", W::Element(E::Storm)),
+    ("буря", W::Element(E::Storm)),
+    ("бури", W::Element(E::Storm)),
+    ("бурю", W::Element(E::Storm)),
+    ("rain", W::Element(E::Rain)),
+    ("rains", W::Element(E::Rain)),
+    ("rainy", W::Element(E::Rain)),
+    ("raining", W::Element(E::Rain)),
+    ("rainfall", W::Element(E::Rain)),
+    ("drizzle", W::Element(E::Rain)),
+    ("downpour", W::Element(E::Rain)),
+    ("дожд*", W::Element(E::Rain)),
+    ("ливен*", W::Element(E::Rain)),
+    ("ливн*", W::Element(E::Rain)),
+    ("fog*", W::Element(E::Fog)),
+    ("mist*", W::Element(E::Fog)),
+    ("haze", W::Element(E::Fog)),
+    ("hazy", W::Element(E::Fog)),
+    ("туман", W::Element(E::Fog)),
+    ("тумана", W::Element(E::Fog)),
+    ("туманом", W::Element(E::Fog)),
+    ("туманн*", W::Element(E::Fog)),
+    ("дымк*", W::Element(E::Fog)),
+    ("abstract*", W::Element(E::Abstract)),
+    ("pattern*", W::Element(E::Abstract)),
+    ("fractal*", W::Element(E::Abstract)),
+    ("абстракт*", W::Element(E::Abstract)),
+    ("узор*", W::Element(E::Abstract)),
+    // Animals.
+    ("cat", W::Thing(T::Cat)),
+    ("kitten", W::Thing(T::Cat)),
+    ("kitty", W::Thing(T::Cat)),
+    ("kitties", W::Thing(T::Cat)),
+    ("кот", W::Thing(T::Cat)),
+    ("кота", W::Thing(T::Cat)),
+    ("коту", W::Thing(T::Cat)),
+    ("котом", W::Thing(T::Cat)),
+    ("коты", W::Thing(T::Cat)),
+    ("котов", W::Thing(T::Cat)),
+    ("котик*", W::Thing(T::Cat)),
+    ("котен*", W::Thing(T::Cat)),
+    ("котят*", W::Thing(T::Cat)),
+    ("кошк*", W::Thing(T::Cat)),
+    ("кошек", W::Thing(T::Cat)),
+    ("котор*", W::Ignore),
+    ("dog", W::Thing(T::Dog)),
+    ("puppy", W::Thing(T::Dog)),
+    ("puppies", W::Thing(T::Dog)),
+    ("doggo", W::Thing(T::Dog)),
+    ("hound", W::Thing(T::Dog)),
+    ("собак*", W::Thing(T::Dog)),
+    ("собач*", W::Thing(T::Dog)),
+    ("пес", W::Thing(T::Dog)),
+    ("пса", W::Thing(T::Dog)),
+    ("псы", W::Thing(T::Dog)),
+    ("песик*", W::Thing(T::Dog)),
+    ("щен*", W::Thing(T::Dog)),
+    ("horse", W::Thing(T::Horse)),
+    ("pony", W::Thing(T::Horse)),
+    ("ponies", W::Thing(T::Horse)),
+    ("stallion", W::Thing(T::Horse)),
+    ("mare", W::Thing(T::Horse)),
+    ("unicorn", W::Thing(T::Horse)),
+    ("лошад*", W::Thing(T::Horse)),
+    ("лошадк*", W::Thing(T::Horse)),
+    ("конь", W::Thing(T::Horse)),
+    ("коня", W::Thing(T::Horse)),
+    ("кони", W::Thing(T::Horse)),
+    ("конем", W::Thing(T::Horse)),
+    ("коней", W::Thing(T::Horse)),
+    ("пони", W::Thing(T::Horse)),
+    ("единорог*", W::Thing(T::Horse)),
+    ("deer", W::Thing(T::Deer)),
+    ("reindeer", W::Thing(T::Deer)),
+    ("elk", W::Thing(T::Deer)),
+    ("moose", W::Thing(T::Deer)),
+    ("stag", W::Thing(T::Deer)),
+    ("олен*", W::Thing(T::Deer)),
+    ("лось", W::Thing(T::Deer)),
+    ("лося", W::Thing(T::Deer)),
+    ("fox", W::Thing(T::Fox)),
+    ("лиса", W::Thing(T::Fox)),
+    ("лисы", W::Thing(T::Fox)),
+    ("лису", W::Thing(T::Fox)),
+    ("лисой", W::Thing(T::Fox)),
+    ("лисиц*", W::Thing(T::Fox)),
+    ("лисен*", W::Thing(T::Fox)),
+    ("лисич*", W::Thing(T::Fox)),
+    ("лист*", W::Ignore),
+    ("wolf", W::Thing(T::Wolf)),
+    ("wolves", W::Thing(T::Wolf)),
+    ("волк*", W::Thing(T::Wolf)),
+    ("волч*", W::Thing(T::Wolf)),
+    ("bear", W::Thing(T::Bear)),
+    ("медвед*", W::Thing(T::Bear)),
+    ("мишк*", W::Thing(T::Bear)),
+    ("rabbit", W::Thing(T::Rabbit)),
+    ("bunny", W::Thing(T::Rabbit)),
+    ("bunnies", W::Thing(T::Rabbit)),
+    ("hare", W::Thing(T::Rabbit)),
+    ("заяц", W::Thing(T::Rabbit)),
+    ("зайц*", W::Thing(T::Rabbit)),
+    ("зайк*", W::Thing(T::Rabbit)),
+    ("зайчик*", W::Thing(T::Rabbit)),
+    ("кролик*", W::Thing(T::Rabbit)),
+    ("bird", W::Thing(T::Bird)),
+    ("birdie", W::Thing(T::Bird)),
+    ("seagull", W::Thing(T::Bird)),
+    ("gull", W::Thing(T::Bird)),
+    ("eagle", W::Thing(T::Bird)),
+    ("crow", W::Thing(T::Bird)),
+    ("raven", W::Thing(T::Bird)),
+    ("sparrow", W::Thing(T::Bird)),
+    ("robin", W::Thing(T::Bird)),
+    ("parrot", W::Thing(T::Bird)),
+    ("flock", W::Thing(T::Bird)),
+    ("птиц*", W::Thing(T::Bird)),
+    ("птах*", W::Thing(T::Bird)),
+    ("птичк*", W::Thing(T::Bird)),
+    ("воробь*", W::Thing(T::Bird)),
+    ("воробей", W::Thing(T::Bird)),
+    ("ворон*", W::Thing(T::Bird)),
+    ("чайк*", W::Thing(T::Bird)),
+    ("орел", W::Thing(T::Bird)),
+    ("орла", W::Thing(T::Bird)),
+    ("орлы", W::Thing(T::Bird)),
+    ("голубь", W::Thing(T::Bird)),
+    ("голуби", W::Thing(T::Bird)),
+    ("голубей", W::Thing(T::Bird)),
+    ("попуга*", W::Thing(T::Bird)),
+    ("стая", W::Thing(T::Bird)),
+    ("стаю", W::Thing(T::Bird)),
+    ("owl", W::Thing(T::Owl)),
+    ("owlet", W::Thing(T::Owl)),
+    ("сова", W::Thing(T::Owl)),
+    ("совы", W::Thing(T::Owl)),
+    ("сову", W::Thing(T::Owl)),
+    ("совой", W::Thing(T::Owl)),
+    ("совушк*", W::Thing(T::Owl)),
+    ("совен*", W::Thing(T::Owl)),
+    ("филин*", W::Thing(T::Owl)),
+    ("swan", W::Thing(T::Swan)),
+    ("лебед*", W::Thing(T::Swan)),
+    ("duck", W::Thing(T::Duck)),
+    ("duckling", W::Thing(T::Duck)),
+    ("утк*", W::Thing(T::Duck)),
+    ("уточк*", W::Thing(T::Duck)),
+    ("утят*", W::Thing(T::Duck)),
+    ("утен*", W::Thing(T::Duck)),
+    ("fish", W::Thing(T::Fish)),
+    ("fishes", W::Thing(T::Fish)),
+    ("goldfish", W::Thing(T::Fish)),
+    ("koi", W::Thing(T::Fish)),
+    ("рыб*", W::Thing(T::Fish)),
+    ("рыбк*", W::Thing(T::Fish)),
+    ("whale", W::Thing(T::Whale)),
+    ("orca", W::Thing(T::Whale)),
+    ("кит", W::Thing(T::Whale)),
+    ("кита", W::Thing(T::Whale)),
+    ("киты", W::Thing(T::Whale)),
+    ("китов", W::Thing(T::Whale)),
+    ("китом", W::Thing(T::Whale)),
+    ("касатк*", W::Thing(T::Whale)),
+    ("dolphin", W::Thing(T::Dolphin)),
+    ("дельфин*", W::Thing(T::Dolphin)),
+    ("butterfly", W::Thing(T::Butterfly)),
+    ("butterflies", W::Thing(T::Butterfly)),
+    ("moth", W::Thing(T::Butterfly)),
+    ("бабочк*", W::Thing(T::Butterfly)),
+    ("бабочек", W::Thing(T::Butterfly)),
+    ("мотыл*", W::Thing(T::Butterfly)),
+    ("person", W::Thing(T::Person)),
+    ("people", W::Thing(T::Person)),
+    ("man", W::Thing(T::Person)),
+    ("men", W::Thing(T::Person)),
+    ("woman", W::Thing(T::Person)),
+    ("women", W::Thing(T::Person)),
+    ("girl", W::Thing(T::Person)),
+    ("boy", W::Thing(T::Person)),
+    ("child", W::Thing(T::Person)),
+    ("children", W::Thing(T::Person)),
+    ("kid", W::Thing(T::Person)),
+    ("traveler", W::Thing(T::Person)),
+    ("traveller", W::Thing(T::Person)),
+    ("hiker", W::Thing(T::Person)),
+    ("wanderer", W::Thing(T::Person)),
+    ("человек", W::Thing(T::Person)),
+    ("человека", W::Thing(T::Person)),
+    ("люди", W::Thing(T::Person)),
+    ("людей", W::Thing(T::Person)),
+    ("девушк*", W::Thing(T::Person)),
+    ("женщин*", W::Thing(T::Person)),
+    ("мужчин*", W::Thing(T::Person)),
+    ("парень", W::Thing(T::Person)),
+    ("мальчик*", W::Thing(T::Person)),
+    ("девочк*", W::Thing(T::Person)),
+    ("ребен*", W::Thing(T::Person)),
+    ("дети", W::Thing(T::Person)),
+    ("путник*", W::Thing(T::Person)),
+    ("путешественник*", W::Thing(T::Person)),
+    // Trees.
+    ("tree", W::Thing(T::Tree)),
+    ("oak", W::Thing(T::Tree)),
+    ("maple", W::Thing(T::Tree)),
+    ("willow", W::Thing(T::Tree)),
+    ("apple tree", W::Thing(T::Tree)),
+    ("дерев*", W::Thing(T::Tree)),
+    ("дуб", W::Thing(T::Tree)),
+    ("дуба", W::Thing(T::Tree)),
+    ("дубы", W::Thing(T::Tree)),
+    ("клен*", W::Thing(T::Tree)),
+    ("pine", W::Thing(T::Pine)),
+    ("fir", W::Thing(T::Pine)),
+    ("spruce", W::Thing(T::Pine)),
+    ("conifer*", W::Thing(T::Pine)),
+    ("christmas tree", W::Thing(T::Pine)),
+    ("ель", W::Thing(T::Pine)),
+    ("ели", W::Thing(T::Pine)),
+    ("елей", W::Thing(T::Pine)),
+    ("елк*", W::Thing(T::Pine)),
+    ("елочк*", W::Thing(T::Pine)),
+    ("сосн*", W::Thing(T::Pine)),
+    ("palm", W::Thing(T::Palm)),
+    ("palm tree", W::Thing(T::Palm)),
+    ("palm trees", W::Thing(T::Palm)),
+    ("pine tree", W::Thing(T::Pine)),
+    ("pine trees", W::Thing(T::Pine)),
+    ("fir tree", W::Thing(T::Pine)),
+    ("fir trees", W::Thing(T::Pine)),
+    ("christmas trees", W::Thing(T::Pine)),
+    ("birch tree", W::Thing(T::Birch)),
+    ("birch trees", W::Thing(T::Birch)),
+    ("oak tree", W::Thing(T::Tree)),
+    ("oak trees", W::Thing(T::Tree)),
+    ("cherry tree", W::Thing(T::Sakura)),
+    ("cherry trees", W::Thing(T::Sakura)),
+    ("apple trees", W::Thing(T::Tree)),
+    ("palms", W::Thing(T::Palm)),
+    ("пальм*", W::Thing(T::Palm)),
+    ("birch", W::Thing(T::Birch)),
+    ("birches", W::Thing(T::Birch)),
+    ("берез*", W::Thing(T::Birch)),
+    ("sakura", W::Thing(T::Sakura)),
+    ("cherry blossom", W::Thing(T::Sakura)),
+    ("сакур*", W::Thing(T::Sakura)),
+    // Buildings.
+    ("house", W::Thing(T::House)),
+    ("home", W::Thing(T::House)),
+    ("cottage", W::Thing(T::House)),
+    ("village", W::Thing(T::House)),
+    ("villa", W::Thing(T::House)),
+    ("дом", W::Thing(T::House)),
+    ("дома", W::Thing(T::House)),
+    ("доме", W::Thing(T::House)),
+    ("домом", W::Thing(T::House)),
+    ("домов", W::Thing(T::House)),
+    ("домик*", W::Thing(T::House)),
+    ("коттедж*", W::Thing(T::House)),
+    ("cabin", W::Thing(T::Cabin)),
+    ("hut", W::Thing(T::Cabin)),
+    ("lodge", W::Thing(T::Cabin)),
+    ("chalet", W::Thing(T::Cabin)),
+    ("хижин*", W::Thing(T::Cabin)),
+    ("избушк*", W::Thing(T::Cabin)),
+    ("изба", W::Thing(T::Cabin)),
+    ("избу", W::Thing(T::Cabin)),
+    ("сруб*", W::Thing(T::Cabin)),
+    ("castle", W::Thing(T::Castle)),
+    ("fortress", W::Thing(T::Castle)),
+    ("palace", W::Thing(T::Castle)),
+    ("kingdom", W::Thing(T::Castle)),
+    ("замок", W::Thing(T::Castle)),
+    ("замка", W::Thing(T::Castle)),
+    ("замки", W::Thing(T::Castle)),
+    ("замком", W::Thing(T::Castle)),
+    ("крепост*", W::Thing(T::Castle)),
+    ("дворец", W::Thing(T::Castle)),
+    ("дворца", W::Thing(T::Castle)),
+    ("lighthouse", W::Thing(T::Lighthouse)),
+    ("beacon", W::Thing(T::Lighthouse)),
+    ("маяк*", W::Thing(T::Lighthouse)),
+    ("windmill", W::Thing(T::Windmill)),
+    ("mill", W::Thing(T::Windmill)),
+    ("мельниц*", W::Thing(T::Windmill)),
+    ("pagoda", W::Thing(T::Pagoda)),
+    ("temple", W::Thing(T::Pagoda)),
+    ("shrine", W::Thing(T::Pagoda)),
+    ("пагод*", W::Thing(T::Pagoda)),
+    ("храм*", W::Thing(T::Pagoda)),
+    // Vehicles.
+    ("boat", W::Thing(T::Boat)),
+    ("sailboat", W::Thing(T::Boat)),
+    ("yacht", W::Thing(T::Boat)),
+    ("canoe", W::Thing(T::Boat)),
+    ("sail", W::Thing(T::Boat)),
+    ("лодк*", W::Thing(T::Boat)),
+    ("лодок", W::Thing(T::Boat)),
+    ("лодочк*", W::Thing(T::Boat)),
+    ("яхт*", W::Thing(T::Boat)),
+    ("парус*", W::Thing(T::Boat)),
+    ("ship", W::Thing(T::Ship)),
+    ("galleon", W::Thing(T::Ship)),
+    ("pirate", W::Thing(T::Ship)),
+    ("корабл*", W::Thing(T::Ship)),
+    ("судно", W::Thing(T::Ship)),
+    ("фрегат*", W::Thing(T::Ship)),
+    ("balloon", W::Thing(T::Balloon)),
+    ("air balloon", W::Thing(T::Balloon)),
+    ("шар", W::Thing(T::Balloon)),
+    ("шары", W::Thing(T::Balloon)),
+    ("шаров", W::Thing(T::Balloon)),
+    ("шарик*", W::Thing(T::Balloon)),
+    ("аэростат*", W::Thing(T::Balloon)),
+    ("rocket", W::Thing(T::Rocket)),
+    ("spaceship", W::Thing(T::Rocket)),
+    ("spacecraft", W::Thing(T::Rocket)),
+    ("ракет*", W::Thing(T::Rocket)),
+    ("звездолет*", W::Thing(T::Rocket)),
+    ("snowman", W::Thing(T::Snowman)),
+    ("snowmen", W::Thing(T::Snowman)),
+    ("снеговик*", W::Thing(T::Snowman)),
+    // Still life.
+    ("apple", W::Thing(T::Apple)),
+    ("яблок*", W::Thing(T::Apple)),
+    ("яблоч*", W::Thing(T::Apple)),
+    ("orange", W::Thing(T::Orange)),
+    ("tangerine", W::Thing(T::Orange)),
+    ("апельсин*", W::Thing(T::Orange)),
+    ("мандарин*", W::Thing(T::Orange)),
+    ("pear", W::Thing(T::Pear)),
+    ("груш*", W::Thing(T::Pear)),
+    ("banana", W::Thing(T::Banana)),
+    ("банан*", W::Thing(T::Banana)),
+    ("cherry", W::Thing(T::Cherry)),
+    ("cherries", W::Thing(T::Cherry)),
+    ("вишн*", W::Thing(T::Cherry)),
+    ("вишен", W::Thing(T::Cherry)),
+    ("черешн*", W::Thing(T::Cherry)),
+    ("lemon", W::Thing(T::Lemon)),
+    ("lime", W::Thing(T::Lemon)),
+    ("лимон*", W::Thing(T::Lemon)),
+    ("cup", W::Thing(T::Cup)),
+    ("mug", W::Thing(T::Cup)),
+    ("coffee", W::Thing(T::Cup)),
+    ("tea", W::Thing(T::Cup)),
+    ("latte", W::Thing(T::Cup)),
+    ("cappuccino", W::Thing(T::Cup)),
+    ("espresso", W::Thing(T::Cup)),
+    ("чашк*", W::Thing(T::Cup)),
+    ("чашечк*", W::Thing(T::Cup)),
+    ("кружк*", W::Thing(T::Cup)),
+    ("кофе", W::Thing(T::Cup)),
+    ("чай", W::Thing(T::Cup)),
+    ("чая", W::Thing(T::Cup)),
+    ("чаем", W::Thing(T::Cup)),
+    // Counts.
+    ("one", W::Count(1)),
+    ("single", W::Count(1)),
+    ("lone", W::Count(1)),
+    ("lonely", W::Count(1)),
+    ("two", W::Count(2)),
+    ("pair", W::Count(2)),
+    ("couple", W::Count(2)),
+    ("both", W::Count(2)),
+    ("three", W::Count(3)),
+    ("few", W::Count(3)),
+    ("four", W::Count(4)),
+    ("several", W::Count(4)),
+    ("five", W::Count(5)),
+    ("six", W::Count(6)),
+    ("seven", W::Count(7)),
+    ("many", W::Count(7)),
+    ("eight", W::Count(8)),
+    ("nine", W::Count(9)),
+    ("ten", W::Count(10)),
+    ("dozen", W::Count(12)),
+    ("один", W::Count(1)),
+    ("одна", W::Count(1)),
+    ("одно", W::Count(1)),
+    ("одинок*", W::Count(1)),
+    ("два", W::Count(2)),
+    ("две", W::Count(2)),
+    ("двое", W::Count(2)),
+    ("пара", W::Count(2)),
+    ("пару", W::Count(2)),
+    ("три", W::Count(3)),
+    ("трое", W::Count(3)),
+    ("четыре", W::Count(4)),
+    ("четверо", W::Count(4)),
+    ("несколько", W::Count(4)),
+    ("пять", W::Count(5)),
+    ("шесть", W::Count(6)),
+    ("семь", W::Count(7)),
+    ("много", W::Count(7)),
+    ("множество", W::Count(8)),
+    ("восемь", W::Count(8)),
+    ("девять", W::Count(9)),
+    ("десять", W::Count(10)),
+    // Moods.
+    ("calm", W::Mood(Mood::Calm)),
+    ("peaceful", W::Mood(Mood::Calm)),
+    ("serene", W::Mood(Mood::Calm)),
+    ("tranquil", W::Mood(Mood::Calm)),
+    ("quiet", W::Mood(Mood::Calm)),
+    ("спокойн*", W::Mood(Mood::Calm)),
+    ("тих~", W::Mood(Mood::Calm)),
+    ("безмятежн*", W::Mood(Mood::Calm)),
+    ("умиротвор*", W::Mood(Mood::Calm)),
+    ("dramatic", W::Mood(Mood::Dramatic)),
+    ("epic", W::Mood(Mood::Dramatic)),
+    ("majestic", W::Mood(Mood::Dramatic)),
+    ("stormy", W::Mood(Mood::Dramatic)),
+    ("драматич*", W::Mood(Mood::Dramatic)),
+    ("эпич*", W::Mood(Mood::Dramatic)),
+    ("величеств*", W::Mood(Mood::Dramatic)),
+    ("gloomy", W::Mood(Mood::Gloomy)),
+    ("sad", W::Mood(Mood::Gloomy)),
+    ("melanchol*", W::Mood(Mood::Gloomy)),
+    ("мрачн*", W::Mood(Mood::Gloomy)),
+    ("грустн*", W::Mood(Mood::Gloomy)),
+    ("печальн*", W::Mood(Mood::Gloomy)),
+    ("happy", W::Mood(Mood::Cheerful)),
+    ("cheerful", W::Mood(Mood::Cheerful)),
+    ("joyful", W::Mood(Mood::Cheerful)),
+    ("cute", W::Mood(Mood::Cheerful)),
+    ("весел*", W::Mood(Mood::Cheerful)),
+    ("радостн*", W::Mood(Mood::Cheerful)),
+    ("мил~", W::Mood(Mood::Cheerful)),
+    ("magic*", W::Mood(Mood::Magical)),
+    ("fairy*", W::Mood(Mood::Magical)),
+    ("fantasy", W::Mood(Mood::Magical)),
+    ("dreamy", W::Mood(Mood::Magical)),
+    ("mystic*", W::Mood(Mood::Magical)),
+    ("mysterious", W::Mood(Mood::Magical)),
+    ("enchanted", W::Mood(Mood::Magical)),
+    ("волшебн*", W::Mood(Mood::Magical)),
+    ("сказочн*", W::Mood(Mood::Magical)),
+    ("магич*", W::Mood(Mood::Magical)),
+    ("мистич*", W::Mood(Mood::Magical)),
+    ("таинствен*", W::Mood(Mood::Magical)),
+    ("romantic*", W::Mood(Mood::Romantic)),
+    ("романтич*", W::Mood(Mood::Romantic)),
+    ("cozy", W::Mood(Mood::Cozy)),
+    ("cosy", W::Mood(Mood::Cozy)),
+    ("warm", W::Mood(Mood::Cozy)),
+    ("уютн*", W::Mood(Mood::Cozy)),
+    // Styles.
+    ("watercolor*", W::Style(Style::Watercolor)),
+    ("watercolour*", W::Style(Style::Watercolor)),
+    ("aquarelle", W::Style(Style::Watercolor)),
+    ("акварел*", W::Style(Style::Watercolor)),
+    ("oil", W::Style(Style::Oil)),
+    ("oils", W::Style(Style::Oil)),
+    ("painting", W::Style(Style::Oil)),
+    ("impasto", W::Style(Style::Oil)),
+    ("масл*", W::Style(Style::Oil)),
+    ("живопис*", W::Style(Style::Oil)),
+    ("pencil", W::Style(Style::Sketch)),
+    ("sketch*", W::Style(Style::Sketch)),
+    ("drawing", W::Style(Style::Sketch)),
+    ("graphite", W::Style(Style::Sketch)),
+    ("charcoal", W::Style(Style::Sketch)),
+    ("карандаш*", W::Style(Style::Sketch)),
+    ("эскиз*", W::Style(Style::Sketch)),
+    ("набросок", W::Style(Style::Sketch)),
+    ("рисун*", W::Style(Style::Sketch)),
+    ("pixel*", W::Style(Style::PixelArt)),
+    ("8bit", W::Style(Style::PixelArt)),
+    ("16bit", W::Style(Style::PixelArt)),
+    ("retro game", W::Style(Style::PixelArt)),
+    ("пиксел*", W::Style(Style::PixelArt)),
+    ("пиксель*", W::Style(Style::PixelArt)),
+    ("lowpoly", W::Style(Style::LowPoly)),
+    ("low poly", W::Style(Style::LowPoly)),
+    ("polygonal", W::Style(Style::LowPoly)),
+    ("низкополиг*", W::Style(Style::LowPoly)),
+    ("полигон*", W::Style(Style::LowPoly)),
+    ("synthwave", W::Style(Style::Neon)),
+    ("retrowave", W::Style(Style::Neon)),
+    ("vaporwave", W::Style(Style::Neon)),
+    ("outrun", W::Style(Style::Neon)),
+    ("синтвейв*", W::Style(Style::Neon)),
+    ("ретровейв*", W::Style(Style::Neon)),
+    ("minimal*", W::Style(Style::Poster)),
+    ("flat", W::Style(Style::Poster)),
+    ("vector", W::Style(Style::Poster)),
+    ("минимал*", W::Style(Style::Poster)),
+    ("плоск*", W::Style(Style::Poster)),
+    ("векторн*", W::Style(Style::Poster)),
+    ("ukiyo*", W::Style(Style::Japanese)),
+    ("woodblock", W::Style(Style::Japanese)),
+    ("hokusai", W::Style(Style::Japanese)),
+    ("japanese", W::Style(Style::Japanese)),
+    ("japan", W::Style(Style::Japanese)),
+    ("японск*", W::Style(Style::Japanese)),
+    ("япони*", W::Style(Style::Japanese)),
+    ("укиё*", W::Style(Style::Japanese)),
+    ("укие*", W::Style(Style::Japanese)),
+    ("гравюр*", W::Style(Style::Japanese)),
+    ("photo*", W::Style(Style::Photo)),
+    ("realistic", W::Style(Style::Photo)),
+    ("photoreal*", W::Style(Style::Photo)),
+    ("фото*", W::Style(Style::Photo)),
+    ("реалистич*", W::Style(Style::Photo)),
+    ("poster", W::Poster),
+    ("placard", W::Poster),
+    ("cover", W::Poster),
+    ("postcard", W::Poster),
+    ("постер*", W::Poster),
+    ("плакат*", W::Poster),
+    ("обложк*", W::Poster),
+    ("открытк*", W::Poster),
+    ("sign", W::Sign),
+    ("signboard", W::Sign),
+    ("billboard", W::Sign),
+    ("board", W::Sign),
+    ("вывеск*", W::Sign),
+    ("табличк*", W::Sign),
+    ("щит", W::Sign),
+    // Composition.
+    ("left", W::Place(Place::Left)),
+    ("слева", W::Place(Place::Left)),
+    ("левой", W::Place(Place::Left)),
+    ("левом", W::Place(Place::Left)),
+    ("right", W::Place(Place::Right)),
+    ("справа", W::Place(Place::Right)),
+    ("правой", W::Place(Place::Right)),
+    ("правом", W::Place(Place::Right)),
+    ("center", W::Place(Place::Center)),
+    ("centre", W::Place(Place::Center)),
+    ("centered", W::Place(Place::Center)),
+    ("middle", W::Place(Place::Center)),
+    ("symmetric*", W::Place(Place::Center)),
+    ("центр*", W::Place(Place::Center)),
+    ("посередин*", W::Place(Place::Center)),
+    ("big", W::Bigger),
+    ("large", W::Bigger),
+    ("huge", W::Bigger),
+    ("giant", W::Bigger),
+    ("enormous", W::Bigger),
+    ("closeup", W::Bigger),
+    ("close", W::Bigger),
+    ("portrait", W::Bigger),
+    ("больш~", W::Bigger),
+    ("огромн*", W::Bigger),
+    ("гигант*", W::Bigger),
+    ("крупн*", W::Bigger),
+    ("портрет*", W::Bigger),
+    ("small", W::Smaller),
+    ("tiny", W::Smaller),
+    ("little", W::Smaller),
+    ("distant", W::Smaller),
+    ("far", W::Smaller),
+    ("faraway", W::Smaller),
+    ("маленьк*", W::Smaller),
+    ("крошечн*", W::Smaller),
+    ("небольш*", W::Smaller),
+    ("далек*", W::Smaller),
+    ("вдали", W::Smaller),
+    ("вдалеке", W::Smaller),
+    ("flying", W::Flying),
+    ("flies", W::Flying),
+    ("fly", W::Flying),
+    ("soaring", W::Flying),
+    ("летящ*", W::Flying),
+    ("летают", W::Flying),
+    ("летит", W::Flying),
+    ("летающ*", W::Flying),
+    ("парящ*", W::Flying),
     // Colours.
-    ("red", Word::Color(rgb(214, 38, 38))),
-    ("reds", Word::Color(rgb(214, 38, 38))),
-    ("reddish", Word::Color(rgb(214, 38, 38))),
-    ("crimson", Word::Color(rgb(190, 20, 50))),
-    ("scarlet", Word::Color(rgb(235, 40, 30))),
-    ("ruby", Word::Color(rgb(200, 20, 60))),
-    ("красн*", Word::Color(rgb(214, 38, 38))),
-    ("алы*", Word::Color(rgb(235, 40, 30))),
-    ("ала*", Word::Color(rgb(235, 40, 30))),
-    ("алое", Word::Color(rgb(235, 40, 30))),
-    ("бордов*", Word::Color(rgb(128, 20, 40))),
-    ("orange*", Word::Color(rgb(245, 130, 30))),
-    ("оранжев*", Word::Color(rgb(245, 130, 30))),
-    ("рыж*", Word::Color(rgb(230, 110, 30))),
-    ("yellow*", Word::Color(rgb(245, 215, 40))),
-    ("желт*", Word::Color(rgb(245, 215, 40))),
-    ("gold*", Word::Color(rgb(240, 185, 55))),
-    ("amber", Word::Color(rgb(245, 165, 30))),
-    ("золот*", Word::Color(rgb(240, 185, 55))),
-    ("green*", Word::Color(rgb(40, 170, 70))),
-    ("emerald", Word::Color(rgb(20, 160, 100))),
-    ("lime", Word::Color(rgb(140, 220, 40))),
-    ("olive", Word::Color(rgb(120, 130, 40))),
-    ("зелен*", Word::Color(rgb(40, 170, 70))),
-    ("изумруд*", Word::Color(rgb(20, 160, 100))),
-    ("teal", Word::Color(rgb(20, 150, 150))),
-    ("turquoise", Word::Color(rgb(40, 200, 190))),
-    ("cyan", Word::Color(rgb(40, 210, 230))),
-    ("aqua*", Word::Color(rgb(40, 200, 220))),
-    ("бирюз*", Word::Color(rgb(40, 200, 190))),
-    ("blue*", Word::Color(rgb(30, 90, 220))),
-    ("azure", Word::Color(rgb(40, 130, 240))),
-    ("navy", Word::Color(rgb(20, 30, 110))),
-    ("sapphire", Word::Color(rgb(20, 60, 180))),
-    ("син~", Word::Color(rgb(30, 70, 210))),
-    ("синев*", Word::Color(rgb(30, 70, 210))),
-    ("голуб*", Word::Color(rgb(90, 170, 240))),
-    ("purple*", Word::Color(rgb(130, 50, 190))),
-    ("violet*", Word::Color(rgb(140, 70, 220))),
-    ("lilac", Word::Color(rgb(190, 150, 230))),
-    ("lavender", Word::Color(rgb(170, 140, 220))),
-    ("magenta", Word::Color(rgb(220, 40, 170))),
-    ("фиолет*", Word::Color(rgb(130, 50, 190))),
-    ("сиренев*", Word::Color(rgb(190, 150, 230))),
-    ("лилов*", Word::Color(rgb(160, 80, 200))),
-    ("пурпур*", Word::Color(rgb(150, 30, 140))),
-    ("pink*", Word::Color(rgb(240, 110, 170))),
-    ("rose", Word::Color(rgb(230, 90, 130))),
-    ("розов*", Word::Color(rgb(240, 110, 170))),
-    ("brown*", Word::Color(rgb(130, 80, 40))),
-    ("коричнев*", Word::Color(rgb(130, 80, 40))),
-    ("silver*", Word::Color(rgb(190, 195, 205))),
-    ("серебр*", Word::Color(rgb(190, 195, 205))),
-    ("gray", Word::Color(rgb(128, 128, 128))),
-    ("grey", Word::Color(rgb(128, 128, 128))),
-    ("сер~", Word::Color(rgb(128, 128, 128))),
-    ("сероват*", Word::Color(rgb(128, 128, 128))),
-    ("black", Word::Darker),
-    ("dark*", Word::Darker),
-    ("gloomy", Word::Darker),
-    ("черн*", Word::Darker),
-    ("темн*", Word::Darker),
-    ("мрачн*", Word::Darker),
-    ("white", Word::Lighter),
-    ("pale", Word::Lighter),
-    ("pastel", Word::Lighter),
-    ("bright", Word::Lighter),
-    ("бел~", Word::Lighter),
-    ("белосне*", Word::Lighter),
-    ("светл*", Word::Lighter),
-    ("пастел*", Word::Lighter),
-    ("бледн*", Word::Lighter),
-    // Common words that carry no scene meaning but would otherwise hit a prefix above.
-    ("sandwich*", Word::Ignore),
-    ("rainbow*", Word::Ignore),
-    ("watercolo*", Word::Ignore),
-    ("pineapple*", Word::Ignore),
-    ("синхрон*", Word::Ignore),
-    ("сила", Word::Ignore),
+    ("red", W::Color(rgb(214, 38, 38))),
+    ("reds", W::Color(rgb(214, 38, 38))),
+    ("reddish", W::Color(rgb(214, 38, 38))),
+    ("crimson", W::Color(rgb(190, 20, 50))),
+    ("scarlet", W::Color(rgb(235, 40, 30))),
+    ("ruby", W::Color(rgb(200, 20, 60))),
+    ("красн*", W::Color(rgb(214, 38, 38))),
+    ("алы*", W::Color(rgb(235, 40, 30))),
+    ("ала*", W::Color(rgb(235, 40, 30))),
+    ("алое", W::Color(rgb(235, 40, 30))),
+    ("бордов*", W::Color(rgb(128, 20, 40))),
+    ("orange*", W::Color(rgb(245, 130, 30))),
+    ("оранжев*", W::Color(rgb(245, 130, 30))),
+    ("рыж*", W::Color(rgb(230, 110, 30))),
+    ("ginger", W::Color(rgb(230, 110, 30))),
+    ("yellow*", W::Color(rgb(245, 215, 40))),
+    ("желт*", W::Color(rgb(245, 215, 40))),
+    ("gold*", W::Color(rgb(240, 185, 55))),
+    ("amber", W::Color(rgb(245, 165, 30))),
+    ("золот*", W::Color(rgb(240, 185, 55))),
+    ("green*", W::Color(rgb(40, 170, 70))),
+    ("emerald", W::Color(rgb(20, 160, 100))),
+    ("olive", W::Color(rgb(120, 130, 40))),
+    ("зелен*", W::Color(rgb(40, 170, 70))),
+    ("изумруд*", W::Color(rgb(20, 160, 100))),
+    ("teal", W::Color(rgb(20, 150, 150))),
+    ("turquoise", W::Color(rgb(40, 200, 190))),
+    ("cyan", W::Color(rgb(40, 210, 230))),
+    ("aqua*", W::Color(rgb(40, 200, 220))),
+    ("бирюз*", W::Color(rgb(40, 200, 190))),
+    ("blue*", W::Color(rgb(30, 90, 220))),
+    ("azure", W::Color(rgb(40, 130, 240))),
+    ("navy", W::Color(rgb(20, 30, 110))),
+    ("sapphire", W::Color(rgb(20, 60, 180))),
+    ("син~", W::Color(rgb(30, 70, 210))),
+    ("синев*", W::Color(rgb(30, 70, 210))),
+    ("голуб*", W::Color(rgb(90, 170, 240))),
+    ("purple*", W::Color(rgb(130, 50, 190))),
+    ("violet*", W::Color(rgb(140, 70, 220))),
+    ("lilac", W::Color(rgb(190, 150, 230))),
+    ("lavender", W::Color(rgb(170, 140, 220))),
+    ("magenta", W::Color(rgb(220, 40, 170))),
+    ("фиолет*", W::Color(rgb(130, 50, 190))),
+    ("сиренев*", W::Color(rgb(190, 150, 230))),
+    ("лилов*", W::Color(rgb(160, 80, 200))),
+    ("пурпур*", W::Color(rgb(150, 30, 140))),
+    ("pink*", W::Color(rgb(240, 110, 170))),
+    ("rose", W::Color(rgb(230, 90, 130))),
+    ("розов*", W::Color(rgb(240, 110, 170))),
+    ("brown*", W::Color(rgb(130, 80, 40))),
+    ("коричнев*", W::Color(rgb(130, 80, 40))),
+    ("silver*", W::Color(rgb(190, 195, 205))),
+    ("серебр*", W::Color(rgb(190, 195, 205))),
+    ("gray", W::Color(rgb(128, 128, 128))),
+    ("grey", W::Color(rgb(128, 128, 128))),
+    ("сер~", W::Color(rgb(128, 128, 128))),
+    ("сероват*", W::Color(rgb(128, 128, 128))),
+    ("black", W::Darker),
+    ("dark*", W::Darker),
+    ("черн*", W::Darker),
+    ("темн*", W::Darker),
+    ("white", W::Lighter),
+    ("pale", W::Lighter),
+    ("pastel", W::Lighter),
+    ("bright", W::Lighter),
+    ("snowwhite", W::Lighter),
+    ("бел~", W::Lighter),
+    ("белосне*", W::Lighter),
+    ("светл*", W::Lighter),
+    ("пастел*", W::Lighter),
+    ("бледн*", W::Lighter),
+    // Common words that carry no scene meaning but would otherwise hit a prefix above or be
+    // "corrected" into a vocabulary word.
+    ("sandwich*", W::Ignore),
+    ("pineapple*", W::Ignore),
+    ("синхрон*", W::Ignore),
+    ("сила", W::Ignore),
+    ("совсем", W::Ignore),
+    ("совет*", W::Ignore),
+    ("водител*", W::Ignore),
+    ("горжусь", W::Ignore),
+    ("начинает", W::Ignore),
+    ("pocket*", W::Ignore),
+    ("mouse", W::Ignore),
+    ("letter*", W::Ignore),
+    ("better", W::Ignore),
+    ("detailed", W::Ignore),
+    ("beautiful", W::Ignore),
+    ("stairs", W::Ignore),
+    ("chairs", W::Ignore),
+    ("horses", W::Thing(T::Horse)),
+    ("houses", W::Thing(T::House)),
+    ("sheep", W::Ignore),
+    ("plane", W::Ignore),
+    ("planes", W::Ignore),
+    ("winner*", W::Ignore),
+    ("cattle", W::Ignore),
+    ("looking", W::Ignore),
+    ("standing", W::Ignore),
+    ("sitting", W::Ignore),
+    ("высок*", W::Ignore),
+    ("ivy", W::Ignore),
+    ("ива", W::Thing(T::Tree)),
+    ("ивы", W::Thing(T::Tree)),
+    ("ивой", W::Thing(T::Tree)),
+    ("иван*", W::Ignore),
+    ("ивент*", W::Ignore),
+    ("солнечные", W::Time(Time::Day)),
+];
+
+/// Common misspellings that edit distance alone would not catch (or would catch wrongly).
+const MISSPELLINGS: &[(&str, &str)] = &[
+    ("whail", "whale"),
+    ("wale", "whale"),
+    ("dolfin", "dolphin"),
+    ("butterfy", "butterfly"),
+    ("buterfly", "butterfly"),
+    ("horce", "horse"),
+    ("moutains", "mountain"),
+    ("mountians", "mountain"),
+    ("ocen", "ocean"),
+    ("oshen", "ocean"),
+    ("sunet", "sunset"),
+    ("sunsett", "sunset"),
+    ("nite", "night"),
+    ("baloon", "balloon"),
+    ("ballon", "balloon"),
+    ("rocet", "rocket"),
+    ("castel", "castle"),
+    ("casle", "castle"),
+    ("foreset", "forest"),
+    ("forrest", "forest"),
+    ("dessert", "desert"),
+    ("iland", "island"),
+    ("aurorra", "aurora"),
+    ("rainbo", "rainbow"),
+    ("skyscrapper", "skyscraper"),
+    ("lightouse", "lighthouse"),
+    ("kat", "cat"),
+    ("doggy", "dog"),
+    ("wolfs", "wolf"),
+    ("fishs", "fish"),
+    ("snowy", "snow"),
+    ("watercolur", "watercolor"),
 ];
 
 /// What the prompt asks for.
@@ -394,11 +1334,28 @@ const WORDS: &[(&str, Word)] = &[
 pub struct Theme {
     /// The first time-of-day word, if any.
     pub time: Option<Time>,
+    pub season: Option<Season>,
+    pub mood: Option<Mood>,
     pub elements: Vec<Element>,
+    /// Things to draw, in order of appearance (the first is the main subject).
+    pub subjects: Vec<Subject>,
     /// Colour words in order of appearance, with what they apply to.
     pub colors: Vec<(Rgb, Target)>,
-    /// Net count of darker (black, dark) minus lighter (white, pale) words.
+    /// Net count of darker (black, dark) minus lighter (white, pale) words that did not
+    /// describe a thing.
     pub darkness: i32,
+    /// The style named in the prompt, if any.
+    pub style: Option<Style>,
+    /// Quoted text to show, and how.
+    pub text: Option<String>,
+    pub text_mode: Option<TextMode>,
+    /// The prompt talks about a poster.
+    pub poster: bool,
+    pub place: Option<Place>,
+    /// Net bigger (big, close-up) minus smaller (small, distant) words.
+    pub size: i32,
+    pub phase: Option<Phase>,
+    pub flying: bool,
     /// Hash of the words we did not recognise (0 when there are none).
     pub flavor: u64,
 }
@@ -406,6 +1363,11 @@ pub struct Theme {
 impl Theme {
     pub fn has(&self, e: Element) -> bool {
         self.elements.contains(&e)
+    }
+
+    #[cfg(test)]
+    pub fn has_thing(&self, t: Thing) -> bool {
+        self.subjects.iter().any(|s| s.thing == t)
     }
 
     /// The first colour for `target`.
@@ -416,110 +1378,431 @@ impl Theme {
             .map(|(c, _)| *c)
     }
 
-    /// The `n`-th colour word regardless of target.
+    /// The `n`-th colour word that is not a thing's colour.
     pub fn color(&self, n: usize) -> Option<Rgb> {
-        self.colors.get(n).map(|(c, _)| *c)
+        self.colors
+            .iter()
+            .filter(|(_, t)| !matches!(t, Target::Subject(_)))
+            .nth(n)
+            .map(|(c, _)| *c)
+    }
+
+    /// The style to render in: the one named, a poster for "poster", else photo-like.
+    pub fn style(&self) -> Style {
+        self.style.unwrap_or(if self.poster {
+            Style::Poster
+        } else {
+            Style::Photo
+        })
     }
 
     pub fn read(prompt: &str) -> Theme {
         let mut theme = Theme::default();
-        let text = prompt.to_lowercase().replace('ё', "е");
-        // Colours waiting for the noun they describe: (index in `colors`, tokens since).
-        let mut pending: Vec<(usize, usize)> = Vec::new();
-        for token in text
+        let (rest, quoted) = extract_quoted(prompt);
+        theme.text = quoted;
+        let text = rest.to_lowercase().replace('ё', "е");
+        let tokens: Vec<String> = text
             .split(|c: char| !c.is_alphanumeric())
             .filter(|t| !t.is_empty())
-        {
-            let word = lookup(token);
+            .map(str::to_owned)
+            .collect();
+        // Pending modifiers waiting for the noun they describe: (kind, tokens since).
+        let mut pending_colors: Vec<(usize, usize)> = Vec::new();
+        let mut pending_shade: Option<(Rgb, i32, usize)> = None;
+        let mut pending_count: Option<(usize, usize)> = None;
+        let mut sign_word = false;
+        let mut i = 0;
+        while i < tokens.len() {
+            // Two-word phrases first ("christmas tree", "low poly", "cherry blossom").
+            let next_is_noun = tokens.get(i + 1).is_some_and(|t| {
+                matches!(
+                    lookup(t).0,
+                    Some(W::Element(_)) | Some(W::Thing(_)) | Some(W::Sky) | Some(W::Scene)
+                )
+            });
+            let (word, used, plural) = if i + 1 < tokens.len()
+                && let Some(w) = lookup_exact(&format!("{} {}", tokens[i], tokens[i + 1]))
+            {
+                (Some(w), 2, tokens[i + 1].ends_with('s'))
+            } else if tokens[i] == "orange" && next_is_noun {
+                // "an orange cat": the colour, not the fruit.
+                (Some(W::Color(rgb(245, 130, 30))), 1, false)
+            } else {
+                let (w, p) = lookup(&tokens[i]);
+                (w, 1, p)
+            };
+            let token = tokens[i].as_str();
+            i += used;
             let target = match word {
-                Some(Word::Time(_)) | Some(Word::Sky) => Some(Target::Sky),
-                Some(Word::Element(e)) => Some(element_target(e)),
-                Some(Word::Scene) => Some(Target::Any),
+                Some(W::Time(_)) | Some(W::Sky) => Some(Target::Sky),
+                Some(W::Element(e)) => Some(element_target(e)),
+                Some(W::Scene) => Some(Target::Any),
+                Some(W::Thing(_)) => Some(Target::Subject(theme.subjects.len())),
                 _ => None,
             };
             if let Some(target) = target {
-                for (i, _) in pending.drain(..) {
-                    theme.colors[i].1 = target;
+                for (c, _) in pending_colors.drain(..) {
+                    theme.colors[c].1 = target;
                 }
             }
-            pending.retain_mut(|(_, age)| {
+            let is_thing = matches!(word, Some(W::Thing(_)));
+            if !is_thing
+                && word.is_some()
+                && !matches!(
+                    word,
+                    Some(W::Color(_))
+                        | Some(W::Count(_))
+                        | Some(W::Bigger)
+                        | Some(W::Smaller)
+                        | Some(W::Darker)
+                        | Some(W::Lighter)
+                        | Some(W::Mood(_))
+                        | Some(W::Flying)
+                )
+            {
+                // A noun other than a thing ends a pending black/white: it was a darkness word.
+                if let Some((_, d, _)) = pending_shade.take() {
+                    theme.darkness += d;
+                }
+            }
+            for (_, age) in pending_colors.iter_mut() {
                 *age += 1;
-                *age <= 3
-            });
+            }
+            pending_colors.retain(|(_, age)| *age <= 3);
+            if let Some((_, d, age)) = pending_shade.as_mut() {
+                *age += 1;
+                if *age > 3 {
+                    theme.darkness += *d;
+                    pending_shade = None;
+                }
+            }
+            if let Some((_, age)) = pending_count.as_mut() {
+                *age += 1;
+                if *age > 4 {
+                    pending_count = None;
+                }
+            }
             match word {
-                Some(Word::Time(t)) => {
+                Some(W::Time(t)) => {
                     theme.time.get_or_insert(t);
                 }
-                Some(Word::Element(e)) => {
-                    if !theme.elements.contains(&e) {
-                        theme.elements.push(e);
+                Some(W::Element(e)) => theme.add_element(e),
+                Some(W::Thing(thing)) => {
+                    let count = match pending_count.take() {
+                        Some((n, _)) => n,
+                        None if plural => thing.plural_count(),
+                        None => 1,
+                    };
+                    let color = pending_shade.take().map(|(c, _, _)| c).or_else(|| {
+                        theme
+                            .colors
+                            .iter()
+                            .rev()
+                            .find(|(_, t)| *t == Target::Subject(theme.subjects.len()))
+                            .map(|(c, _)| *c)
+                    });
+                    if let Some(s) = theme.subjects.iter_mut().find(|s| s.thing == thing) {
+                        s.count = s.count.max(count);
+                        if s.color.is_none() {
+                            s.color = color;
+                        }
+                    } else if theme.subjects.len() < 6 {
+                        theme.subjects.push(Subject {
+                            thing,
+                            count,
+                            color,
+                        });
+                    }
+                    // Things imply their setting.
+                    match thing {
+                        T::Snowman => theme.add_element(E::Snow),
+                        T::Palm => theme.add_element(E::Beach),
+                        _ => {}
                     }
                 }
-                Some(Word::Color(c)) => {
-                    pending.push((theme.colors.len(), 0));
+                Some(W::Color(c)) => {
+                    pending_colors.push((theme.colors.len(), 0));
                     theme.colors.push((c, Target::Any));
                 }
-                Some(Word::Sky) | Some(Word::Scene) => {}
-                Some(Word::Darker) => theme.darkness += 1,
-                Some(Word::Lighter) => theme.darkness -= 1,
-                Some(Word::Ignore) => {}
+                Some(W::Darker) => {
+                    if let Some((_, d, _)) = pending_shade.take() {
+                        theme.darkness += d;
+                    }
+                    pending_shade = Some((rgb(28, 26, 30), 1, 0));
+                }
+                Some(W::Lighter) => {
+                    if let Some((_, d, _)) = pending_shade.take() {
+                        theme.darkness += d;
+                    }
+                    pending_shade = Some((rgb(240, 238, 232), -1, 0));
+                }
+                Some(W::Count(n)) => pending_count = Some((usize::from(n), 0)),
+                Some(W::Season(s)) => {
+                    theme.season.get_or_insert(s);
+                    if s == Season::Winter {
+                        theme.add_element(E::Snow);
+                    }
+                }
+                Some(W::Mood(m)) => {
+                    theme.mood.get_or_insert(m);
+                }
+                Some(W::Style(s)) => {
+                    // "oil painting" after "watercolor" keeps the first named style.
+                    theme.style.get_or_insert(s);
+                }
+                Some(W::Place(p)) => {
+                    theme.place.get_or_insert(p);
+                }
+                Some(W::Bigger) => theme.size += 1,
+                Some(W::Smaller) => theme.size -= 1,
+                Some(W::Phase(p)) => {
+                    theme.phase.get_or_insert(p);
+                }
+                Some(W::Flying) => theme.flying = true,
+                Some(W::Sign) => sign_word = true,
+                Some(W::Poster) => theme.poster = true,
+                Some(W::Sky) | Some(W::Scene) | Some(W::Ignore) => {}
                 None => {
-                    if token.chars().count() >= 3 {
+                    if let Ok(n) = token.parse::<usize>()
+                        && (1..=20).contains(&n)
+                    {
+                        pending_count = Some((n, 0));
+                    } else if token.chars().count() >= 3 {
                         theme.flavor = theme.flavor.rotate_left(13) ^ fnv1a(token.as_bytes());
                     }
                 }
             }
         }
+        if let Some((_, d, _)) = pending_shade {
+            theme.darkness += d;
+        }
+        if theme.has(E::Neon) && theme.style.is_none() && !theme.has(E::City) {
+            // "neon" alone is a look rather than a place.
+            theme.style = Some(Style::Neon);
+        }
+        if theme.text.is_some() {
+            theme.text_mode = Some(if theme.has(E::Neon) {
+                TextMode::Neon
+            } else if sign_word && !theme.poster {
+                TextMode::Sign
+            } else {
+                TextMode::Title
+            });
+        }
         theme
     }
+
+    fn add_element(&mut self, e: Element) {
+        if !self.elements.contains(&e) {
+            self.elements.push(e);
+        }
+    }
+}
+
+/// Splits quoted text out of the prompt: "…", “…”, «…», „…“, and '…' when it is not an
+/// apostrophe. Returns the prompt without the quotes and the first quoted text.
+pub fn extract_quoted(prompt: &str) -> (String, Option<String>) {
+    let pairs = [
+        ('"', '"'),
+        ('“', '”'),
+        ('«', '»'),
+        ('„', '“'),
+        ('”', '”'),
+        ('\'', '\''),
+    ];
+    let chars: Vec<char> = prompt.chars().collect();
+    for (open, close) in pairs {
+        let Some(start) = chars.iter().enumerate().position(|(i, &c)| {
+            c == open && (open != '\'' || i == 0 || !chars[i - 1].is_alphanumeric())
+        }) else {
+            continue;
+        };
+        let Some(len) = chars[start + 1..].iter().enumerate().position(|(j, &c)| {
+            let k = start + 1 + j;
+            c == close && (close != '\'' || k + 1 >= chars.len() || !chars[k + 1].is_alphanumeric())
+        }) else {
+            continue;
+        };
+        let inner: String = chars[start + 1..start + 1 + len].iter().collect();
+        let inner = inner.trim().to_owned();
+        if inner.is_empty() {
+            continue;
+        }
+        let mut rest: String = chars[..start].iter().collect();
+        rest.push(' ');
+        rest.extend(chars[start + 2 + len..].iter());
+        let inner: String = inner.chars().take(80).collect();
+        return (rest, Some(inner));
+    }
+    (prompt.to_owned(), None)
 }
 
 const ADJECTIVE_ENDINGS: &[&str] = &[
     "ый", "ий", "ой", "ая", "яя", "ое", "ее", "ые", "ие", "ым", "им", "ого", "его", "ому", "ему",
-    "ую", "юю", "ых", "их", "ыми", "ими", "ей",
+    "ую", "юю", "ых", "их", "ыми", "ими", "ей", "ом", "ем",
 ];
 
 fn element_target(e: Element) -> Target {
     match e {
-        Element::Sea | Element::Lake | Element::Beach => Target::Water,
-        Element::Mountains
-        | Element::Hills
-        | Element::Forest
-        | Element::City
-        | Element::Snow
-        | Element::Desert => Target::Land,
+        E::Sea | E::Lake | E::River | E::Beach | E::Underwater => Target::Water,
+        E::Mountains
+        | E::Hills
+        | E::Forest
+        | E::City
+        | E::Snow
+        | E::Desert
+        | E::Island
+        | E::Cliff
+        | E::Flowers
+        | E::Road
+        | E::Table => Target::Land,
         _ => Target::Sky,
     }
 }
 
-fn lookup(token: &str) -> Option<Word> {
-    let mut best: Option<(usize, bool, Word)> = None;
+/// Is a Russian noun form plural? (-ы, -и, -ов, -ев, -ата/-ята; a heuristic good enough for
+/// "коты", "птицы", "лодки", "котят".)
+fn russian_plural(token: &str) -> bool {
+    ["ы", "и", "ов", "ев", "ата", "ята", "ами", "ями"]
+        .iter()
+        .any(|e| token.ends_with(e))
+}
+
+fn lookup_exact(token: &str) -> Option<Word> {
+    WORDS.iter().find(|(p, _)| *p == token).map(|(_, w)| *w)
+}
+
+/// The word for a token, and whether it is a plural form of a thing.
+fn lookup(token: &str) -> (Option<Word>, bool) {
+    if let Some(hit) = lookup_pattern(token) {
+        return hit;
+    }
+    if let Some((_, fixed)) = MISSPELLINGS.iter().find(|(m, _)| *m == token) {
+        return lookup_pattern(fixed).unwrap_or((None, false));
+    }
+    // Misspellings of longer Latin words: the nearest exact vocabulary word.
+    let n = token.chars().count();
+    if n >= 6 && token.is_ascii() {
+        let max = if n >= 9 { 2 } else { 1 };
+        let mut best: Option<(usize, &str)> = None;
+        for (pattern, _) in WORDS {
+            let p = pattern.trim_end_matches(['*', '~']);
+            if !p.is_ascii() || p.len() < 5 || p.contains(' ') {
+                continue;
+            }
+            let d = damerau(token, p);
+            let plural = damerau(token, &format!("{p}s"));
+            let d = d.min(plural);
+            if d <= max && best.is_none_or(|(bd, _)| d < bd) {
+                best = Some((d, p));
+            }
+        }
+        if let Some((_, p)) = best {
+            return lookup_pattern(p).unwrap_or((None, false));
+        }
+    }
+    (None, false)
+}
+
+fn lookup_pattern(token: &str) -> Option<(Option<Word>, bool)> {
+    let mut best: Option<(usize, bool, Word, bool)> = None;
     for &(pattern, word) in WORDS {
-        let (stem, prefix, hit) = if let Some(stem) = pattern.strip_suffix('*') {
-            (stem, true, token.starts_with(stem))
+        let (stem, prefix, hit, plural) = if let Some(stem) = pattern.strip_suffix('*') {
+            let hit = token.starts_with(stem);
+            let plural = hit
+                && if token.is_ascii() {
+                    token.len() > stem.len() && token.ends_with('s') && !token.ends_with("ss")
+                } else {
+                    russian_plural(token)
+                };
+            (stem, true, hit, plural)
         } else if let Some(stem) = pattern.strip_suffix('~') {
             let hit = token
                 .strip_prefix(stem)
                 .is_some_and(|rest| ADJECTIVE_ENDINGS.contains(&rest));
-            (stem, true, hit)
+            (stem, true, hit, false)
+        } else if token == pattern {
+            let plural = !pattern.is_ascii() && russian_plural(token);
+            (pattern, false, true, plural)
+        } else if matches!(word, W::Thing(_))
+            && pattern.is_ascii()
+            && (token.strip_suffix('s') == Some(pattern)
+                || token.strip_suffix("es") == Some(pattern))
+        {
+            (pattern, false, true, true)
         } else {
-            (pattern, false, token == pattern)
+            (pattern, false, false, false)
         };
         if !hit {
             continue;
         }
-        // Longer stems win; at equal length an exact word beats a prefix.
         let better = match best {
             None => true,
-            Some((len, was_prefix, _)) => {
+            Some((len, was_prefix, _, _)) => {
                 stem.len() > len || (stem.len() == len && was_prefix && !prefix)
             }
         };
         if better {
-            best = Some((stem.len(), prefix, word));
+            best = Some((stem.len(), prefix, word, plural));
         }
     }
-    best.map(|(_, _, w)| w)
+    // Irregular English plurals listed as words of their own.
+    best.map(|(_, _, w, plural)| {
+        let irregular = matches!(
+            token,
+            "people"
+                | "men"
+                | "women"
+                | "children"
+                | "wolves"
+                | "puppies"
+                | "ponies"
+                | "kitties"
+                | "bunnies"
+                | "butterflies"
+                | "cherries"
+                | "fishes"
+                | "snowmen"
+                | "palms"
+                | "birches"
+                | "horses"
+                | "houses"
+        );
+        (Some(w), plural || irregular)
+    })
+}
+
+/// Optimal string alignment distance (edits and adjacent swaps), on bytes of ASCII words.
+fn damerau(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len().abs_diff(b.len()) > 2 {
+        return 3;
+    }
+    let (n, m) = (a.len(), b.len());
+    let mut d = vec![vec![0usize; m + 1]; n + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, v) in d[0].iter_mut().enumerate() {
+        *v = j;
+    }
+    for i in 1..=n {
+        for j in 1..=m {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[n][m]
+}
+
+/// How many distinct words and word patterns the reader knows (for the README and a test).
+pub fn vocabulary_size() -> usize {
+    WORDS.len() + MISSPELLINGS.len()
 }
 
 #[cfg(test)]
@@ -557,14 +1840,93 @@ mod tests {
         assert_eq!(t.colors[2].1, Target::Water);
         let t = Theme::read("a red landscape");
         assert_eq!(t.colors[0].1, Target::Any);
+        let t = Theme::read("a red balloon over a black cat");
+        assert_eq!(t.subjects[0].thing, Thing::Balloon);
+        assert_eq!(t.subjects[0].color, Some(rgb(214, 38, 38)));
+        assert_eq!(t.subjects[1].thing, Thing::Cat);
+        assert!(t.subjects[1].color.is_some_and(|c| c[0] < 0.2));
+        assert_eq!(t.darkness, 0);
+        let t = Theme::read("dark forest");
+        assert_eq!(t.darkness, 1);
+    }
+
+    #[test]
+    fn things_and_counts() {
+        let t = Theme::read("three cats and a dog by a lighthouse");
+        let got: Vec<(Thing, usize)> = t.subjects.iter().map(|s| (s.thing, s.count)).collect();
+        assert_eq!(
+            got,
+            [(Thing::Cat, 3), (Thing::Dog, 1), (Thing::Lighthouse, 1)]
+        );
+        let t = Theme::read("три кота и две лодки");
+        let got: Vec<(Thing, usize)> = t.subjects.iter().map(|s| (s.thing, s.count)).collect();
+        assert_eq!(got, [(Thing::Cat, 3), (Thing::Boat, 2)]);
+        let t = Theme::read("birds over the sea");
+        assert_eq!(t.subjects[0].count, Thing::Bird.plural_count());
+        let t = Theme::read("5 balloons");
+        assert_eq!(t.subjects[0].count, 5);
+        let t = Theme::read("птицы над морем");
+        assert!(t.subjects[0].count > 1);
+        let t = Theme::read("wolves howling");
+        assert_eq!(
+            (t.subjects[0].thing, t.subjects[0].count > 1),
+            (Thing::Wolf, true)
+        );
+        // Not things: "catalog" is not a cat, "который" is not a cat.
+        assert!(Theme::read("a catalog").subjects.is_empty());
+        assert!(Theme::read("который час").subjects.is_empty());
+    }
+
+    #[test]
+    fn misspellings_are_understood() {
+        assert!(Theme::read("moutains").has(Element::Mountains));
+        assert!(Theme::read("mountians at sunset").has(Element::Mountains));
+        assert!(Theme::read("a ligthouse").has_thing(Thing::Lighthouse));
+        assert!(Theme::read("red baloon").has_thing(Thing::Balloon));
+        assert!(Theme::read("forrest").has(Element::Forest));
+        assert!(Theme::read("whail").has_thing(Thing::Whale));
+        assert!(Theme::read("a castel").has_thing(Thing::Castle));
+    }
+
+    #[test]
+    fn style_season_mood_composition_and_text() {
+        let t = Theme::read("a watercolor of a fox in autumn, calm, on the left");
+        assert_eq!(t.style(), Style::Watercolor);
+        assert_eq!(t.season, Some(Season::Autumn));
+        assert_eq!(t.mood, Some(Mood::Calm));
+        assert_eq!(t.place, Some(Place::Left));
+        let t = Theme::read("poster saying \"HELLO\" with a rocket");
+        assert_eq!(t.text.as_deref(), Some("HELLO"));
+        assert_eq!(t.text_mode, Some(TextMode::Title));
+        assert_eq!(t.style(), Style::Poster);
+        assert!(t.has_thing(Thing::Rocket));
+        let t = Theme::read("плакат «Привет, мир» в стиле японской гравюры");
+        assert_eq!(t.text.as_deref(), Some("Привет, мир"));
+        assert_eq!(t.style(), Style::Japanese);
+        let t = Theme::read("a wooden sign saying 'Welcome' in the forest");
+        assert_eq!(t.text_mode, Some(TextMode::Sign));
+        let t = Theme::read("the cat's hat");
+        assert_eq!(t.text, None);
+        let t = Theme::read("pixel art castle, зимой");
+        assert_eq!(t.style(), Style::PixelArt);
+        assert!(t.has(Element::Snow));
+        assert_eq!(Theme::read("a summer night").time, Some(Time::Night));
     }
 
     #[test]
     fn unknown_words_set_the_flavor() {
         assert_eq!(Theme::read("sea").flavor, 0);
-        let a = Theme::read("a cat").flavor;
-        let b = Theme::read("a dog").flavor;
+        let a = Theme::read("a zorblax").flavor;
+        let b = Theme::read("a quxbirt").flavor;
         assert_ne!(a, 0);
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn vocabulary_is_large() {
+        assert!(vocabulary_size() >= 600, "{}", vocabulary_size());
+        let english = WORDS.iter().filter(|(p, _)| p.is_ascii()).count();
+        let russian = WORDS.len() - english;
+        assert!(english >= 200 && russian >= 200, "{english} / {russian}");
     }
 }

@@ -7,9 +7,11 @@
 //! seed give the same composition at every model's resolution.
 
 use super::canvas::{Rgb, hue_rotate, mix, rgb, scale, tint};
+use super::compose::{Placed, Setting, Stage};
 use super::noise::Rng;
-use super::prompt::{Element, Target, Theme, Time};
+use super::prompt::{Element, Habitat, Mood, Phase, Season, Target, Theme, Time};
 use crate::render::Model;
+use crate::render::style::Style;
 
 /// How much work a model spends on a picture.
 #[derive(Debug, Clone, Copy)]
@@ -228,6 +230,26 @@ pub struct Plan {
     /// Colour ramp of an abstract picture, dark to light.
     pub art_ramp: [Rgb; 4],
     pub seed: u32,
+    pub time: Time,
+    pub setting: Setting,
+    pub style: Style,
+    /// Things to draw, back to front.
+    pub subjects: Vec<Placed>,
+    /// The terrain layer ground things stand on.
+    pub stage: Stage,
+    pub aurora: bool,
+    pub rainbow: bool,
+    pub river: bool,
+    pub road: bool,
+    pub flowers: Option<Vec<Rgb>>,
+    pub rain: f32,
+    pub lightning: bool,
+    pub fireflies: bool,
+    /// Retro synthwave: striped sun and a neon grid floor.
+    pub synthwave: bool,
+    /// Neon city lights.
+    pub neon: bool,
+    pub islands: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,7 +268,24 @@ impl Plan {
         let mut r = rng.fork("layout");
 
         let space = theme.has(Element::Space);
-        let time = theme.time.unwrap_or_else(|| {
+        let style = theme.style();
+        let preferred = if theme.has(Element::Aurora) || style == Style::Neon {
+            Some(Time::Night)
+        } else if style == Style::Poster {
+            Some(Time::Golden)
+        } else if theme.has(Element::Rainbow)
+            || theme.has(Element::Table)
+            || theme.has(Element::Underwater)
+        {
+            Some(Time::Day)
+        } else {
+            match theme.mood {
+                Some(Mood::Cheerful) | Some(Mood::Gloomy) => Some(Time::Day),
+                Some(Mood::Romantic) | Some(Mood::Cozy) => Some(Time::Golden),
+                _ => None,
+            }
+        };
+        let time = theme.time.or(preferred).unwrap_or_else(|| {
             if space || theme.has(Element::Moon) || theme.has(Element::Stars) {
                 Time::Night
             } else if theme.has(Element::Sun) {
@@ -257,9 +296,15 @@ impl Plan {
                 }
             } else {
                 let p = r.unit();
-                if p < 0.5 {
+                // Things read best in daylight; empty landscapes may be moody.
+                let (day, golden) = if theme.subjects.is_empty() {
+                    (0.5, 0.8)
+                } else {
+                    (0.6, 0.9)
+                };
+                if p < day {
                     Time::Day
-                } else if p < 0.8 {
+                } else if p < golden {
                     Time::Golden
                 } else {
                     Time::Night
@@ -268,14 +313,26 @@ impl Plan {
         });
         let sky = if space { Sky::Space } else { Sky::Earth };
 
+        let setting = Setting::choose(theme);
         let named_land = theme.has(Element::Mountains)
             || theme.has(Element::Hills)
             || theme.has(Element::Forest)
             || theme.has(Element::City)
             || theme.has(Element::Desert)
+            || theme.has(Element::Flowers)
+            || theme.has(Element::Road)
             || theme.has(Element::Snow);
-        let named_water =
-            theme.has(Element::Sea) || theme.has(Element::Lake) || theme.has(Element::Beach);
+        // Boats, swans and whale tails need water; an island is in the sea.
+        let wet_things = theme
+            .subjects
+            .iter()
+            .any(|s| matches!(s.thing.habitat(), Habitat::Water | Habitat::Underwater));
+        let named_water = theme.has(Element::Sea)
+            || theme.has(Element::Lake)
+            || theme.has(Element::Beach)
+            || theme.has(Element::Island)
+            || (theme.has(Element::Cliff) && !theme.has(Element::Mountains))
+            || wet_things;
         let land = if theme.has(Element::Desert) {
             Land::Dunes
         } else if theme.has(Element::Mountains) {
@@ -303,10 +360,13 @@ impl Plan {
         } else {
             Land::Hills
         };
-        let water = named_water || (!named_land && !space && r.chance(0.3));
+        let water =
+            named_water || (!named_land && !space && theme.subjects.is_empty() && r.chance(0.3));
+        let synthwave = style == Style::Neon && !space && setting == Setting::Landscape;
         let abstract_art = theme.has(Element::Abstract) && !named_land && !named_water;
 
-        let pal = palette(theme, time, sky, &mut rng.fork("palette"));
+        let mut pal = palette(theme, time, sky, &mut rng.fork("palette"));
+        season_and_mood(&mut pal, theme, time, synthwave);
 
         let horizon = if sky == Sky::Space && land == Land::None && !theme.has(Element::City) {
             hf * 1.05
@@ -320,11 +380,12 @@ impl Plan {
         let mut sun = None;
         let mut moon = None;
         let show_sun = sky == Sky::Earth
-            && match time {
-                Time::Golden => true,
-                Time::Day => theme.has(Element::Sun) || r.chance(0.5),
-                Time::Night => false,
-            };
+            && (synthwave
+                || match time {
+                    Time::Golden => true,
+                    Time::Day => theme.has(Element::Sun) || r.chance(0.5),
+                    Time::Night => false,
+                });
         if show_sun {
             let radius = unit
                 * if time == Time::Golden {
@@ -332,7 +393,10 @@ impl Plan {
                 } else {
                     r.range(26.0, 38.0)
                 };
-            let y = if time == Time::Golden {
+            let radius = if synthwave { unit * 150.0 } else { radius };
+            let y = if synthwave {
+                horizon - radius * 0.75
+            } else if time == Time::Golden {
                 horizon - radius * r.range(-0.3, 2.2)
             } else {
                 horizon * r.range(0.16, 0.42)
@@ -343,8 +407,8 @@ impl Plan {
                 r: radius,
             });
         }
-        let show_moon =
-            theme.has(Element::Moon) || (time == Time::Night && sky == Sky::Earth && r.chance(0.8));
+        let show_moon = theme.has(Element::Moon)
+            || (time == Time::Night && sky == Sky::Earth && !synthwave && r.chance(0.8));
         if show_moon {
             let radius = unit * r.range(30.0, 48.0);
             let shadow = if r.chance(0.35) {
@@ -352,6 +416,12 @@ impl Plan {
             } else {
                 let side = if r.chance(0.5) { 1.0 } else { -1.0 };
                 Some((side * r.range(0.6, 1.4), r.range(-0.2, 0.2)))
+            };
+            let shadow = match theme.phase {
+                Some(Phase::Full) => None,
+                Some(Phase::Half) => Some((1.0, 0.0)),
+                Some(Phase::Crescent) => Some((0.45, -0.15)),
+                None => shadow,
             };
             moon = Some(Moon {
                 body: Body {
@@ -426,9 +496,23 @@ impl Plan {
         if theme.has(Element::Storm) {
             clouds = 0.95;
         }
-        if theme.has(Element::ClearSky) || sky == Sky::Space || abstract_art {
+        match theme.mood {
+            Some(Mood::Calm) | Some(Mood::Cheerful) => clouds *= 0.6,
+            Some(Mood::Dramatic) => clouds = clouds.max(0.7),
+            Some(Mood::Gloomy) => clouds = clouds.max(0.85),
+            _ => {}
+        }
+        if theme.has(Element::Rain) {
+            clouds = clouds.max(0.85);
+        }
+        if theme.has(Element::ClearSky) || sky == Sky::Space || abstract_art || synthwave {
             clouds = 0.0;
         }
+        let need_stage = setting == Setting::Landscape
+            && theme
+                .subjects
+                .iter()
+                .any(|s| matches!(s.thing.habitat(), Habitat::Ground | Habitat::Table));
 
         let mut planner = LayerPlanner {
             theme,
@@ -444,8 +528,17 @@ impl Plan {
                 .map_or(1.0, |b| if b.x < wf / 2.0 { -1.0 } else { 1.0 }),
             rng: rng.fork("terrain"),
             layers: Vec::new(),
+            need_stage,
+            stage: None,
+            synthwave,
+            cliff: theme.has(Element::Cliff),
         };
-        let water_plan = planner.plan(land, water);
+        let water_plan = if setting == Setting::Landscape {
+            planner.plan(land, water)
+        } else {
+            None
+        };
+        let stage_layer = planner.stage;
         let layers = planner.layers;
 
         let fog = if theme.has(Element::Fog) {
@@ -461,7 +554,39 @@ impl Plan {
             0.0
         };
 
-        Plan {
+        let flowers = theme.has(Element::Flowers).then(|| {
+            let mut colors: Vec<Rgb> = theme
+                .colors
+                .iter()
+                .filter(|(_, t)| matches!(t, Target::Land | Target::Any))
+                .map(|(c, _)| *c)
+                .collect();
+            if colors.is_empty() {
+                colors = match theme.season {
+                    Some(Season::Autumn) => vec![rgb(230, 140, 40), rgb(200, 60, 40)],
+                    _ => vec![
+                        rgb(230, 40, 50),
+                        rgb(250, 210, 50),
+                        rgb(250, 250, 245),
+                        rgb(170, 110, 220),
+                        rgb(245, 130, 180),
+                    ],
+                };
+            }
+            colors
+        });
+        let rain = if theme.has(Element::Rain) {
+            1.0
+        } else if theme.has(Element::Storm) {
+            0.6
+        } else {
+            0.0
+        };
+        let stage = match stage_layer {
+            Some(i) => Stage::Layer(i),
+            None => Stage::Flat(hf * 0.9),
+        };
+        let mut plan = Plan {
             w,
             h,
             unit,
@@ -483,7 +608,25 @@ impl Plan {
             abstract_art,
             art_ramp: art_ramp(theme, &mut r),
             seed: rng.fork("pixels").next_u32(),
-        }
+            time,
+            setting,
+            style,
+            subjects: Vec::new(),
+            stage,
+            aurora: theme.has(Element::Aurora) && sky == Sky::Earth,
+            rainbow: theme.has(Element::Rainbow) && time != Time::Night,
+            river: theme.has(Element::River) && setting == Setting::Landscape,
+            road: theme.has(Element::Road) && setting == Setting::Landscape,
+            flowers: flowers.filter(|_| setting == Setting::Landscape),
+            rain,
+            lightning: theme.has(Element::Storm) && r.chance(0.75),
+            fireflies: theme.mood == Some(Mood::Magical) && time != Time::Day,
+            synthwave,
+            neon: theme.has(Element::Neon) || (style == Style::Neon && theme.has(Element::City)),
+            islands: usize::from(theme.has(Element::Island)) * (1 + r.below(2)),
+        };
+        plan.subjects = super::compose::place(theme, &plan, &mut rng.fork("subjects"));
+        plan
     }
 }
 
@@ -717,6 +860,11 @@ struct LayerPlanner<'a> {
     light_side: f32,
     rng: Rng,
     layers: Vec<Layer>,
+    /// Ground things need a foreground to stand on.
+    need_stage: bool,
+    stage: Option<usize>,
+    synthwave: bool,
+    cliff: bool,
 }
 
 impl LayerPlanner<'_> {
@@ -758,9 +906,11 @@ impl LayerPlanner<'_> {
             };
             if beach {
                 self.beach_layer();
-            } else if forest || (!city && self.rng.chance(0.35)) {
-                let wooded = forest || self.rng.chance(0.5);
+                self.stage = Some(self.layers.len() - 1);
+            } else if self.need_stage || self.cliff || forest || (!city && self.rng.chance(0.35)) {
+                let wooded = (forest || self.rng.chance(0.5)) && !self.need_stage;
                 self.headland_layer(wooded);
+                self.stage = Some(self.layers.len() - 1);
             }
             return Some(water);
         }
@@ -774,11 +924,21 @@ impl LayerPlanner<'_> {
                     let base = self.horizon + (self.h - self.horizon) * 0.5 * d;
                     self.city_layer(d, base, 1.0 - 0.4 * d);
                 }
+                if self.need_stage {
+                    self.foreground_layer();
+                }
             }
-            Land::None => {}
+            Land::None => {
+                if self.need_stage {
+                    self.foreground_layer();
+                }
+            }
             _ => {
+                // Synthwave keeps only the far ranges; a neon grid is the floor.
+                let n = if self.synthwave { 2 } else { n };
                 for i in 0..n {
                     let d = i as f32 / (n - 1).max(1) as f32;
+                    let d = if self.synthwave { d * 0.2 } else { d };
                     let base = self.horizon + (self.h - self.horizon) * 0.78 * d.powf(1.25);
                     // Mountains in the back turn into hills in front.
                     let kind = if land == Land::Mountains && d > 0.6 {
@@ -798,6 +958,9 @@ impl LayerPlanner<'_> {
                 }
                 if forest {
                     self.add_trees();
+                }
+                if !self.synthwave {
+                    self.stage = Some(self.layers.len() - 1);
                 }
             }
         }
@@ -931,6 +1094,32 @@ impl LayerPlanner<'_> {
         });
     }
 
+    /// A low foreground meadow for things to stand on.
+    fn foreground_layer(&mut self) {
+        let base = mix(self.pal.land_near, self.pal.foliage, 0.3);
+        let (top, bottom) = self.colors(base, 1.0);
+        self.layers.push(Layer {
+            depth: 1.0,
+            base: self.h * 0.93,
+            amp: self.h * 0.06,
+            tilt: self.h * self.rng.range(-0.04, 0.04),
+            freq: 1.0 / (self.unit * 700.0),
+            sharp: 0.0,
+            seed: self.rng.next_u32(),
+            top,
+            bottom,
+            snowline: None,
+            snow: self.pal.snow,
+            rim: None,
+            relief: 0.2,
+            light_side: self.light_side,
+            max_octaves: 4,
+            texture: 0.18,
+            objects: Objects::None,
+        });
+        self.stage = Some(self.layers.len() - 1);
+    }
+
     /// A bank or rocky headland entering from one side, optionally wooded.
     fn headland_layer(&mut self, wooded: bool) {
         let (top, bottom) = self.colors(self.pal.land_near, 1.0);
@@ -947,11 +1136,11 @@ impl LayerPlanner<'_> {
         };
         self.layers.push(Layer {
             depth: 1.0,
-            base: self.h * 0.95,
-            amp: self.h * 0.08,
-            tilt: side * self.h * 0.45,
+            base: self.h * if self.cliff { 0.98 } else { 0.95 },
+            amp: self.h * if self.cliff { 0.14 } else { 0.08 },
+            tilt: side * self.h * if self.cliff { 0.6 } else { 0.45 },
             freq: 1.0 / (self.unit * 500.0),
-            sharp: 0.3,
+            sharp: if self.cliff { 0.6 } else { 0.3 },
             seed: self.rng.next_u32(),
             top,
             bottom,
@@ -988,5 +1177,86 @@ impl LayerPlanner<'_> {
                 color,
             };
         }
+    }
+}
+
+/// Seasons and moods recolour the palette: autumn foliage, spring greens, gloomy greys, magical
+/// violets, synthwave magentas.
+fn season_and_mood(p: &mut Palette, theme: &Theme, time: Time, synthwave: bool) {
+    match theme.season {
+        Some(Season::Autumn) => {
+            p.foliage = mix(
+                p.foliage,
+                scale(rgb(196, 96, 30), super::canvas::lum(p.foliage) / 0.25),
+                0.7,
+            );
+            p.land_near = mix(
+                p.land_near,
+                scale(rgb(150, 110, 50), super::canvas::lum(p.land_near) / 0.4),
+                0.6,
+            );
+        }
+        Some(Season::Spring) => {
+            p.land_near = mix(
+                p.land_near,
+                scale(rgb(110, 170, 70), super::canvas::lum(p.land_near) / 0.5),
+                0.5,
+            );
+        }
+        Some(Season::Summer) => {
+            p.land_near = mix(
+                p.land_near,
+                scale(rgb(70, 140, 50), super::canvas::lum(p.land_near) / 0.4),
+                0.3,
+            );
+        }
+        _ => {}
+    }
+    match theme.mood {
+        Some(Mood::Gloomy) => {
+            for c in [
+                &mut p.sky_top,
+                &mut p.sky_mid,
+                &mut p.sky_low,
+                &mut p.haze,
+                &mut p.land_far,
+                &mut p.land_near,
+                &mut p.water,
+            ] {
+                let l = super::canvas::lum(*c);
+                *c = scale(mix(*c, [l, l, l], 0.55), 0.85);
+            }
+        }
+        Some(Mood::Magical) => {
+            for c in [&mut p.sky_top, &mut p.sky_mid, &mut p.haze, &mut p.land_far] {
+                *c = tint(*c, rgb(150, 90, 220), 0.35);
+            }
+        }
+        Some(Mood::Romantic) => {
+            for c in [&mut p.sky_mid, &mut p.sky_low, &mut p.glow] {
+                *c = tint(*c, rgb(250, 140, 170), 0.35);
+            }
+        }
+        _ => {}
+    }
+    if synthwave {
+        p.sky_top = rgb(14, 4, 36);
+        p.sky_mid = rgb(70, 16, 100);
+        p.sky_low = rgb(250, 70, 150);
+        p.haze = rgb(120, 30, 120);
+        p.glow = rgb(255, 90, 180);
+        p.sun = rgb(255, 214, 90);
+        p.land_far = rgb(60, 16, 90);
+        p.land_near = rgb(30, 8, 50);
+        p.snow = rgb(255, 120, 220);
+        p.window = rgb(255, 80, 220);
+    }
+    if theme.has(Element::Neon) || synthwave {
+        p.window = if time == Time::Day {
+            p.window
+        } else {
+            rgb(255, 70, 200)
+        };
+        p.window_lit = p.window_lit.max(0.6);
     }
 }

@@ -24,19 +24,7 @@ pub fn paint(c: &mut Canvas, plan: &Plan, layer: &Layer, texture: Option<&Field>
 
     // Ground line per sample.
     let ground: Vec<f32> = (0..n)
-        .map(|i| {
-            let x = (i as f32 + 0.5) / ss as f32;
-            let f = x * layer.freq;
-            let smooth = fbm1(f, oct, 0.5, layer.seed);
-            let shape = if layer.sharp > 0.0 {
-                let peaks = ridged1(f * 0.8, oct, 0.42, layer.seed ^ 0xA5);
-                smooth + (peaks - smooth) * layer.sharp
-            } else {
-                smooth
-            };
-            let shape = ((shape - 0.18) / 0.64).clamp(0.0, 1.15);
-            layer.base + layer.tilt * (x / w as f32 - 0.5) - layer.amp * shape
-        })
+        .map(|i| ground_at(layer, (i as f32 + 0.5) / ss as f32, w, oct))
         .collect();
 
     // Silhouette: the ground plus objects standing on it.
@@ -164,6 +152,20 @@ pub fn paint(c: &mut Canvas, plan: &Plan, layer: &Layer, texture: Option<&Field>
     {
         windows(c, &buildings, *window, *lit, *window_step, rng);
     }
+}
+
+/// The ground line of `layer` at pixel column `x` (before trees and buildings).
+pub fn ground_at(layer: &Layer, x: f32, w: usize, oct: u32) -> f32 {
+    let f = x * layer.freq;
+    let smooth = fbm1(f, oct, 0.5, layer.seed);
+    let shape = if layer.sharp > 0.0 {
+        let peaks = ridged1(f * 0.8, oct, 0.42, layer.seed ^ 0xA5);
+        smooth + (peaks - smooth) * layer.sharp
+    } else {
+        smooth
+    };
+    let shape = ((shape - 0.18) / 0.64).clamp(0.0, 1.15);
+    layer.base + layer.tilt * (x / w as f32 - 0.5) - layer.amp * shape
 }
 
 /// Conifers (three stacked triangles) and round trees, merged into the silhouette.

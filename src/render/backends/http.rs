@@ -1,0 +1,237 @@
+//! One backend call: timeouts, retries with backoff, and the mapping of answers to
+//! `RenderError`s. The request is driven on a private current-thread runtime in a scoped
+//! thread, so a blocking caller never needs (or blocks) the server's runtime.
+
+use std::time::Duration;
+
+use super::BackendConfig;
+use crate::render::RenderError;
+
+/// What a finished attempt says.
+enum Attempt {
+    Done(serde_json::Value),
+    /// Worth another try (timeout, connection, 5xx); the message if it was the last.
+    Retry(String),
+    /// Overloaded (429/503/queue full); retried too, and reported as `Overloaded` at the end.
+    Busy(String, Option<Duration>),
+    /// Final (4xx, unusable answer).
+    Fail(String),
+}
+
+/// A request body.
+pub enum Body {
+    Json(serde_json::Value),
+    /// Multipart form: text fields and one file (name, filename, content type, bytes).
+    Multipart {
+        fields: Vec<(String, String)>,
+        file: (String, String, String, Vec<u8>),
+    },
+}
+
+/// POSTs `body` to `url` under `cfg`'s timeout and retry policy; returns the JSON answer.
+pub fn post(cfg: &BackendConfig, url: &str, body: &Body) -> Result<serde_json::Value, RenderError> {
+    let attempts = cfg.retries + 1;
+    let mut last: Option<Attempt> = None;
+    for n in 0..attempts {
+        if n > 0 {
+            let wait = match &last {
+                Some(Attempt::Busy(_, Some(after))) => *after,
+                _ => Duration::from_millis(cfg.backoff_ms.saturating_mul(1 << (n - 1).min(10))),
+            };
+            std::thread::sleep(wait.min(Duration::from_secs(30)));
+        }
+        let attempt = run(cfg, url, body);
+        match attempt {
+            Attempt::Done(v) => return Ok(v),
+            Attempt::Fail(msg) => return Err(RenderError::Failed(msg)),
+            other => last = Some(other),
+        }
+    }
+    Err(match last {
+        Some(Attempt::Busy(msg, _)) => RenderError::Overloaded(msg),
+        Some(Attempt::Retry(msg)) => RenderError::Failed(msg),
+        _ => RenderError::Failed("the backend did not answer".into()),
+    })
+}
+
+fn run(cfg: &BackendConfig, url: &str, body: &Body) -> Attempt {
+    let timeout = Duration::from_secs(cfg.timeout_secs);
+    std::thread::scope(|s| {
+        let worker = s.spawn(|| {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => return Attempt::Fail(format!("cannot start the HTTP client: {e}")),
+            };
+            rt.block_on(attempt(cfg, url, body, timeout))
+        });
+        worker
+            .join()
+            .unwrap_or_else(|_| Attempt::Fail("the backend call crashed".into()))
+    })
+}
+
+async fn attempt(cfg: &BackendConfig, url: &str, body: &Body, timeout: Duration) -> Attempt {
+    let client = match reqwest::Client::builder()
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .timeout(timeout)
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => return Attempt::Fail(format!("cannot build the HTTP client: {e}")),
+    };
+    let mut req = client.post(url);
+    if let Some(var) = &cfg.api_key_env
+        && let Ok(key) = std::env::var(var)
+        && !key.is_empty()
+    {
+        req = match (cfg.kind, key.split_once(':')) {
+            (super::BackendKind::A1111, Some((user, pass))) => req.basic_auth(user, Some(pass)),
+            _ => req.bearer_auth(key),
+        };
+    }
+    req = match body {
+        Body::Json(v) => req.json(v),
+        Body::Multipart { fields, file } => {
+            let boundary = format!("pictor-{:016x}", fnv(url.as_bytes()) ^ file.3.len() as u64);
+            let bytes = multipart(&boundary, fields, file);
+            req.header(
+                reqwest::header::CONTENT_TYPE,
+                format!("multipart/form-data; boundary={boundary}"),
+            )
+            .body(bytes)
+        }
+    };
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(e) if e.is_timeout() => {
+            return Attempt::Retry(format!(
+                "the backend did not answer within {} s",
+                timeout.as_secs()
+            ));
+        }
+        Err(e) => {
+            return Attempt::Retry(format!(
+                "cannot reach the backend: {}",
+                short(&e.to_string())
+            ));
+        }
+    };
+    let status = resp.status();
+    let retry_after = resp
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let text = match resp.text().await {
+        Ok(t) => t,
+        Err(e) if e.is_timeout() => {
+            return Attempt::Retry(format!(
+                "the backend did not answer within {} s",
+                timeout.as_secs()
+            ));
+        }
+        Err(e) => {
+            return Attempt::Retry(format!("the answer was cut off: {}", short(&e.to_string())));
+        }
+    };
+    let lower = text.to_lowercase();
+    if status.as_u16() == 429
+        || status.as_u16() == 503
+        || (!status.is_success()
+            && (lower.contains("queue is full") || lower.contains("queue full")))
+    {
+        return Attempt::Busy(
+            format!("the backend is overloaded (HTTP {})", status.as_u16()),
+            retry_after,
+        );
+    }
+    if status.is_server_error() {
+        return Attempt::Retry(format!(
+            "the backend failed (HTTP {}): {}",
+            status.as_u16(),
+            short(&text)
+        ));
+    }
+    if !status.is_success() {
+        return Attempt::Fail(format!(
+            "the backend refused the request (HTTP {}): {}",
+            status.as_u16(),
+            short(&text)
+        ));
+    }
+    match serde_json::from_str(&text) {
+        Ok(v) => Attempt::Done(v),
+        Err(_) => Attempt::Fail(format!(
+            "the backend's answer is not JSON: {}",
+            short(&text)
+        )),
+    }
+}
+
+/// The first 200 characters of a message, on one line.
+fn short(s: &str) -> String {
+    s.chars()
+        .take(200)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    let mut h = 0xCBF2_9CE4_8422_2325u64;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01B3);
+    }
+    h
+}
+
+/// A multipart/form-data body (RFC 7578) with text fields and one file.
+fn multipart(
+    boundary: &str,
+    fields: &[(String, String)],
+    file: &(String, String, String, Vec<u8>),
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(file.3.len() + 1024);
+    for (name, value) in fields {
+        out.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    let (name, filename, content_type, bytes) = file;
+    out.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\nContent-Type: {content_type}\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    out.extend_from_slice(bytes);
+    out.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    out
+}
+
+/// The base64 image in `value` at `path` (e.g. `data[0].b64_json`), decoded.
+pub fn b64_image(value: &serde_json::Value, pointer: &str) -> Result<Vec<u8>, RenderError> {
+    use base64::Engine;
+    let s = value
+        .pointer(pointer)
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| RenderError::Failed("the backend's answer has no image".into()))?;
+    // Some servers prefix a data URL.
+    let s = s.split_once("base64,").map_or(s, |(_, b)| b);
+    base64::engine::general_purpose::STANDARD
+        .decode(s.trim())
+        .map_err(|_| RenderError::Failed("the backend's image is not valid base64".into()))
+}
+
+/// The base URL without a trailing slash (and without `/v1` for OpenAI-style URLs).
+pub fn base(url: &str) -> &str {
+    let url = url.trim().trim_end_matches('/');
+    url.strip_suffix("/v1").unwrap_or(url)
+}

@@ -1,0 +1,107 @@
+//! Model backends: a model (or edits) served by an existing inference server instead of the
+//! built-in renderer — an OpenAI-compatible images API or AUTOMATIC1111/Forge.
+//!
+//! [`Router`] is a [`Renderer`]: configured models go to their server, everything else to the
+//! fallback (the procedural renderer). Calls run on the render pool's blocking threads; each
+//! call drives its HTTP request on a small private runtime in a scoped thread, so it works
+//! whatever runtime (if any) the caller has. Every attempt has a timeout; timeouts, connection
+//! errors, 5xx and overload answers are retried with exponential backoff. What finally fails is
+//! `RenderError::Failed` (`generation_failed`/`edit_failed`, credits returned), except an
+//! overloaded server (HTTP 429/503, "queue is full"), which is `RenderError::Overloaded`
+//! (`tokens_exhausted`). Pictures that come back are cropped and resized to the exact size the
+//! job asked for.
+
+mod a1111;
+mod config;
+mod http;
+mod openai;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use image::RgbaImage;
+
+pub use config::{BackendConfig, BackendKind, BackendsConfig, parse_backends_toml};
+
+use super::decode::{self, DecodeLimits};
+use super::{EditSpec, GenerateSpec, Model, Picture, RenderError, Renderer, edit};
+
+/// Sends configured models (and edits) to their inference servers, the rest to `fallback`.
+pub struct Router {
+    fallback: Arc<dyn Renderer>,
+    models: HashMap<Model, BackendConfig>,
+    edit: Option<BackendConfig>,
+}
+
+impl Router {
+    pub fn new(config: BackendsConfig, fallback: Arc<dyn Renderer>) -> Router {
+        let models = Model::ALL
+            .into_iter()
+            .filter_map(|m| config.for_model(m).map(|c| (m, c.clone())))
+            .collect();
+        Router {
+            fallback,
+            models,
+            edit: config.edit,
+        }
+    }
+
+    /// Whether `model` is served remotely.
+    pub fn is_remote(&self, model: Model) -> bool {
+        self.models.contains_key(&model)
+    }
+}
+
+impl Renderer for Router {
+    fn generate(&self, spec: &GenerateSpec) -> Result<Picture, RenderError> {
+        let Some(cfg) = self.models.get(&spec.model) else {
+            return self.fallback.generate(spec);
+        };
+        let (w, h) = spec.model.dimensions(spec.ratio.resolve_auto(&spec.prompt));
+        let bytes = match cfg.kind {
+            BackendKind::OpenAi => openai::generate(cfg, spec, w, h),
+            BackendKind::A1111 => a1111::txt2img(cfg, spec, w, h),
+        }?;
+        Ok(Picture(fit_exact(decode_result(&bytes)?, w, h)))
+    }
+
+    fn edit(&self, spec: &EditSpec) -> Result<Picture, RenderError> {
+        let Some(cfg) = &self.edit else {
+            return self.fallback.edit(spec);
+        };
+        let source = decode::decode(&spec.source, &DecodeLimits::default())?;
+        let (w, h) =
+            edit::resized_dimensions(source.width(), source.height(), edit::Resize::Scale(1.0));
+        let bytes = match cfg.kind {
+            BackendKind::OpenAi => openai::edit(cfg, spec, &source),
+            BackendKind::A1111 => a1111::img2img(cfg, spec, &source),
+        }?;
+        Ok(Picture(fit_exact(decode_result(&bytes)?, w, h)))
+    }
+}
+
+fn decode_result(bytes: &[u8]) -> Result<RgbaImage, RenderError> {
+    decode::decode(bytes, &DecodeLimits::default())
+        .map_err(|e| RenderError::Failed(format!("the backend returned an unusable image: {e}")))
+}
+
+/// Scales `img` to cover `w`x`h` and crops the centre: exactly the size the job asked for.
+pub fn fit_exact(img: RgbaImage, w: u32, h: u32) -> RgbaImage {
+    let (iw, ih) = img.dimensions();
+    if (iw, ih) == (w, h) || w == 0 || h == 0 || iw == 0 || ih == 0 {
+        return img;
+    }
+    let k = (f64::from(w) / f64::from(iw)).max(f64::from(h) / f64::from(ih));
+    let sw = ((f64::from(iw) * k).ceil() as u32).max(w);
+    let sh = ((f64::from(ih) * k).ceil() as u32).max(h);
+    let scaled = image::imageops::resize(&img, sw, sh, image::imageops::FilterType::CatmullRom);
+    image::imageops::crop_imm(&scaled, (sw - w) / 2, (sh - h) / 2, w, h).to_image()
+}
+
+/// PNG bytes of an image (what the servers are sent).
+fn png_bytes(img: &RgbaImage) -> Result<Vec<u8>, RenderError> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Png)
+        .map_err(|e| RenderError::Failed(format!("cannot encode the source image: {e}")))?;
+    Ok(out.into_inner())
+}

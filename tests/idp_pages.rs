@@ -1,0 +1,1105 @@
+//! The server-rendered pages of the identity provider, driven over HTTP with a cookie jar:
+//! first-start setup, registration, the account cabinet (API key, password, TOTP, authorized
+//! apps, profile picture) and the admin pages, plus CSRF, security headers and session fixation.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use pictor::ops::AdminRequest;
+use serde_json::Value;
+
+const REDIRECT: &str = "http://127.0.0.1:9/callback";
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// The text of the element with `id="…"` (up to the next `<`), unescaped.
+fn text_of_id(html: &str, id: &str) -> Option<String> {
+    let key = format!("id=\"{id}\">");
+    let start = html.find(&key)? + key.len();
+    let end = html[start..].find('<')? + start;
+    Some(html_unescape(html[start..end].trim()))
+}
+
+fn csrf_of(html: &str) -> String {
+    form_fields(html, "/logout")
+        .into_iter()
+        .find(|(k, _)| k == "csrf")
+        .map(|(_, v)| v)
+        .expect("a csrf field")
+}
+
+async fn sign_in(s: &TestServer, b: &mut Browser, email: &str, password: &str) -> Page {
+    let page = b.get(&s.url("/login")).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let mut fields = form_fields(&page.body, "/login");
+    set_field(&mut fields, "email", email);
+    set_field(&mut fields, "password", password);
+    b.post(&s.url("/login"), &fields).await
+}
+
+async fn signed_in_browser(s: &TestServer, email: &str, password: &str) -> Browser {
+    let mut b = Browser::new();
+    let r = sign_in(s, &mut b, email, password).await;
+    assert_eq!(r.status, 303, "sign-in failed: {}", r.body);
+    b
+}
+
+async fn account(s: &TestServer, b: &mut Browser) -> Page {
+    let page = b.get(&s.url("/account")).await;
+    assert_eq!(page.status, 200, "{:?} {}", page.location, page.body);
+    page
+}
+
+/// Submits the first form with `action` on `page`, after applying `changes`.
+async fn submit(
+    s: &TestServer,
+    b: &mut Browser,
+    page: &Page,
+    action: &str,
+    changes: &[(&str, &str)],
+) -> Page {
+    let mut fields = form_fields(&page.body, action);
+    for (k, v) in changes {
+        set_field(&mut fields, k, v);
+    }
+    b.post(&s.url(action), &fields).await
+}
+
+async fn sign_out(s: &TestServer, b: &mut Browser) {
+    let page = account(s, b).await;
+    let r = submit(s, b, &page, "/logout", &[]).await;
+    assert_eq!(r.status, 303);
+    assert!(
+        b.get(&s.url("/account"))
+            .await
+            .location
+            .unwrap()
+            .starts_with("/login")
+    );
+}
+
+fn user_record(s: &TestServer, email: &str) -> pictor::store::UserRecord {
+    s.store().user_by_email(email).unwrap().unwrap()
+}
+
+fn admin_person(s: &TestServer, email: &str, password: &str) {
+    let hash = pictor::auth::password::hash(password).unwrap();
+    s.admin(AdminRequest::UserAdd {
+        email: email.into(),
+        name: Some("The Admin".into()),
+        password_hash: Some(hash),
+        admin: true,
+        pro: false,
+        credits: 0,
+    });
+}
+
+fn state(s: &TestServer) -> &pictor::state::AppState {
+    &s.handle.as_ref().unwrap().state
+}
+
+/// Authorize + sign in + consent with raw parameters; returns the code sent back to the client.
+async fn code_for(s: &TestServer, b: &mut Browser, app: &str, email: &str, pw: &str) -> String {
+    let params = [
+        ("response_type", "code"),
+        ("client_id", app),
+        ("redirect_uri", REDIRECT),
+        ("state", "st-1"),
+        ("scope", "openid profile email"),
+    ];
+    let url = format!(
+        "{}/oauth/authorize?{}",
+        s.base,
+        serde_urlencoded::to_string(params).unwrap()
+    );
+    let back = s.sign_in_and_consent(b, &url, email, pw).await;
+    query_of(&back)
+        .get("code")
+        .cloned()
+        .unwrap_or_else(|| panic!("no code: {back}"))
+}
+
+async fn token_call(s: &TestServer, fields: &[(&str, &str)]) -> (u16, Value) {
+    let r = http()
+        .post(s.url("/oauth/token"))
+        .form(fields)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn exchange(s: &TestServer, app: &str, secret: &str, code: &str) -> (u16, Value) {
+    token_call(
+        s,
+        &[
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", REDIRECT),
+            ("client_id", app),
+            ("client_secret", secret),
+        ],
+    )
+    .await
+}
+
+fn totp_code(base32: &str, email: &str, now_ms: u64) -> String {
+    let secret = totp_rs::Secret::try_from_base32(base32)
+        .unwrap()
+        .as_bytes()
+        .to_vec();
+    pictor::idp::totp::totp(secret, email)
+        .unwrap()
+        .generate(now_ms / 1000)
+        .to_string()
+}
+
+/// Posts a multipart form with the browser's cookies (redirects not followed).
+async fn post_multipart(
+    b: &Browser,
+    url: &str,
+    form: reqwest::multipart::Form,
+) -> (u16, Option<String>, String) {
+    let cookie = b
+        .cookies
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let r = b
+        .http
+        .post(url)
+        .header("cookie", cookie)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let location = r
+        .headers()
+        .get("location")
+        .map(|v| v.to_str().unwrap().to_string());
+    (status, location, r.text().await.unwrap())
+}
+
+fn png_part(bytes: Vec<u8>) -> reqwest::multipart::Part {
+    reqwest::multipart::Part::bytes(bytes)
+        .file_name("me.png")
+        .mime_str("image/png")
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_link_creates_the_admin_once_then_is_dead() {
+    let s = TestServer::start().await;
+    let setup_url = s.handle.as_ref().unwrap().setup_url.clone().unwrap();
+    assert!(setup_url.starts_with(&s.url("/setup?token=")));
+
+    let mut stranger = Browser::new();
+    let bad = stranger.get(&s.url("/setup?token=not-the-token")).await;
+    assert_eq!(bad.status, 404);
+    assert!(bad.body.contains("already used or is invalid"));
+    assert_eq!(stranger.get(&s.url("/setup")).await.status, 404);
+
+    let mut b = Browser::new();
+    let page = b.get(&setup_url).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    // A too-short password is refused on the page; the link stays valid.
+    let r = submit(
+        &s,
+        &mut b,
+        &page,
+        "/setup",
+        &[("email", "boss@example.com"), ("password", "short")],
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("role=\"alert\""));
+    let r = submit(
+        &s,
+        &mut b,
+        &page,
+        "/setup",
+        &[
+            ("name", "Boss"),
+            ("email", "Boss@Example.com"),
+            ("password", "the boss's password"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(r.location.as_deref(), Some("/account"));
+    let page = account(&s, &mut b).await;
+    assert!(page.body.contains("boss@example.com"));
+    assert!(page.body.contains("href=\"/admin\""), "admin nav link");
+    assert_eq!(text_of_id(&page.body, "balance").unwrap(), "100");
+    let boss = user_record(&s, "boss@example.com");
+    assert!(boss.admin);
+    assert_eq!(b.get(&s.url("/admin")).await.status, 200);
+
+    // Dead afterwards: the GET and a replayed POST.
+    let again = Browser::new().get(&setup_url).await;
+    assert_eq!(again.status, 404);
+    assert!(
+        again
+            .body
+            .contains("This setup link was already used or is invalid")
+    );
+    let mut fields = form_fields(&page.body, "/logout");
+    fields.extend([
+        ("token".to_string(), query_of(&setup_url)["token"].clone()),
+        ("email".to_string(), "second@example.com".to_string()),
+        ("password".to_string(), "another long password".to_string()),
+    ]);
+    let r = b.post(&s.url("/setup"), &fields).await;
+    assert_eq!(r.status, 404);
+    assert!(
+        s.store()
+            .user_by_email("second@example.com")
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(s.store().users().unwrap().len(), 1);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn register_with_captcha_then_account_shows_balance() {
+    let s = TestServer::start().await;
+    let mut b = Browser::new();
+    let page = b.get(&s.url("/register")).await;
+    assert_eq!(page.status, 200);
+    let fill = |page: &Page, captcha: &str| {
+        let mut f = form_fields(&page.body, "/register");
+        set_field(&mut f, "name", "Carol");
+        set_field(&mut f, "email", "carol@example.com");
+        set_field(&mut f, "password", "carol's long password");
+        set_field(&mut f, "captcha", captcha);
+        f
+    };
+    let r = b.post(&s.url("/register"), &fill(&page, "wrong")).await;
+    assert_eq!(r.status, 400, "wrong captcha refused");
+    assert!(r.body.contains("role=\"alert\""));
+    assert!(
+        s.store()
+            .user_by_email("carol@example.com")
+            .unwrap()
+            .is_none()
+    );
+
+    let id = form_fields(&r.body, "/register")
+        .into_iter()
+        .find(|(k, _)| k == "captcha_id")
+        .unwrap()
+        .1;
+    let answer = state(&s).idp.captchas.answer_for_tests(&id).unwrap();
+    let r = b.post(&s.url("/register"), &fill(&r, &answer)).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let page = account(&s, &mut b).await;
+    assert!(page.body.contains("carol@example.com"));
+    let credits = state(&s).store.settings().unwrap().signup_credits;
+    assert_eq!(
+        text_of_id(&page.body, "balance").unwrap(),
+        credits.to_string()
+    );
+    assert!(page.body.contains("0 of 25 pictures used today"));
+    assert!(!page.body.contains("href=\"/admin\""), "no admin link");
+    assert!(page.body.contains("href=\"/api/pictor/docs\""));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn account_and_admin_need_a_session() {
+    let s = TestServer::start().await;
+    let mut b = Browser::new();
+    let r = b.get(&s.url("/account")).await;
+    assert_eq!(r.status, 303);
+    assert_eq!(r.location.as_deref(), Some("/login?return_to=/account"));
+    let r = b.get(&s.url("/admin")).await;
+    assert_eq!(r.status, 303);
+    assert_eq!(r.location.as_deref(), Some("/login?return_to=/admin"));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn home_page_goes_to_the_account_or_to_sign_in() {
+    let s = TestServer::start().await;
+    s.person("dan@example.com", "dan's long password");
+    let mut b = Browser::new();
+    let r = b.get(&s.url("/")).await;
+    assert_eq!((r.status, r.location.as_deref()), (303, Some("/login")));
+    let mut b = signed_in_browser(&s, "dan@example.com", "dan's long password").await;
+    let r = b.get(&s.url("/")).await;
+    assert_eq!((r.status, r.location.as_deref()), (303, Some("/account")));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_key_is_shown_once_and_replaces_the_old_one() {
+    let s = TestServer::start().await;
+    s.person("erin@example.com", "erin's long password");
+    let mut b = signed_in_browser(&s, "erin@example.com", "erin's long password").await;
+    let page = account(&s, &mut b).await;
+    assert!(page.body.contains("None yet"));
+    let r = submit(&s, &mut b, &page, "/account/key", &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.headers["cache-control"], "no-store");
+    let key = text_of_id(&r.body, "new-api-key").expect("key shown");
+    assert!(key.starts_with("vx_") && key.len() == 67, "{key}");
+    let me = s.me(&key).await;
+    assert_eq!(me["email"], "erin@example.com");
+
+    let page = account(&s, &mut b).await;
+    assert!(!page.body.contains(&key), "shown only once");
+    assert!(text_of_id(&page.body, "new-api-key").is_none());
+
+    let r = submit(&s, &mut b, &page, "/account/key", &[]).await;
+    let key2 = text_of_id(&r.body, "new-api-key").unwrap();
+    assert_ne!(key, key2);
+    let (status, _) = s.get(&key, "/api/pictor/v1/me").await;
+    assert_eq!(status, 401, "the old key stops working");
+    assert_eq!(s.me(&key2).await["balance"], 5);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_password_ends_other_sessions() {
+    let s = TestServer::start().await;
+    let (email, old_pw, new_pw) = (
+        "fay@example.com",
+        "fay's old long password",
+        "fay's new long password",
+    );
+    s.person(email, old_pw);
+    let mut a = signed_in_browser(&s, email, old_pw).await;
+    let mut other = signed_in_browser(&s, email, old_pw).await;
+    account(&s, &mut other).await;
+
+    let page = account(&s, &mut a).await;
+    let r = submit(
+        &s,
+        &mut a,
+        &page,
+        "/account/password",
+        &[
+            ("current_password", "not my password"),
+            ("new_password", new_pw),
+            ("new_password2", new_pw),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 401);
+    assert!(r.body.contains("current password is not right"));
+    let r = submit(
+        &s,
+        &mut a,
+        &page,
+        "/account/password",
+        &[
+            ("current_password", old_pw),
+            ("new_password", new_pw),
+            ("new_password2", "something else entirely"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    let r = submit(
+        &s,
+        &mut a,
+        &page,
+        "/account/password",
+        &[
+            ("current_password", old_pw),
+            ("new_password", "short"),
+            ("new_password2", "short"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    account(&s, &mut other).await;
+
+    let r = submit(
+        &s,
+        &mut a,
+        &page,
+        "/account/password",
+        &[
+            ("current_password", old_pw),
+            ("new_password", new_pw),
+            ("new_password2", new_pw),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(r.location.as_deref(), Some("/account?done=password"));
+    let page = a.follow(&s.base, r).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("Your password was changed"));
+    let r = other.get(&s.url("/account")).await;
+    assert_eq!(r.status, 303, "the other session ended");
+
+    let mut fresh = Browser::new();
+    assert_eq!(sign_in(&s, &mut fresh, email, old_pw).await.status, 401);
+    assert_eq!(sign_in(&s, &mut fresh, email, new_pw).await.status, 303);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn totp_enable_then_sign_in_needs_a_code_and_recovery_codes_work_once() {
+    let s = TestServer::start().await;
+    let (email, pw) = ("gus@example.com", "gus's long password");
+    s.person(email, pw);
+    let mut b = signed_in_browser(&s, email, pw).await;
+    let page = account(&s, &mut b).await;
+    let setup = submit(&s, &mut b, &page, "/account/totp/start", &[]).await;
+    assert_eq!(setup.status, 200);
+    assert_eq!(setup.headers["cache-control"], "no-store");
+    assert!(setup.body.contains("<svg"), "QR code inline");
+    let secret = text_of_id(&setup.body, "totp-secret").unwrap();
+    assert!(
+        user_record(&s, email).totp_secret_enc.is_none(),
+        "not before confirming"
+    );
+
+    // A wrong code (none of the codes of the accepted window) is refused; the same secret is
+    // offered again.
+    let now = s.clock.now();
+    let window: Vec<String> = [now - 30_000, now, now + 30_000]
+        .iter()
+        .map(|t| totp_code(&secret, email, *t))
+        .collect();
+    let wrong = ["000000", "111111", "222222", "333333"]
+        .into_iter()
+        .find(|c| !window.iter().any(|w| w == c))
+        .unwrap();
+    let r = submit(
+        &s,
+        &mut b,
+        &setup,
+        "/account/totp/confirm",
+        &[("code", wrong)],
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("role=\"alert\""));
+    assert_eq!(
+        text_of_id(&r.body, "totp-secret").unwrap(),
+        secret,
+        "same secret offered again"
+    );
+    // A tampered pending field is refused.
+    let code = totp_code(&secret, email, s.clock.now());
+    let t = submit(
+        &s,
+        &mut b,
+        &setup,
+        "/account/totp/confirm",
+        &[("code", &code), ("pending", "AAAA")],
+    )
+    .await;
+    assert_eq!(t.status, 400);
+    assert!(user_record(&s, email).totp_secret_enc.is_none());
+
+    let done = submit(
+        &s,
+        &mut b,
+        &setup,
+        "/account/totp/confirm",
+        &[("code", &code)],
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    let codes_html = &done.body[done.body.find("id=\"recovery-codes\"").unwrap()..];
+    let codes_html = &codes_html[..codes_html.find("</ul>").unwrap()];
+    let codes: Vec<String> = codes_html
+        .split("<li class=\"mono\">")
+        .skip(1)
+        .map(|c| c[..c.find('<').unwrap()].to_string())
+        .collect();
+    assert_eq!(codes.len(), 10, "{codes_html}");
+    let user = user_record(&s, email);
+    assert!(user.totp_secret_enc.is_some());
+    assert_eq!(user.recovery_codes.len(), 10);
+    let page = account(&s, &mut b).await;
+    assert!(!page.body.contains(&codes[0]), "recovery codes shown once");
+    assert!(page.body.contains("10 recovery codes left"));
+
+    // Sign out, sign in: the password alone leaves a pending session that is not signed in.
+    sign_out(&s, &mut b).await;
+    let r = sign_in(&s, &mut b, email, pw).await;
+    assert_eq!(r.status, 303);
+    assert!(r.location.as_deref().unwrap().starts_with("/login/totp"));
+    let pending_id = b.cookies["pictor_session"].clone();
+    let r = b.get(&s.url("/account")).await;
+    assert_eq!(r.status, 303, "a pending session is not signed in");
+    let step = b.get(&s.url("/login/totp")).await;
+    assert_eq!(step.status, 200);
+    // The code used to confirm cannot be replayed; the next step's code works.
+    let r = submit(&s, &mut b, &step, "/login/totp", &[("code", &code)]).await;
+    assert_eq!(r.status, 401);
+    s.clock.advance(30_000);
+    let next = totp_code(&secret, email, s.clock.now());
+    let r = submit(&s, &mut b, &step, "/login/totp", &[("code", &next)]).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_ne!(
+        b.cookies["pictor_session"], pending_id,
+        "new session id after the second factor"
+    );
+    account(&s, &mut b).await;
+
+    // A recovery code works once.
+    for (attempt, expected) in [(1, 303), (2, 401)] {
+        sign_out(&s, &mut b).await;
+        assert_eq!(sign_in(&s, &mut b, email, pw).await.status, 303);
+        let step = b.get(&s.url("/login/totp")).await;
+        let r = submit(&s, &mut b, &step, "/login/totp", &[("code", &codes[3])]).await;
+        assert_eq!(r.status, expected, "recovery code use #{attempt}");
+    }
+    assert_eq!(user_record(&s, email).recovery_codes.len(), 9);
+
+    // Turning it off needs the password (or a code).
+    let mut b = Browser::new();
+    assert_eq!(sign_in(&s, &mut b, email, pw).await.status, 303);
+    let step = b.get(&s.url("/login/totp")).await;
+    let r = submit(&s, &mut b, &step, "/login/totp", &[("code", &codes[5])]).await;
+    assert_eq!(r.status, 303);
+    let page = account(&s, &mut b).await;
+    let r = submit(
+        &s,
+        &mut b,
+        &page,
+        "/account/totp/disable",
+        &[("password", "wrong one!")],
+    )
+    .await;
+    assert_eq!(r.status, 401);
+    assert!(user_record(&s, email).totp_secret_enc.is_some());
+    let r = submit(
+        &s,
+        &mut b,
+        &page,
+        "/account/totp/disable",
+        &[("password", pw)],
+    )
+    .await;
+    assert_eq!(r.status, 303);
+    let user = user_record(&s, email);
+    assert!(user.totp_secret_enc.is_none() && user.recovery_codes.is_empty());
+    sign_out(&s, &mut b).await;
+    let r = sign_in(&s, &mut b, email, pw).await;
+    assert_eq!(
+        r.location.as_deref(),
+        Some("/account"),
+        "no code asked any more"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorized_apps_are_listed_and_revoke_ends_their_refresh_tokens() {
+    let s = TestServer::start().await;
+    let (email, pw) = ("hal@example.com", "hal's long password");
+    s.person(email, pw);
+    let (app, secret) = s.oauth_client("photo-gallery", &[REDIRECT]);
+    let mut b = Browser::new();
+    let code = code_for(&s, &mut b, &app, email, pw).await;
+    let (status, tokens) = exchange(&s, &app, &secret, &code).await;
+    assert_eq!(status, 200, "{tokens}");
+    let refresh = tokens["refresh_token"].as_str().unwrap().to_string();
+    let access = tokens["access_token"].as_str().unwrap().to_string();
+
+    // A second app is consented to but its code never exchanged: listed too (its consent is
+    // remembered).
+    let (app2, _) = s.oauth_client("zine", &[REDIRECT]);
+    code_for(&s, &mut b, &app2, email, pw).await;
+
+    let page = account(&s, &mut b).await;
+    assert!(page.body.contains("photo-gallery"));
+    assert!(page.body.contains("zine"));
+    assert!(page.body.contains("See your e-mail address"));
+    let fields = form_fields(&page.body, "/account/apps/revoke");
+    assert!(
+        fields.contains(&("client".to_string(), app.clone())),
+        "{fields:?}"
+    );
+    let r = submit(&s, &mut b, &page, "/account/apps/revoke", &[]).await;
+    assert_eq!(r.status, 303);
+    let page = b.follow(&s.base, r).await;
+    assert_eq!(page.status, 200);
+    assert!(!page.body.contains("photo-gallery"), "{}", page.body);
+    assert!(page.body.contains("access was revoked"));
+    assert!(page.body.contains("zine"));
+    let r = submit(&s, &mut b, &page, "/account/apps/revoke", &[]).await;
+    assert_eq!(r.status, 303);
+    let uid = user_record(&s, email).id;
+    assert!(s.store().consent(uid, "zine").unwrap().is_none());
+    let page = account(&s, &mut b).await;
+    assert!(!page.body.contains("zine"));
+    assert!(
+        s.store()
+            .user_grants(user_record(&s, email).id, s.clock.now())
+            .unwrap()
+            .is_empty()
+    );
+
+    let (status, v) = token_call(
+        &s,
+        &[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", &refresh),
+            ("client_id", &app),
+            ("client_secret", &secret),
+        ],
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["error"], "invalid_grant");
+    let r = http()
+        .get(s.url("/oauth/userinfo"))
+        .bearer_auth(&access)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401, "its access token ended too");
+    // The consent is forgotten: authorizing again asks again.
+    let url = format!(
+        "{}/oauth/authorize?{}",
+        s.base,
+        serde_urlencoded::to_string([
+            ("response_type", "code"),
+            ("client_id", app.as_str()),
+            ("redirect_uri", REDIRECT),
+            ("state", "st-2"),
+        ])
+        .unwrap()
+    );
+    let r = b.get(&url).await;
+    assert_eq!(r.status, 200, "consent page again: {:?}", r.location);
+    assert!(r.body.contains("action=\"/oauth/authorize\""));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_pages_clients_and_users() {
+    let s = TestServer::start().await;
+    admin_person(&s, "root@example.com", "root's long password");
+    s.person("ivy@example.com", "ivy's long password");
+
+    let mut ivy = signed_in_browser(&s, "ivy@example.com", "ivy's long password").await;
+    let r = ivy.get(&s.url("/admin")).await;
+    assert_eq!(r.status, 403, "not for non-admins");
+    let ivy_page = account(&s, &mut ivy).await;
+    let mut fields = form_fields(&ivy_page.body, "/logout");
+    fields.push(("name".into(), "sneaky".into()));
+    fields.push(("redirect_uris".into(), REDIRECT.into()));
+    assert_eq!(
+        ivy.post(&s.url("/admin/clients"), &fields).await.status,
+        403
+    );
+    assert!(s.store().client("sneaky").unwrap().is_none());
+
+    let mut root = signed_in_browser(&s, "root@example.com", "root's long password").await;
+    let page = root.get(&s.url("/admin")).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("ivy@example.com"));
+
+    // Client registration: validation errors on the page, then the secret once.
+    let r = submit(
+        &s,
+        &mut root,
+        &page,
+        "/admin/clients",
+        &[("name", "bad name!"), ("redirect_uris", REDIRECT)],
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("role=\"alert\""));
+    let r = submit(
+        &s,
+        &mut root,
+        &page,
+        "/admin/clients",
+        &[
+            ("name", "notes"),
+            ("redirect_uris", "https://good@evil.example/cb"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("user information"));
+    let r = submit(
+        &s,
+        &mut root,
+        &page,
+        "/admin/clients",
+        &[
+            ("name", "notes"),
+            (
+                "redirect_uris",
+                &format!("{REDIRECT}\r\n\r\nhttps://notes.example/cb\r\n"),
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let secret = text_of_id(&r.body, "new-app-secret").unwrap();
+    assert!(secret.len() > 30);
+    let client = s.store().client("notes").unwrap().unwrap();
+    assert_eq!(
+        client.redirect_uris,
+        vec![REDIRECT, "https://notes.example/cb"]
+    );
+    let page = root.get(&s.url("/admin")).await;
+    assert!(!page.body.contains(&secret), "the secret is shown once");
+    assert!(page.body.contains("https://notes.example/cb"));
+    let r = submit(
+        &s,
+        &mut root,
+        &page,
+        "/admin/clients",
+        &[("name", "notes"), ("redirect_uris", REDIRECT)],
+    )
+    .await;
+    assert_eq!(r.status, 400, "duplicate name");
+
+    // The registered client works at the token endpoint.
+    let mut ivy2 = Browser::new();
+    let code = code_for(
+        &s,
+        &mut ivy2,
+        "notes",
+        "ivy@example.com",
+        "ivy's long password",
+    )
+    .await;
+    let (status, tokens) = exchange(&s, "notes", &secret, &code).await;
+    assert_eq!(status, 200, "{tokens}");
+    assert!(tokens["id_token"].is_string());
+
+    // Users: credits (positive and negative, bad input refused), PRO, ban.
+    let ivy_id = user_record(&s, "ivy@example.com").user_id().to_string();
+    let credits = format!("/admin/users/{ivy_id}/credits");
+    let r = submit(&s, &mut root, &page, &credits, &[("amount", "50")]).await;
+    assert_eq!(r.status, 303);
+    assert_eq!(user_record(&s, "ivy@example.com").balance, 55);
+    let r = submit(&s, &mut root, &page, &credits, &[("amount", "-15")]).await;
+    assert_eq!(r.status, 303);
+    assert_eq!(user_record(&s, "ivy@example.com").balance, 40);
+    for bad in ["ten", "", "0", "99999999999999"] {
+        let r = submit(&s, &mut root, &page, &credits, &[("amount", bad)]).await;
+        assert_eq!(r.status, 400, "amount {bad:?}");
+        assert!(r.body.contains("role=\"alert\""));
+    }
+    assert_eq!(user_record(&s, "ivy@example.com").balance, 40);
+    let mut fields = form_fields(&page.body, "/logout");
+    fields.push(("amount".into(), "5".into()));
+    let r = root
+        .post(&s.url("/admin/users/usr_0000000000000000/credits"), &fields)
+        .await;
+    assert_eq!(r.status, 404);
+
+    let pro = format!("/admin/users/{ivy_id}/pro");
+    let r = submit(&s, &mut root, &page, &pro, &[]).await;
+    assert_eq!(r.status, 303);
+    assert!(user_record(&s, "ivy@example.com").pro);
+    let page = root.get(&s.url("/admin")).await;
+    assert!(page.body.contains("Remove PRO"));
+
+    let ban = format!("/admin/users/{ivy_id}/ban");
+    account(&s, &mut ivy).await;
+    let r = submit(&s, &mut root, &page, &ban, &[]).await;
+    assert_eq!(r.status, 303);
+    assert!(user_record(&s, "ivy@example.com").banned);
+    assert_eq!(
+        ivy.get(&s.url("/account")).await.status,
+        303,
+        "ban ends the sessions"
+    );
+    assert_eq!(
+        sign_in(
+            &s,
+            &mut Browser::new(),
+            "ivy@example.com",
+            "ivy's long password"
+        )
+        .await
+        .status,
+        403
+    );
+    let page = root.get(&s.url("/admin")).await;
+    let r = submit(&s, &mut root, &page, &ban, &[]).await;
+    assert_eq!(r.status, 303);
+    assert!(!user_record(&s, "ivy@example.com").banned);
+    // No self-ban.
+    let root_id = user_record(&s, "root@example.com").user_id().to_string();
+    let mut fields = form_fields(&page.body, "/logout");
+    fields.push(("value".into(), "true".into()));
+    let r = root
+        .post(&s.url(&format!("/admin/users/{root_id}/ban")), &fields)
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(!user_record(&s, "root@example.com").banned);
+
+    // Removing the client ends it.
+    let page = root.get(&s.url("/admin")).await;
+    let r = submit(&s, &mut root, &page, "/admin/clients/remove", &[]).await;
+    assert_eq!(r.status, 303);
+    assert!(s.store().client("notes").unwrap().is_none());
+    let (status, v) = token_call(
+        &s,
+        &[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", tokens["refresh_token"].as_str().unwrap()),
+            ("client_id", "notes"),
+            ("client_secret", &secret),
+        ],
+    )
+    .await;
+    assert_eq!(status, 401, "{v}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profile_name_and_avatar() {
+    let s = TestServer::start().await;
+    let (email, pw) = ("jo@example.com", "jo's long password");
+    s.person(email, pw);
+    let mut b = signed_in_browser(&s, email, pw).await;
+    let page = account(&s, &mut b).await;
+    let r = submit(&s, &mut b, &page, "/account/profile", &[("name", "   ")]).await;
+    assert_eq!(r.status, 400);
+    let r = submit(
+        &s,
+        &mut b,
+        &page,
+        "/account/profile",
+        &[("name", " Jo <Smith> ")],
+    )
+    .await;
+    assert_eq!(r.status, 303);
+    assert_eq!(user_record(&s, email).name, "Jo <Smith>");
+    let page = account(&s, &mut b).await;
+    assert!(page.body.contains("Jo &#60;Smith&#62;") || page.body.contains("Jo &lt;Smith&gt;"));
+
+    let csrf = csrf_of(&page.body);
+    let form = |bytes: Vec<u8>| {
+        reqwest::multipart::Form::new()
+            .text("csrf", csrf.clone())
+            .part("avatar", png_part(bytes))
+    };
+    let (status, _, body) = post_multipart(
+        &b,
+        &s.url("/account/avatar"),
+        form(b"not an image".to_vec()),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(body.contains("cannot be used"));
+    let (status, _, _) = post_multipart(
+        &b,
+        &s.url("/account/avatar"),
+        form(vec![0x89; 5 * 1024 * 1024 + 1]),
+    )
+    .await;
+    assert_eq!(status, 413);
+
+    let (status, loc, body) =
+        post_multipart(&b, &s.url("/account/avatar"), form(png_bytes(600, 300))).await;
+    assert_eq!(status, 303, "{body}");
+    assert_eq!(loc.as_deref(), Some("/account?done=avatar"));
+    let user = user_record(&s, email);
+    let token = user.avatar.clone().unwrap();
+    assert_eq!(token.len(), 32);
+    let file = s.data_dir().join("avatars").join(format!("{token}.png"));
+    assert!(file.exists());
+    let url = s.url(&format!("/avatars/{}.png", user.user_id()));
+    let pic = s
+        .client
+        .get(&url)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let img = image::load_from_memory_with_format(&pic, image::ImageFormat::Png).unwrap();
+    assert_eq!((img.width(), img.height()), (256, 256));
+
+    // A second upload replaces the file; removing goes back to the generated picture.
+    let (status, _, _) =
+        post_multipart(&b, &s.url("/account/avatar"), form(png_bytes(100, 140))).await;
+    assert_eq!(status, 303);
+    assert!(!file.exists(), "the old picture is deleted");
+    let page = account(&s, &mut b).await;
+    let r = submit(&s, &mut b, &page, "/account/avatar/remove", &[]).await;
+    assert_eq!(r.status, 303);
+    assert!(user_record(&s, email).avatar.is_none());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_form_refuses_a_post_without_csrf() {
+    let s = TestServer::start().await;
+    let setup_url = s.handle.as_ref().unwrap().setup_url.clone().unwrap();
+    let token = query_of(&setup_url)["token"].clone();
+    let mut anon = Browser::new();
+    anon.get(&setup_url).await;
+    let r = anon
+        .post(
+            &s.url("/setup"),
+            &[
+                ("token".into(), token.clone()),
+                ("email".into(), "x@example.com".into()),
+                ("password".into(), "a long password".into()),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 403, "/setup");
+    assert!(s.store().users().unwrap().is_empty());
+
+    admin_person(&s, "kim@example.com", "kim's long password");
+    s.person("lee@example.com", "lee's long password");
+    s.oauth_client("some-app", &[REDIRECT]);
+    let lee = user_record(&s, "lee@example.com").user_id().to_string();
+    let mut b = signed_in_browser(&s, "kim@example.com", "kim's long password").await;
+    let page = account(&s, &mut b).await;
+    let csrf = csrf_of(&page.body);
+    let forms: Vec<(String, Vec<(&str, &str)>)> = vec![
+        ("/account/profile".into(), vec![("name", "Changed")]),
+        ("/account/avatar/remove".into(), vec![]),
+        (
+            "/account/password".into(),
+            vec![
+                ("current_password", "kim's long password"),
+                ("new_password", "another long one"),
+                ("new_password2", "another long one"),
+            ],
+        ),
+        ("/account/totp/start".into(), vec![]),
+        (
+            "/account/totp/confirm".into(),
+            vec![("pending", "x"), ("code", "123456")],
+        ),
+        (
+            "/account/totp/disable".into(),
+            vec![("password", "kim's long password")],
+        ),
+        ("/account/key".into(), vec![]),
+        ("/account/apps/revoke".into(), vec![("client", "some-app")]),
+        (
+            "/admin/clients".into(),
+            vec![("name", "csrf-app"), ("redirect_uris", REDIRECT)],
+        ),
+        ("/admin/clients/remove".into(), vec![("name", "some-app")]),
+        (
+            format!("/admin/users/{lee}/credits"),
+            vec![("amount", "10")],
+        ),
+        (format!("/admin/users/{lee}/pro"), vec![("value", "true")]),
+        (format!("/admin/users/{lee}/ban"), vec![("value", "true")]),
+        ("/logout".into(), vec![]),
+    ];
+    for (path, fields) in &forms {
+        let owned: Vec<(String, String)> = fields
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let r = b.post(&s.url(path), &owned).await;
+        assert_eq!(r.status, 403, "{path} without csrf");
+        let mut wrong = owned.clone();
+        wrong.push(("csrf".into(), "x".repeat(43)));
+        let r = b.post(&s.url(path), &wrong).await;
+        assert_eq!(r.status, 403, "{path} with a wrong csrf");
+    }
+    // The right token from another origin is refused too.
+    let r = b
+        .http
+        .post(s.url("/account/key"))
+        .header(
+            "cookie",
+            b.cookies
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+        .header("origin", "https://evil.example")
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "cross-origin post");
+    let (status, _, _) = post_multipart(
+        &b,
+        &s.url("/account/avatar"),
+        reqwest::multipart::Form::new().part("avatar", png_part(png_bytes(10, 10))),
+    )
+    .await;
+    assert_eq!(status, 403, "/account/avatar without csrf");
+
+    // Nothing changed.
+    let kim = user_record(&s, "kim@example.com");
+    assert_eq!(kim.name, "The Admin");
+    assert!(kim.api_key_hash.is_none() && kim.avatar.is_none() && kim.totp_secret_enc.is_none());
+    let lee = user_record(&s, "lee@example.com");
+    assert!(!lee.pro && !lee.banned && lee.balance == 5);
+    assert!(s.store().client("some-app").unwrap().is_some());
+    assert!(s.store().client("csrf-app").unwrap().is_none());
+    account(&s, &mut b).await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_carry_security_headers_and_sign_in_rotates_the_session() {
+    let s = TestServer::start().await;
+    admin_person(&s, "max@example.com", "max's long password");
+    let mut b = Browser::new();
+    // A session id planted before sign-in is never adopted.
+    b.cookies
+        .insert("pictor_session".into(), "planted-by-an-attacker".into());
+    let r = sign_in(&s, &mut b, "max@example.com", "max's long password").await;
+    assert_eq!(r.status, 303);
+    let first = b.cookies["pictor_session"].clone();
+    assert_ne!(first, "planted-by-an-attacker");
+    let set_cookie = r
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .find(|c| c.starts_with("pictor_session="))
+        .unwrap();
+    assert!(set_cookie.contains("HttpOnly") && set_cookie.contains("SameSite=Lax"));
+
+    for path in ["/account", "/admin", "/setup?token=nope", "/login"] {
+        let page = b.get(&s.url(path)).await;
+        let h = &page.headers;
+        let csp = h["content-security-policy"].to_str().unwrap();
+        assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
+        assert!(csp.contains("default-src 'self'"), "{path}");
+        assert_eq!(h["x-frame-options"], "DENY", "{path}");
+        assert_eq!(h["referrer-policy"], "no-referrer", "{path}");
+        assert_eq!(h["cache-control"], "no-store", "{path}");
+    }
+    let page = account(&s, &mut b).await;
+    let r = submit(&s, &mut b, &page, "/account/totp/start", &[]).await;
+    assert!(r.headers["content-security-policy"].to_str().is_ok());
+
+    // Signing in again (after signing out) gives another id.
+    sign_out(&s, &mut b).await;
+    assert_eq!(
+        sign_in(&s, &mut b, "max@example.com", "max's long password")
+            .await
+            .status,
+        303
+    );
+    assert_ne!(b.cookies["pictor_session"], first);
+    s.stop().await;
+}

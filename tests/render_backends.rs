@@ -1,0 +1,322 @@
+//! Model backends against in-process fake servers that speak each protocol for real: the
+//! OpenAI-compatible images API (JSON generations, multipart edits) and AUTOMATIC1111/Forge
+//! (txt2img, img2img). Success, failure (500), overload (429, 503, queue full), timeout, retry,
+//! exact output size, and the configuration parser.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use base64::Engine;
+use pictor::render::backends::{Router, parse_backends_toml};
+use pictor::render::{
+    EditSpec, GenerateSpec, Model, Picture, ProceduralRenderer, Ratio, RenderError, Renderer,
+};
+use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::web::{Data, Json, Multipart};
+use poem::{EndpointExt, IntoResponse, Response, Route, Server, handler, http::StatusCode, post};
+use serde_json::{Value, json};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Ok,
+    Fail500,
+    Busy429,
+    Busy503,
+    QueueFull,
+    Slow,
+    /// Fails once with 500, then succeeds.
+    Flaky,
+}
+
+#[derive(Clone)]
+struct State {
+    mode: Mode,
+    hits: Arc<AtomicUsize>,
+    seen: Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+/// A 300x200 PNG (deliberately not the size asked for), base64.
+fn fake_image() -> String {
+    let img = image::RgbaImage::from_fn(300, 200, |x, y| {
+        image::Rgba([(x % 256) as u8, (y % 256) as u8, 120, 255])
+    });
+    let mut out = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+    base64::engine::general_purpose::STANDARD.encode(out.into_inner())
+}
+
+async fn answer(state: &State, ok: Value) -> Response {
+    let n = state.hits.fetch_add(1, Ordering::SeqCst);
+    match state.mode {
+        Mode::Ok => Json(ok).into_response(),
+        Mode::Flaky if n > 0 => Json(ok).into_response(),
+        Mode::Flaky | Mode::Fail500 => (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response(),
+        Mode::Busy429 => (StatusCode::TOO_MANY_REQUESTS, "slow down").into_response(),
+        Mode::Busy503 => (StatusCode::SERVICE_UNAVAILABLE, "busy").into_response(),
+        Mode::QueueFull => (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"detail": "Queue is full, try again later"})),
+        )
+            .into_response(),
+        Mode::Slow => {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Json(ok).into_response()
+        }
+    }
+}
+
+#[handler]
+async fn generations(Json(body): Json<Value>, state: Data<&State>) -> Response {
+    assert_eq!(body["response_format"], "b64_json");
+    assert!(body["prompt"].is_string());
+    state.seen.lock().unwrap().push(body);
+    answer(
+        &state,
+        json!({"created": 1, "data": [{"b64_json": fake_image()}]}),
+    )
+    .await
+}
+
+#[handler]
+async fn edits(mut form: Multipart, state: Data<&State>) -> Response {
+    let mut fields = serde_json::Map::new();
+    while let Some(field) = form.next_field().await.unwrap() {
+        let name = field.name().unwrap_or_default().to_owned();
+        if name == "image" {
+            let bytes = field.bytes().await.unwrap();
+            assert!(bytes.starts_with(b"\x89PNG"), "image part is a PNG");
+            fields.insert(name, json!(bytes.len()));
+        } else {
+            fields.insert(name, json!(field.text().await.unwrap()));
+        }
+    }
+    assert!(fields.contains_key("image") && fields.contains_key("prompt"));
+    state.seen.lock().unwrap().push(Value::Object(fields));
+    answer(&state, json!({"data": [{"b64_json": fake_image()}]})).await
+}
+
+#[handler]
+async fn txt2img(Json(body): Json<Value>, state: Data<&State>) -> Response {
+    assert_eq!(body["width"].as_u64().unwrap() % 8, 0);
+    state.seen.lock().unwrap().push(body);
+    answer(&state, json!({"images": [fake_image()], "info": "{}"})).await
+}
+
+#[handler]
+async fn img2img(Json(body): Json<Value>, state: Data<&State>) -> Response {
+    assert!(body["init_images"][0].is_string());
+    state.seen.lock().unwrap().push(body);
+    answer(&state, json!({"images": [fake_image()]})).await
+}
+
+struct Fake {
+    url: String,
+    state: State,
+}
+
+async fn fake(mode: Mode) -> Fake {
+    let state = State {
+        mode,
+        hits: Arc::new(AtomicUsize::new(0)),
+        seen: Arc::new(std::sync::Mutex::new(Vec::new())),
+    };
+    let app = Route::new()
+        .at("/v1/images/generations", post(generations))
+        .at("/v1/images/edits", post(edits))
+        .at("/sdapi/v1/txt2img", post(txt2img))
+        .at("/sdapi/v1/img2img", post(img2img))
+        .data(state.clone());
+    let acceptor = TcpListener::bind("127.0.0.1:0")
+        .into_acceptor()
+        .await
+        .unwrap();
+    let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
+    tokio::spawn(Server::new_with_acceptor(acceptor).run(app));
+    Fake {
+        url: format!("http://{addr}"),
+        state,
+    }
+}
+
+fn router(kind: &str, url: &str, extra: &str) -> Router {
+    let toml = format!(
+        "[models.artist]\nkind = \"{kind}\"\nurl = \"{url}\"\nmodel = \"remote-model\"\nretries = 1\nbackoff_ms = 10\ntimeout_secs = 1\n{extra}\n\n[edit]\nkind = \"{kind}\"\nurl = \"{url}\"\nretries = 1\nbackoff_ms = 10\ntimeout_secs = 1\n"
+    );
+    let config = parse_backends_toml(&toml).unwrap();
+    Router::new(config, Arc::new(ProceduralRenderer))
+}
+
+fn spec(model: Model) -> GenerateSpec {
+    GenerateSpec {
+        prompt: "a lighthouse".into(),
+        model,
+        ratio: Ratio::Wide,
+        seed: 5,
+    }
+}
+
+fn source_png() -> Vec<u8> {
+    let img = image::RgbaImage::from_pixel(64, 48, image::Rgba([10, 200, 30, 255]));
+    let mut out = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+    out.into_inner()
+}
+
+async fn generate(r: Arc<Router>, model: Model) -> Result<Picture, RenderError> {
+    tokio::task::spawn_blocking(move || r.generate(&spec(model)))
+        .await
+        .unwrap()
+}
+
+async fn edit(r: Arc<Router>) -> Result<Picture, RenderError> {
+    tokio::task::spawn_blocking(move || {
+        r.edit(&EditSpec {
+            source: source_png(),
+            instruction: "make it a watercolor".into(),
+            seed: 2,
+        })
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_success_has_the_exact_size() {
+    let f = fake(Mode::Ok).await;
+    let r = Arc::new(router("openai", &f.url, ""));
+    let pic = generate(r.clone(), Model::Artist).await.unwrap();
+    assert_eq!(
+        (pic.width(), pic.height()),
+        Model::Artist.dimensions(Ratio::Wide)
+    );
+    let seen = f.state.seen.lock().unwrap().clone();
+    assert_eq!(seen[0]["model"], "remote-model");
+    assert_eq!(seen[0]["size"], "1536x864");
+    // Other models still use the built-in renderer.
+    assert!(!r.is_remote(Model::Fast));
+    let local = generate(r.clone(), Model::Fast).await.unwrap();
+    assert_eq!((local.width(), local.height()), (1024, 576));
+    assert_eq!(f.state.hits.load(Ordering::SeqCst), 1);
+    // Edits: multipart with the image and the instruction; the result keeps the source size.
+    let pic = edit(r).await.unwrap();
+    assert_eq!((pic.width(), pic.height()), (64, 48));
+    let seen = f.state.seen.lock().unwrap().clone();
+    assert_eq!(seen[1]["prompt"], "make it a watercolor");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a1111_success_has_the_exact_size() {
+    let f = fake(Mode::Ok).await;
+    let r = Arc::new(router("a1111", &f.url, "steps = 12"));
+    let pic = generate(r.clone(), Model::Artist).await.unwrap();
+    assert_eq!((pic.width(), pic.height()), (1536, 864));
+    let seen = f.state.seen.lock().unwrap().clone();
+    assert_eq!(seen[0]["steps"], 12);
+    assert_eq!(seen[0]["width"], 1536);
+    assert_eq!(seen[0]["height"], 864);
+    assert_eq!(
+        seen[0]["override_settings"]["sd_model_checkpoint"],
+        "remote-model"
+    );
+    let pic = edit(r).await.unwrap();
+    assert_eq!((pic.width(), pic.height()), (64, 48));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_are_retried_then_fail() {
+    for kind in ["openai", "a1111"] {
+        let f = fake(Mode::Fail500).await;
+        let r = Arc::new(router(kind, &f.url, ""));
+        let err = generate(r.clone(), Model::Artist).await.unwrap_err();
+        assert!(
+            matches!(err, RenderError::Failed(ref m) if m.contains("500")),
+            "{kind}: {err:?}"
+        );
+        // One try plus one retry.
+        assert_eq!(f.state.hits.load(Ordering::SeqCst), 2, "{kind}");
+        let err = edit(r).await.unwrap_err();
+        assert!(matches!(err, RenderError::Failed(_)), "{kind}: {err:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_recovers_from_one_failure() {
+    let f = fake(Mode::Flaky).await;
+    let r = Arc::new(router("openai", &f.url, ""));
+    assert!(generate(r, Model::Artist).await.is_ok());
+    assert_eq!(f.state.hits.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overload_maps_to_overloaded() {
+    for (kind, mode) in [
+        ("openai", Mode::Busy429),
+        ("openai", Mode::Busy503),
+        ("a1111", Mode::Busy503),
+        ("a1111", Mode::QueueFull),
+    ] {
+        let f = fake(mode).await;
+        let r = Arc::new(router(kind, &f.url, ""));
+        let err = generate(r.clone(), Model::Artist).await.unwrap_err();
+        assert!(
+            matches!(err, RenderError::Overloaded(_)),
+            "{kind} {mode:?}: {err:?}"
+        );
+        let err = edit(r).await.unwrap_err();
+        assert!(
+            matches!(err, RenderError::Overloaded(_)),
+            "{kind} {mode:?}: {err:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_server_times_out() {
+    let f = fake(Mode::Slow).await;
+    let r = Arc::new(router("a1111", &f.url, ""));
+    let started = std::time::Instant::now();
+    let err = generate(r, Model::Artist).await.unwrap_err();
+    assert!(
+        matches!(err, RenderError::Failed(ref m) if m.contains("within 1 s")),
+        "{err:?}"
+    );
+    // Two attempts of one second each, not the server's five.
+    assert!(started.elapsed() < Duration::from_secs(4));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_fails() {
+    let r = Arc::new(router("openai", "http://127.0.0.1:9", ""));
+    let err = generate(r, Model::Artist).await.unwrap_err();
+    assert!(matches!(err, RenderError::Failed(_)), "{err:?}");
+}
+
+#[test]
+fn config_parses_and_refuses_unknown_keys_by_name() {
+    let c = parse_backends_toml(
+        "[models.pro]\nkind = \"forge\"\nurl = \"http://gpu:7860\"\n\n[models.\"0.2plus\"]\nkind = \"openai\"\nurl = \"http://x:8000/v1\"\napi_key_env = \"OPENAI_API_KEY\"\nsize = \"1024x1024\"\n",
+    )
+    .unwrap();
+    assert!(c.models.contains_key("artist") && c.models.contains_key("0.2plus"));
+    assert_eq!(c.models["artist"].timeout_secs, 120);
+    assert_eq!(c.models["artist"].retries, 2);
+    assert!(c.edit.is_none());
+
+    let err = parse_backends_toml(
+        "[models.fast]\nkind = \"openai\"\nurl = \"http://a:1\"\ntimeout = 5\n",
+    )
+    .unwrap_err();
+    assert!(err.contains("timeout"), "{err}");
+    let err = parse_backends_toml("[modles.fast]\nkind = \"openai\"\n").unwrap_err();
+    assert!(err.contains("modles"), "{err}");
+    let err = parse_backends_toml("[models.dalle]\nkind = \"openai\"\nurl = \"http://a:1\"\n")
+        .unwrap_err();
+    assert!(err.contains("dalle"), "{err}");
+    let err = parse_backends_toml("[edit]\nkind = \"comfy\"\nurl = \"http://a:1\"\n").unwrap_err();
+    assert!(err.contains("comfy"), "{err}");
+    let err = parse_backends_toml("[edit]\nkind = \"openai\"\nurl = \"ftp://a\"\n").unwrap_err();
+    assert!(err.contains("edit.url"), "{err}");
+    assert!(parse_backends_toml("").unwrap().is_empty());
+}

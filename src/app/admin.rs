@@ -32,13 +32,7 @@ async fn exec(
     state: Data<&AppState>,
     body: Json<AdminRequest>,
 ) -> Response {
-    let presented = req
-        .headers()
-        .get(poem::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or_default();
-    if !bool::from(presented.as_bytes().ct_eq(token.0.0.as_bytes())) {
+    if !token_ok(req, &token) {
         return (
             StatusCode::UNAUTHORIZED,
             Json(json!({"ok": false, "error": "bad admin token"})),
@@ -69,9 +63,59 @@ async fn exec(
     }
 }
 
+fn token_ok(req: &Request, token: &AdminToken) -> bool {
+    let presented = req
+        .headers()
+        .get(poem::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    bool::from(presented.as_bytes().ct_eq(token.0.as_bytes()))
+}
+
+#[derive(Deserialize)]
+struct BackupRequest {
+    to: std::path::PathBuf,
+}
+
+#[handler]
+async fn backup(
+    req: &Request,
+    token: Data<&AdminToken>,
+    state: Data<&AppState>,
+    body: Json<BackupRequest>,
+) -> Response {
+    if !token_ok(req, &token) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"ok": false, "error": "bad admin token"})),
+        )
+            .into_response();
+    }
+    let (store, data_dir, to) = (
+        state.store.clone(),
+        state.config.data_dir.clone(),
+        body.0.to,
+    );
+    match tokio::task::spawn_blocking(move || crate::backup::backup(&store, &data_dir, &to)).await {
+        Ok(Ok(v)) => Json(json!({"ok": true, "result": v})).into_response(),
+        Ok(Err(e)) => (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"ok": false, "error": e.to_string()})),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"ok": false, "error": e.to_string()})),
+        )
+            .into_response(),
+    }
+}
+
 pub fn routes(state: AppState, token: String) -> impl poem::Endpoint + use<> {
     Route::new()
         .at("/admin/v1/exec", post(exec))
+        .at("/admin/v1/backup", post(backup))
         .data(AdminToken(token))
         .data(state)
 }

@@ -69,6 +69,20 @@ pub enum Command {
     Keys(KeysCommand),
     /// Render one picture to a file with the built-in renderer (no server needed).
     Render(render::RenderArgs),
+    /// Write a consistent backup (store snapshot + pictures) to one file; works while the server runs.
+    Backup {
+        #[arg(long)]
+        to: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Restore a backup into an empty (or new) data folder.
+    Restore {
+        #[arg(long)]
+        from: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// Show the effective configuration and where each value comes from.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -303,6 +317,50 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(_) => unreachable_serve(),
         Command::Render(args) => render::run(args),
+        Command::Backup { to, json } => {
+            let to =
+                std::path::absolute(to).with_context(|| format!("bad path {}", to.display()))?;
+            let db_path = dir.join("pictor.redb");
+            if !db_path.exists() {
+                bail!("no Pictor data in {}", dir.display());
+            }
+            let opened = tokio::task::spawn_blocking(move || Store::open(&db_path)).await?;
+            let v = match opened {
+                Ok(store) => {
+                    let d = dir.clone();
+                    tokio::task::spawn_blocking(move || crate::backup::backup(&store, &d, &to))
+                        .await??
+                }
+                Err(StoreError::AlreadyOpen) => remote::backup(&dir, &to).await?,
+                Err(e) => return Err(e.into()),
+            };
+            print(&v, *json, |v| {
+                format!(
+                    "backup written to {} ({} bytes, {} files, {} users, {} jobs)",
+                    v["backup"].as_str().unwrap_or_default(),
+                    v["bytes"],
+                    v["files"],
+                    v["users"],
+                    v["jobs"]
+                )
+            });
+            Ok(())
+        }
+        Command::Restore { from, json } => {
+            let (from, d) = (from.clone(), dir.clone());
+            let v =
+                tokio::task::spawn_blocking(move || crate::backup::restore(&from, &d)).await??;
+            print(&v, *json, |v| {
+                format!(
+                    "restored into {} ({} files, {} users, {} jobs)",
+                    v["restored"].as_str().unwrap_or_default(),
+                    v["files"],
+                    v["users"],
+                    v["jobs"]
+                )
+            });
+            Ok(())
+        }
         Command::Config(ConfigCommand::Show { json }) => {
             let (_, effective, layers) = load_config(cli, None)?;
             let file = layers.file_path.as_ref().map(|p| p.display().to_string());

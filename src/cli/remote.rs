@@ -9,6 +9,20 @@ use crate::app::admin::AdminFile;
 use crate::ops::AdminRequest;
 
 pub async fn execute(data_dir: &Path, req: &AdminRequest) -> anyhow::Result<Value> {
+    post(data_dir, "/admin/v1/exec", req).await
+}
+
+/// Asks the running server to write a backup (it holds the store open).
+pub async fn backup(data_dir: &Path, to: &Path) -> anyhow::Result<Value> {
+    post(
+        data_dir,
+        "/admin/v1/backup",
+        &serde_json::json!({ "to": to }),
+    )
+    .await
+}
+
+async fn post(data_dir: &Path, route: &str, req: &impl serde::Serialize) -> anyhow::Result<Value> {
     let path = crate::config::admin_file(data_dir);
     let bytes = std::fs::read(&path).with_context(|| {
         format!(
@@ -19,7 +33,7 @@ pub async fn execute(data_dir: &Path, req: &AdminRequest) -> anyhow::Result<Valu
     let file: AdminFile = serde_json::from_slice(&bytes).context("admin.json is malformed")?;
     let client = reqwest::Client::new();
     let resp = client
-        .post(format!("{}/admin/v1/exec", file.url))
+        .post(format!("{}{route}", file.url))
         .bearer_auth(&file.token)
         .json(req)
         .send()

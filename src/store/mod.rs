@@ -102,6 +102,17 @@ impl Store {
         &self.db
     }
 
+    /// Writes a consistent copy of the whole store, as of one read transaction, to a new file.
+    /// Runs while the server serves: writers are not blocked.
+    pub fn snapshot_to(&self, path: &Path) -> Result<(), StoreError> {
+        let src = self.db.begin_read()?;
+        let copy = Database::create(path)?;
+        let dst = copy.begin_write()?;
+        tables::copy_all(&src, &dst)?;
+        dst.commit()?;
+        Ok(())
+    }
+
     /// Whether the file is in a state redb can read (used after restores and by tests).
     pub fn readable(&self) -> bool {
         self.db.begin_read().is_ok()

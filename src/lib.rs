@@ -13,6 +13,7 @@ pub mod clock;
 pub mod config;
 pub mod idp;
 pub mod jobs;
+pub mod metrics;
 pub mod ops;
 pub mod render;
 pub mod state;

@@ -6,6 +6,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::idp::IdpState;
 use crate::jobs::JobEngine;
+use crate::metrics::Metrics;
 use crate::render::RenderPool;
 use crate::store::Store;
 
@@ -22,4 +23,5 @@ pub struct AppState {
     pub decode_pool: RenderPool,
     /// Identity provider state: signer, secret box, throttles, captchas.
     pub idp: Arc<IdpState>,
+    pub metrics: Arc<Metrics>,
 }

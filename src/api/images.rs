@@ -362,6 +362,7 @@ fn failure(f: ApiFailure) -> ApiError {
 async fn create(state: &AppState, new: NewJob) -> Result<JobRecord, ApiError> {
     let now = state.clock.now();
     let job = state.store.call(move |s| s.create_job(new, now)).await?;
+    state.metrics.job_created(&job.model);
     state.jobs.submit(job.clone());
     Ok(job)
 }

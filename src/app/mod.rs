@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod files;
 pub mod maintenance;
+pub mod observe;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use poem::listener::{Acceptor, Listener, TcpListener};
-use poem::{Endpoint, EndpointExt, Route, get};
+use poem::{EndpointExt, Route, get};
 use rand::RngExt;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -108,11 +109,13 @@ impl Server {
             .trim_end_matches('/')
             .to_string();
 
+        let metrics = Arc::new(crate::metrics::Metrics::default());
         let engine = JobEngine::new(
             store.clone(),
             renderer,
             clock.clone(),
             EngineOptions {
+                metrics: metrics.clone(),
                 images_dir: config.images_dir(),
                 sources_dir: config.sources_dir(),
                 render_workers: config.render_workers,
@@ -127,6 +130,7 @@ impl Server {
             .context("cannot create the token signing key")?;
         let secrets = crate::idp::crypto::SecretBox::open_or_create(&config.data_dir)?;
         let state = AppState {
+            metrics,
             idp: Arc::new(crate::idp::IdpState::new(secrets)),
             decode_pool: RenderPool::new(config.decode_workers),
             config: Arc::new(config),
@@ -167,16 +171,14 @@ impl Server {
         let app = Route::new()
             .nest_no_strip("/api/pictor", crate::api::routes(&public_url))
             .at("/files/:name", get(files::get_file))
+            .at("/metrics", get(observe::metrics))
+            .at("/healthz", get(observe::healthz))
             .nest("/", crate::idp::routes())
             .data(state.clone())
-            .with(poem::middleware::CookieJarManager::new())
-            .around(|ep, req| async move {
-                let path = req.uri().path().to_string();
-                Ok(match ep.call(req).await {
-                    Ok(resp) => resp,
-                    Err(err) => crate::api::error::error_response(err, &path),
-                })
-            });
+            .with(poem::middleware::CookieJarManager::new());
+        let metrics_for_requests = state.metrics.clone();
+        let app =
+            app.around(move |ep, req| observe::request(ep, req, metrics_for_requests.clone()));
         let admin_app = admin::routes(state.clone(), admin_token);
 
         let (maint_stop, maint_rx) = tokio::sync::watch::channel(false);

@@ -39,6 +39,7 @@ pub struct JobEngine {
 }
 
 struct Inner {
+    metrics: Arc<crate::metrics::Metrics>,
     store: Store,
     renderer: Arc<dyn Renderer>,
     pool: RenderPool,
@@ -55,6 +56,7 @@ struct Inner {
 }
 
 pub struct EngineOptions {
+    pub metrics: Arc<crate::metrics::Metrics>,
     pub images_dir: PathBuf,
     pub sources_dir: PathBuf,
     pub render_workers: usize,
@@ -79,6 +81,7 @@ impl JobEngine {
     ) -> JobEngine {
         JobEngine {
             inner: Arc::new(Inner {
+                metrics: opts.metrics,
                 store,
                 renderer,
                 pool: RenderPool::new(opts.render_workers),
@@ -113,14 +116,20 @@ impl JobEngine {
 
     /// Starts running a queued job in the background.
     pub fn submit(&self, job: JobRecord) {
+        use tracing::Instrument;
         let inner = self.inner.clone();
         inner.alive.fetch_add(1, Ordering::SeqCst);
-        tokio::spawn(async move {
-            let id = job.job_id();
-            run(&inner, job).await;
-            inner.alive.fetch_sub(1, Ordering::SeqCst);
-            inner.watchers.finished(id);
-        });
+        // The job's log lines carry its id, and the request id of the request that created it.
+        let span = tracing::info_span!("job", job = %job.job_id());
+        tokio::spawn(
+            async move {
+                let id = job.job_id();
+                run(&inner, job).await;
+                inner.alive.fetch_sub(1, Ordering::SeqCst);
+                inner.watchers.finished(id);
+            }
+            .instrument(span),
+        );
     }
 
     /// Resumes jobs left unfinished by the last run (see `Store::recover_jobs`).
@@ -195,6 +204,11 @@ async fn finish(inner: &Inner, id: JobId, outcome: FinishOutcome) {
         Ok(job) => {
             // Wake long-polls the moment the finishing transaction has committed.
             inner.watchers.finished(id);
+            inner.metrics.job_finished(
+                job.kind.as_str(),
+                job.status.as_str(),
+                job.error_code.as_deref().unwrap_or(""),
+            );
             info!(job = %id, status = job.status.as_str(), code = job.error_code.as_deref().unwrap_or(""), "job finished");
         }
         // The job stays pending in the store and is resolved at the next start.
@@ -252,6 +266,11 @@ async fn run(inner: &Inner, job: JobRecord) {
         Ok(StartOutcome::Started(job)) => job,
         Ok(StartOutcome::Failed(job)) => {
             inner.watchers.finished(id);
+            inner.metrics.job_finished(
+                job.kind.as_str(),
+                job.status.as_str(),
+                job.error_code.as_deref().unwrap_or(""),
+            );
             info!(job = %id, code = job.error_code.as_deref().unwrap_or(""), "job failed at start");
             return;
         }
@@ -304,6 +323,7 @@ async fn run(inner: &Inner, job: JobRecord) {
 
     let renderer = inner.renderer.clone();
     let images_dir = inner.images_dir.clone();
+    let model_label = job.model.clone();
     let started = std::time::Instant::now();
     let rendered = inner
         .pool
@@ -339,6 +359,9 @@ async fn run(inner: &Inner, job: JobRecord) {
             }
         }
     };
+    inner
+        .metrics
+        .observe_render(&model_label, started.elapsed().as_secs_f64());
     info!(job = %id, ms = started.elapsed().as_millis() as u64, "render finished");
     finish(inner, id, outcome).await;
     if kind == JobKind::Edit {

@@ -1,0 +1,120 @@
+//! Observability: a request id on every request (and so on every log line written while it is
+//! handled), one access-log line per request, HTTP metrics, `GET /metrics` and `GET /healthz`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use poem::http::{HeaderValue, StatusCode, header};
+use poem::web::{Data, Json};
+use poem::{Endpoint, IntoResponse, Request, Response, handler};
+use rand::RngExt;
+use serde_json::json;
+use tracing::Instrument;
+
+use crate::metrics::{Metrics, ResultLabels, StateLabels, route_label};
+use crate::state::AppState;
+
+/// A client-supplied `X-Request-Id` is kept when it is short and plain; otherwise a new one is made.
+fn request_id(req: &Request) -> String {
+    req.headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            !v.is_empty()
+                && v.len() <= 64
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+        .map(str::to_string)
+        .unwrap_or_else(|| hex::encode(rand::rng().random::<[u8; 8]>()))
+}
+
+/// The outermost middleware: request id + span, JSON errors for anything that escaped, metrics,
+/// and the access log line.
+pub async fn request<E: Endpoint>(
+    ep: Arc<E>,
+    req: Request,
+    registry: Arc<Metrics>,
+) -> poem::Result<Response> {
+    let id = request_id(&req);
+    let path = req.uri().path().to_string();
+    let route = route_label(&path);
+    let method = req.method().to_string();
+    let span = tracing::info_span!("request", request_id = %id, method = %method, route = %route);
+    let started = Instant::now();
+    let mut resp = async {
+        match ep.call(req).await {
+            Ok(resp) => resp.into_response(),
+            Err(err) => crate::api::error::error_response(err, &path),
+        }
+    }
+    .instrument(span.clone())
+    .await;
+    let status = resp.status().as_u16();
+    let secs = started.elapsed().as_secs_f64();
+    registry.observe_http(&route, &method, status, secs);
+    span.in_scope(|| tracing::info!(status, ms = (secs * 1000.0) as u64, "request"));
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert("x-request-id", v);
+    }
+    Ok(resp)
+}
+
+/// `GET /metrics`: Prometheus/OpenMetrics text.
+#[handler]
+pub async fn metrics(state: Data<&AppState>) -> Response {
+    let m = &state.metrics;
+    let stats = state.jobs.stats();
+    m.queue_depth.set(stats.waiting as i64);
+    m.jobs_active
+        .get_or_create(&StateLabels {
+            state: "queued".into(),
+        })
+        .set(stats.waiting as i64);
+    m.jobs_active
+        .get_or_create(&StateLabels {
+            state: "running".into(),
+        })
+        .set(stats.rendering as i64);
+    m.signins
+        .get_or_create(&ResultLabels {
+            result: "ok".into(),
+        })
+        .set(state.idp.signins_ok.load(Ordering::Relaxed) as i64);
+    m.signins
+        .get_or_create(&ResultLabels {
+            result: "failed".into(),
+        })
+        .set(state.idp.signins_failed.load(Ordering::Relaxed) as i64);
+    let mut resp = m.encode().into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    resp
+}
+
+/// `GET /healthz`: 200 when the store answers, 503 otherwise.
+#[handler]
+pub async fn healthz(state: Data<&AppState>) -> Response {
+    let store = state.store.clone();
+    let ok = tokio::task::spawn_blocking(move || store.readable())
+        .await
+        .unwrap_or(false);
+    let stats = state.jobs.stats();
+    let body = Json(json!({
+        "status": if ok { "ok" } else { "unavailable" },
+        "store": ok,
+        "render_workers": stats.workers,
+        "jobs_queued": stats.waiting,
+        "jobs_running": stats.rendering,
+        "version": env!("CARGO_PKG_VERSION"),
+    }));
+    let status = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, body).into_response()
+}

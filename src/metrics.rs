@@ -1,0 +1,231 @@
+//! Prometheus metrics (`GET /metrics`): HTTP requests and latency by route, jobs by state,
+//! queue depth, render seconds per model, sign-ins ok/failed.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HttpLabels {
+    pub route: String,
+    pub method: String,
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    pub route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModelLabels {
+    pub model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobLabels {
+    pub kind: String,
+    pub status: String,
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: String,
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+fn render_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.01, 2.0, 14))
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub http_requests: Family<HttpLabels, Counter>,
+    pub http_seconds: Family<RouteLabels, Histogram, fn() -> Histogram>,
+    pub render_seconds: Family<ModelLabels, Histogram, fn() -> Histogram>,
+    pub jobs_created: Family<ModelLabels, Counter>,
+    pub jobs_finished: Family<JobLabels, Counter>,
+    pub jobs_active: Family<StateLabels, Gauge>,
+    pub queue_depth: Gauge,
+    pub signins: Family<ResultLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("pictor");
+        let http_requests = Family::<HttpLabels, Counter>::default();
+        let http_seconds =
+            Family::<RouteLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                latency_histogram as fn() -> Histogram,
+            );
+        let render_seconds =
+            Family::<ModelLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                render_histogram as fn() -> Histogram,
+            );
+        let jobs_created = Family::<ModelLabels, Counter>::default();
+        let jobs_finished = Family::<JobLabels, Counter>::default();
+        let jobs_active = Family::<StateLabels, Gauge>::default();
+        let queue_depth = Gauge::default();
+        let signins = Family::<ResultLabels, Gauge>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests by route, method and status",
+            http_requests.clone(),
+        );
+        registry.register(
+            "http_request_duration_seconds",
+            "HTTP request latency by route",
+            http_seconds.clone(),
+        );
+        registry.register(
+            "render_duration_seconds",
+            "Render time per model (on the blocking pool)",
+            render_seconds.clone(),
+        );
+        registry.register(
+            "jobs_created",
+            "Jobs accepted, by model",
+            jobs_created.clone(),
+        );
+        registry.register(
+            "jobs_finished",
+            "Jobs finished, by kind, status and failure code",
+            jobs_finished.clone(),
+        );
+        registry.register(
+            "jobs",
+            "Jobs in flight in this process, by state (queued, running)",
+            jobs_active.clone(),
+        );
+        registry.register(
+            "render_queue_depth",
+            "Jobs waiting for a render slot",
+            queue_depth.clone(),
+        );
+        registry.register(
+            "signins",
+            "Web sign-in attempts since start, by result (ok, failed)",
+            signins.clone(),
+        );
+        Metrics {
+            registry,
+            http_requests,
+            http_seconds,
+            render_seconds,
+            jobs_created,
+            jobs_finished,
+            jobs_active,
+            queue_depth,
+            signins,
+        }
+    }
+}
+
+impl Metrics {
+    pub fn observe_http(&self, route: &str, method: &str, status: u16, seconds: f64) {
+        self.http_requests
+            .get_or_create(&HttpLabels {
+                route: route.to_string(),
+                method: method.to_string(),
+                status,
+            })
+            .inc();
+        self.http_seconds
+            .get_or_create(&RouteLabels {
+                route: route.to_string(),
+            })
+            .observe(seconds);
+    }
+
+    pub fn observe_render(&self, model: &str, seconds: f64) {
+        self.render_seconds
+            .get_or_create(&ModelLabels {
+                model: model.to_string(),
+            })
+            .observe(seconds);
+    }
+
+    pub fn job_created(&self, model: &str) {
+        self.jobs_created
+            .get_or_create(&ModelLabels {
+                model: model.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn job_finished(&self, kind: &str, status: &str, code: &str) {
+        self.jobs_finished
+            .get_or_create(&JobLabels {
+                kind: kind.into(),
+                status: status.into(),
+                code: code.into(),
+            })
+            .inc();
+    }
+
+    /// The text exposition (OpenMetrics text, which Prometheus reads).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// A bounded route label for a request path (ids and tokens replaced by placeholders).
+pub fn route_label(path: &str) -> String {
+    let fixed = [
+        "/api/pictor/v1/generate",
+        "/api/pictor/v1/edit",
+        "/api/pictor/v1/me",
+        "/api/pictor/v1/models",
+        "/api/pictor/openapi.json",
+        "/api/pictor/",
+        "/api/pictor",
+        "/oauth/authorize",
+        "/oauth/token",
+        "/oauth/revoke",
+        "/oauth/userinfo",
+        "/oauth/jwks",
+        "/.well-known/openid-configuration",
+        "/login",
+        "/login/totp",
+        "/logout",
+        "/register",
+        "/setup",
+        "/account",
+        "/admin",
+        "/metrics",
+        "/healthz",
+        "/",
+    ];
+    if let Some(f) = fixed.iter().find(|f| **f == path) {
+        return (*f).to_string();
+    }
+    for (prefix, label) in [
+        ("/api/pictor/v1/jobs/", "/api/pictor/v1/jobs/{job_id}"),
+        ("/api/pictor/docs", "/api/pictor/docs"),
+        ("/files/", "/files/{name}"),
+        ("/avatars/", "/avatars/{name}"),
+        ("/captcha/", "/captcha/{id}"),
+        ("/static/", "/static/{file}"),
+        ("/account/", "/account/{action}"),
+        ("/admin/", "/admin/{action}"),
+    ] {
+        if path.starts_with(prefix) {
+            return label.to_string();
+        }
+    }
+    "other".to_string()
+}

@@ -49,6 +49,9 @@ pub enum AdminRequest {
         redirect_uris: Vec<String>,
     },
     ClientList,
+    UserImport {
+        records: Vec<crate::auth::import::ImportRecord>,
+    },
     ClientRemove {
         name: String,
     },
@@ -191,6 +194,27 @@ pub fn execute(store: &Store, req: AdminRequest, now: Millis) -> Result<Value, O
         } => {
             let secret = add_client(store, &name, &redirect_uris, now)?;
             Ok(json!({ "app_name": name, "app_secret": secret }))
+        }
+        AdminRequest::UserImport { records } => {
+            let (mut imported, mut skipped, mut refused) = (0usize, Vec::new(), Vec::new());
+            for r in records {
+                let email = r.email.clone();
+                let new = NewUser {
+                    email: r.email,
+                    name: r.name,
+                    password_hash: r.password_hash,
+                    admin: false,
+                    pro: false,
+                    credits: 0,
+                };
+                match store.create_user(new, now) {
+                    Ok(_) => imported += 1,
+                    Err(StoreError::Conflict(_)) => skipped.push(email),
+                    Err(StoreError::Invalid(m)) => refused.push(json!({"at": email, "reason": m})),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok(json!({"imported": imported, "skipped": skipped, "refused": refused}))
         }
         AdminRequest::ClientList => {
             let clients: Vec<Value> = store

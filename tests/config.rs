@@ -147,3 +147,125 @@ async fn pictures_past_retention_are_deleted_and_jobs_say_so() {
     );
     s.stop().await;
 }
+
+#[poem::handler]
+async fn fake_txt2img(
+    body: poem::web::Json<serde_json::Value>,
+) -> poem::web::Json<serde_json::Value> {
+    use base64::Engine;
+    let img = image::RgbImage::from_pixel(64, 48, image::Rgb([10, 200, 30]));
+    let mut png = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut png, image::ImageFormat::Png).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(png.into_inner());
+    poem::web::Json(json!({"images": [b64], "parameters": body.0, "info": "{}"}))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_backend_from_the_config_file_serves_jobs() {
+    use poem::listener::{Acceptor, Listener};
+    let acceptor = poem::listener::TcpListener::bind("127.0.0.1:0")
+        .into_acceptor()
+        .await
+        .unwrap();
+    let fake = format!(
+        "http://{}",
+        acceptor.local_addr()[0].as_socket_addr().unwrap()
+    );
+    tokio::spawn(async move {
+        poem::Server::new_with_acceptor(acceptor)
+            .run(poem::Route::new().at("/sdapi/v1/txt2img", poem::post(fake_txt2img)))
+            .await
+    });
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.toml");
+    // A bad key inside a backend table is named as written in the file.
+    std::fs::write(
+        &file,
+        format!("[backends.fast]\nkind = \"a1111\"\nurl = \"{fake}\"\nstepz = 3\n"),
+    )
+    .unwrap();
+    let out = pictor_cmd(dir.path())
+        .args(["--config", file.to_str().unwrap(), "config", "show"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("stepz"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    std::fs::write(
+        &file,
+        format!("[backends.fast]\nkind = \"a1111\"\nurl = \"{fake}\"\nretries = 0\n"),
+    )
+    .unwrap();
+    let d = dir.path().to_path_buf();
+    let key = tokio::task::spawn_blocking(move || {
+        cli_json(
+            &d,
+            &[
+                "user",
+                "add",
+                "--email",
+                "gpu@example.com",
+                "--pro",
+                "--credits",
+                "5",
+                "--json",
+            ],
+            None,
+        );
+        cli_json(
+            &d,
+            &["key", "issue", "--email", "gpu@example.com", "--json"],
+            None,
+        )["api_key"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    })
+    .await
+    .unwrap();
+    let server = spawn_server(dir.path(), &[("PICTOR_CONFIG", file.to_str().unwrap())]);
+    let http = reqwest::Client::new();
+    let r = http
+        .post(format!("{}/api/pictor/v1/generate", server.base))
+        .bearer_auth(&key)
+        .json(&json!({"prompt": "anything", "ratio": "16:9"}))
+        .send()
+        .await
+        .unwrap();
+    let (_, c) = status_json(r).await;
+    let done: serde_json::Value = http
+        .get(format!("{}?wait=60", c["poll_url"].as_str().unwrap()))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(done["status"], "done", "{done}");
+    let png = http
+        .get(done["photo_url"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let img = image::load_from_memory(&png).unwrap().to_rgb8();
+    assert_eq!(
+        img.dimensions(),
+        (1024, 576),
+        "scaled to the job's exact size"
+    );
+    let p = img.get_pixel(512, 288);
+    assert!(
+        p[1] > 180 && p[0] < 40,
+        "the backend's picture, not the built-in one: {p:?}"
+    );
+    server.terminate();
+}

@@ -2,6 +2,7 @@
 //! and the `Principal` a request acts as.
 
 pub mod apikey;
+pub mod import;
 pub mod password;
 
 use crate::store::{Store, StoreError, UserRecord};

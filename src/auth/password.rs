@@ -61,11 +61,12 @@ pub async fn hash_async(password: String) -> Result<String, PasswordError> {
         .map_err(|e| PasswordError::Hash(e.to_string()))?
 }
 
+/// Verifies against any hash Pictor stores (Argon2id, or an imported pbkdf2 hash).
 pub async fn verify_async(password: String, phc: String) -> bool {
     let Ok(_permit) = HASHING.clone().acquire_owned().await else {
         return false;
     };
-    tokio::task::spawn_blocking(move || verify(&password, &phc))
+    tokio::task::spawn_blocking(move || super::import::verify_any(&password, &phc))
         .await
         .unwrap_or(false)
 }

@@ -138,6 +138,14 @@ pub enum UserCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Import accounts from a Keycloak realm export (JSON) or a CSV `email,name,hash`
+    /// (Django `pbkdf2_sha256$iterations$salt$hash`). Old passwords keep working.
+    Import {
+        #[arg(long)]
+        from: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// List users.
     List {
         #[arg(long)]
@@ -245,6 +253,9 @@ pub fn load_config(
     }
     layers.set_flags(&cli.set)?;
     let (config, effective) = config::resolve(&layers)?;
+    if let Some(table) = &config.backends {
+        serve::backends_config(table)?;
+    }
     Ok((config, effective, layers))
 }
 
@@ -464,6 +475,47 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
             )
             .await?;
             print(&v, *json, describe_user);
+            Ok(())
+        }
+        Command::User(UserCommand::Import { from, json }) => {
+            let text = std::fs::read_to_string(from)
+                .with_context(|| format!("cannot read {}", from.display()))?;
+            let parsed = crate::auth::import::parse(&text).map_err(anyhow::Error::msg)?;
+            let mut v = run_admin(
+                dir,
+                AdminRequest::UserImport {
+                    records: parsed.records,
+                },
+            )
+            .await?;
+            let mut refused: Vec<Value> = parsed
+                .refused
+                .iter()
+                .map(|r| serde_json::json!({"at": r.at, "reason": r.reason}))
+                .collect();
+            if let Some(more) = v["refused"].as_array() {
+                refused.extend(more.iter().cloned());
+            }
+            v["refused"] = Value::Array(refused);
+            print(&v, *json, |v| {
+                let mut lines = vec![format!(
+                    "imported {}, skipped {} (already present), refused {}",
+                    v["imported"],
+                    v["skipped"].as_array().map(Vec::len).unwrap_or(0),
+                    v["refused"].as_array().map(Vec::len).unwrap_or(0)
+                )];
+                for s in v["skipped"].as_array().into_iter().flatten() {
+                    lines.push(format!("  skipped {}", s.as_str().unwrap_or_default()));
+                }
+                for r in v["refused"].as_array().into_iter().flatten() {
+                    lines.push(format!(
+                        "  refused {}: {}",
+                        r["at"].as_str().unwrap_or_default(),
+                        r["reason"].as_str().unwrap_or_default()
+                    ));
+                }
+                lines.join("\n")
+            });
             Ok(())
         }
         Command::User(UserCommand::List { json }) => {

@@ -11,6 +11,7 @@ use clap::Args;
 use crate::app::Server;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::render::backends::{BackendsConfig, Router, parse_backends_toml};
 use crate::render::faults::FaultInjector;
 use crate::render::{ProceduralRenderer, Renderer};
 
@@ -49,10 +50,50 @@ impl ServeArgs {
     }
 }
 
-/// The renderer of the real binary: procedural, wrapped in the fault injector when the
-/// `PICTOR_DEBUG_RENDER_DELAY_MS` / `PICTOR_DEBUG_FAIL_PROMPT` testing hooks are set.
-pub fn renderer_from_env() -> Arc<dyn Renderer> {
-    let base: Arc<dyn Renderer> = Arc::new(ProceduralRenderer);
+/// The `[backends]` table of the config file (`[backends.<model>]`, `[backends.edit]`) as the
+/// renderer's backend configuration; errors name the key as written in the file.
+pub fn backends_config(table: &toml::Table) -> anyhow::Result<BackendsConfig> {
+    let mut models = toml::Table::new();
+    let mut doc = toml::Table::new();
+    for (k, v) in table {
+        if k == "edit" {
+            doc.insert(k.clone(), v.clone());
+        } else {
+            models.insert(k.clone(), v.clone());
+        }
+    }
+    doc.insert("models".into(), toml::Value::Table(models));
+    let text = toml::to_string(&doc)?;
+    parse_backends_toml(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "[backends] in the config file: {}",
+            e.replace("models.", "backends.")
+                .replace("[models]", "[backends]")
+        )
+    })
+}
+
+/// The renderer of the real binary: procedural, with configured models sent to their inference
+/// servers, wrapped in the fault injector when the `PICTOR_DEBUG_RENDER_DELAY_MS` /
+/// `PICTOR_DEBUG_FAIL_PROMPT` testing hooks are set.
+pub fn renderer_for(config: &Config) -> anyhow::Result<Arc<dyn Renderer>> {
+    let procedural: Arc<dyn Renderer> = Arc::new(ProceduralRenderer);
+    let base: Arc<dyn Renderer> = match &config.backends {
+        Some(table) => {
+            let cfg = backends_config(table)?;
+            if cfg.is_empty() {
+                procedural
+            } else {
+                tracing::info!(models = ?cfg.models.keys().collect::<Vec<_>>(), edit = cfg.edit.is_some(), "model backends configured");
+                Arc::new(Router::new(cfg, procedural))
+            }
+        }
+        None => procedural,
+    };
+    Ok(with_testing_hooks(base))
+}
+
+fn with_testing_hooks(base: Arc<dyn Renderer>) -> Arc<dyn Renderer> {
     let delay = std::env::var("PICTOR_DEBUG_RENDER_DELAY_MS")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
@@ -98,7 +139,8 @@ async fn shutdown_signal() {
 
 pub async fn run(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<()> {
     let data = config.data_dir.clone();
-    let handle = Server::start(config, renderer_from_env(), Clock::default()).await?;
+    let renderer = renderer_for(&config)?;
+    let handle = Server::start(config, renderer, Clock::default()).await?;
     println!(
         "Pictor {} is running at {}",
         env!("CARGO_PKG_VERSION"),

@@ -75,7 +75,9 @@ impl IdpState {
     /// Whether `token` is the current setup token (constant time).
     pub fn setup_token_matches(&self, token: &str) -> bool {
         let guard = self.setup_token.lock().unwrap_or_else(|e| e.into_inner());
-        guard.as_ref().is_some_and(|h| crypto::ct_eq(h, &crypto::sha256(token)))
+        guard
+            .as_ref()
+            .is_some_and(|h| crypto::ct_eq(h, &crypto::sha256(token)))
     }
 
     /// Uses the setup token up: the link works once.

@@ -181,6 +181,37 @@ pub async fn login_post(
             None,
         );
     }
+    // An imported (pbkdf2) hash is replaced by Argon2id now that we have the password.
+    if user
+        .password_hash
+        .as_deref()
+        .is_some_and(crate::auth::import::needs_rehash)
+    {
+        match password::hash_async(f.password.clone()).await {
+            Ok(new_hash) => {
+                let uid = user.id;
+                let result = state
+                    .store
+                    .call(move |s| {
+                        s.modify_user(uid, |u| {
+                            u.password_hash = Some(new_hash);
+                            u.password_needs_rehash = false;
+                            Ok(())
+                        })
+                    })
+                    .await;
+                match result {
+                    Ok(_) => {
+                        tracing::info!(user = %user.user_id(), "imported password hash upgraded to argon2id")
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not upgrade an imported password hash")
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not upgrade an imported password hash"),
+        }
+    }
     let stage = if user.totp_secret_enc.is_some() {
         SessionStage::PendingTotp
     } else {

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::app::Server;
+use crate::app::{Server, ServerHandle};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::render::backends::{BackendsConfig, Router, parse_backends_toml};
-use crate::render::faults::FaultInjector;
+use crate::render::faults::{FaultInjector, FlatRenderer};
 use crate::render::{ProceduralRenderer, Renderer};
 
 #[derive(Args, Debug, Clone, Default)]
@@ -32,6 +32,10 @@ pub struct ServeArgs {
     /// Seconds a job may wait for a render slot before it fails with tokens_exhausted (env PICTOR_QUEUE_TIMEOUT).
     #[arg(long)]
     pub queue_timeout: Option<u64>,
+    /// Show a system-tray icon to control the server (needs a build with the `tray` feature and a
+    /// desktop session; without a display Pictor serves headless with a warning).
+    #[arg(long)]
+    pub tray: bool,
 }
 
 impl ServeArgs {
@@ -101,14 +105,21 @@ fn with_testing_hooks(base: Arc<dyn Renderer>) -> Arc<dyn Renderer> {
     let fail_marker = std::env::var("PICTOR_DEBUG_FAIL_PROMPT")
         .ok()
         .filter(|v| !v.is_empty());
-    if delay == 0 && fail_marker.is_none() {
+    let flat = std::env::var("PICTOR_DEBUG_FLAT_RENDER").is_ok_and(|v| v == "1");
+    if delay == 0 && fail_marker.is_none() && !flat {
         return base;
     }
     tracing::warn!(
         delay_ms = delay,
         fail_marker = fail_marker.is_some(),
-        "testing hooks active: renders are slowed or failed on purpose"
+        flat,
+        "testing hooks active: renders are slowed, failed or flattened on purpose"
     );
+    let base: Arc<dyn Renderer> = if flat {
+        Arc::new(FlatRenderer { inner: base })
+    } else {
+        base
+    };
     Arc::new(FaultInjector {
         inner: base,
         delay: Duration::from_millis(delay),
@@ -116,7 +127,8 @@ fn with_testing_hooks(base: Arc<dyn Renderer>) -> Arc<dyn Renderer> {
     })
 }
 
-async fn shutdown_signal() {
+/// Resolves on SIGINT (Ctrl+C) or SIGTERM.
+pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -138,6 +150,17 @@ async fn shutdown_signal() {
 }
 
 pub async fn run(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<()> {
+    let handle = start(config, config_file).await?;
+    println!("Press Ctrl+C to stop.");
+    shutdown_signal().await;
+    println!("Stopping…");
+    handle.shutdown().await;
+    Ok(())
+}
+
+/// Starts the server and prints where it runs (URLs, data and config, the first-start setup link);
+/// the caller decides when to stop it (`ServerHandle::shutdown`).
+pub async fn start(config: Config, config_file: Option<PathBuf>) -> anyhow::Result<ServerHandle> {
     let data = config.data_dir.clone();
     let renderer = renderer_for(&config)?;
     let handle = Server::start(config, renderer, Clock::default()).await?;
@@ -167,9 +190,5 @@ pub async fn run(config: Config, config_file: Option<PathBuf>) -> anyhow::Result
         );
         println!();
     }
-    println!("Press Ctrl+C to stop.");
-    shutdown_signal().await;
-    println!("Stopping…");
-    handle.shutdown().await;
-    Ok(())
+    Ok(handle)
 }

@@ -40,3 +40,25 @@ impl Renderer for FaultInjector {
         self.inner.edit(spec)
     }
 }
+
+/// Draws generations as a flat colour of the exact size (edits go to `inner`): the job machinery
+/// at full speed for soak and load tests of the real binary (`PICTOR_DEBUG_FLAT_RENDER=1`).
+pub struct FlatRenderer {
+    pub inner: Arc<dyn Renderer>,
+}
+
+impl Renderer for FlatRenderer {
+    fn generate(&self, spec: &GenerateSpec) -> Result<Picture, RenderError> {
+        let (w, h) = spec.model.dimensions(spec.ratio.resolve_auto(&spec.prompt));
+        let c = spec.seed.to_le_bytes();
+        Ok(Picture(image::RgbaImage::from_pixel(
+            w,
+            h,
+            image::Rgba([c[0], c[1], c[2], 255]),
+        )))
+    }
+
+    fn edit(&self, spec: &EditSpec) -> Result<Picture, RenderError> {
+        self.inner.edit(spec)
+    }
+}

@@ -303,7 +303,9 @@ pub fn pictor_cmd(data_dir: &Path) -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pictor"));
     cmd.env("PICTOR_DATA_DIR", data_dir)
         .env_remove("PICTOR_DEBUG_RENDER_DELAY_MS")
-        .env_remove("PICTOR_DEBUG_FAIL_PROMPT");
+        .env_remove("PICTOR_DEBUG_FAIL_PROMPT")
+        .env_remove("PICTOR_DEBUG_FLAT_RENDER")
+        .env_remove("PICTOR_CONFIG");
     cmd
 }
 

@@ -8,6 +8,7 @@ use super::error::ApiError;
 use super::security::ApiAuth;
 use crate::render::{Model, Ratio};
 use crate::state::AppState;
+use crate::store::UserRecord;
 
 /// The caller's profile.
 #[derive(Object, Debug)]
@@ -25,7 +26,8 @@ pub struct Profile {
     pub daily_limit: u32,
     /// Generations charged today (UTC).
     pub daily_used: u32,
-    /// The active (queued or running) job, if any.
+    /// The active (queued or running) job, or `null`.
+    #[oai(nullable)]
     pub active_job: Option<String>,
 }
 
@@ -93,22 +95,7 @@ impl AccountApi {
         auth: ApiAuth,
         state: poem::web::Data<&AppState>,
     ) -> Result<Json<Profile>, ApiError> {
-        let user = auth.0.user;
-        let now = state.clock.now();
-        let settings = state.store.settings()?;
-        let daily_used = state.store.daily_used(user.id, now)?;
-        let active_job = state.store.active_job(user.id)?;
-        Ok(Json(Profile {
-            ok: true,
-            user_id: user.user_id().to_string(),
-            email: user.email.clone(),
-            name: user.name.clone(),
-            balance: user.balance,
-            pro: user.pro,
-            daily_limit: settings.daily_limit_for(user.pro, user.daily_limit),
-            daily_used,
-            active_job: active_job.map(|j| j.to_string()),
-        }))
+        Ok(Json(profile(&state, &auth.0.user)?))
     }
 
     /// Models and prices
@@ -116,22 +103,7 @@ impl AccountApi {
     /// The three models with their display names, aliases and current prices. No key needed.
     #[oai(path = "/v1/models", method = "get", operation_id = "models")]
     async fn models(&self, state: poem::web::Data<&AppState>) -> Result<Json<ModelList>, ApiError> {
-        let settings = state.store.settings()?;
-        Ok(Json(ModelList {
-            ok: true,
-            models: Model::ALL
-                .into_iter()
-                .map(|m| ModelView {
-                    id: m.id().into(),
-                    name: m.display_name().into(),
-                    aliases: m.aliases().iter().map(|a| a.to_string()).collect(),
-                    price: settings.price(m),
-                    long_side: m.long_side(),
-                })
-                .collect(),
-            edit_price: settings.price_edit,
-            ratios: Ratio::ALL.iter().map(|r| r.as_str().to_string()).collect(),
-        }))
+        Ok(Json(model_list(&state)?))
     }
 
     /// Map of the interface
@@ -142,4 +114,43 @@ impl AccountApi {
     async fn index(&self) -> Json<ApiMap> {
         Json(self.map.clone())
     }
+}
+
+/// A user's profile (shared by the API and the playground).
+pub(crate) fn profile(state: &AppState, user: &UserRecord) -> Result<Profile, ApiError> {
+    let now = state.clock.now();
+    let settings = state.store.settings()?;
+    let daily_used = state.store.daily_used(user.id, now)?;
+    let active_job = state.store.active_job(user.id)?;
+    Ok(Profile {
+        ok: true,
+        user_id: user.user_id().to_string(),
+        email: user.email.clone(),
+        name: user.name.clone(),
+        balance: user.balance,
+        pro: user.pro,
+        daily_limit: settings.daily_limit_for(user.pro, user.daily_limit),
+        daily_used,
+        active_job: active_job.map(|j| j.to_string()),
+    })
+}
+
+/// The models with their current prices (shared by the API and the playground).
+pub(crate) fn model_list(state: &AppState) -> Result<ModelList, ApiError> {
+    let settings = state.store.settings()?;
+    Ok(ModelList {
+        ok: true,
+        models: Model::ALL
+            .into_iter()
+            .map(|m| ModelView {
+                id: m.id().into(),
+                name: m.display_name().into(),
+                aliases: m.aliases().iter().map(|a| a.to_string()).collect(),
+                price: settings.price(m),
+                long_side: m.long_side(),
+            })
+            .collect(),
+        edit_price: settings.price_edit,
+        ratios: Ratio::ALL.iter().map(|r| r.as_str().to_string()).collect(),
+    })
 }

@@ -33,6 +33,10 @@ pub mod codes {
     pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
     /// Not in the seed: a fault on the server (details are logged, not sent).
     pub const INTERNAL: &str = "internal_error";
+    /// Not in the seed, and never sent by `/api/pictor/`: a state-changing request of the web
+    /// playground (which authenticates with the session cookie) without the page's CSRF token,
+    /// or from a foreign origin.
+    pub const CSRF_FAILED: &str = "csrf_failed";
 }
 
 /// Error body of every failed request.
@@ -78,7 +82,7 @@ pub enum ApiError {
 fn status_of(code: &str) -> StatusCode {
     match code {
         codes::UNAUTHORIZED => StatusCode::UNAUTHORIZED,
-        codes::BANNED => StatusCode::FORBIDDEN,
+        codes::BANNED | codes::CSRF_FAILED => StatusCode::FORBIDDEN,
         codes::INSUFFICIENT_CREDITS => StatusCode::PAYMENT_REQUIRED,
         codes::JOB_BUSY => StatusCode::CONFLICT,
         codes::IMAGE_TOO_LARGE => StatusCode::PAYLOAD_TOO_LARGE,
@@ -130,6 +134,12 @@ impl ApiFailure {
             code,
             message: message.into(),
         }
+    }
+}
+
+impl From<ApiFailure> for ApiError {
+    fn from(f: ApiFailure) -> Self {
+        ApiError::new(f.code, f.message)
     }
 }
 

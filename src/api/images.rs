@@ -13,23 +13,78 @@ use super::{ApiTags, MAX_IMAGE_BYTES, MAX_PROMPT_CHARS};
 use crate::jobs::write_durably;
 use crate::render::{self, DecodeLimits, Model, Ratio};
 use crate::state::AppState;
-use crate::store::{CreateJobError, JobId, JobKind, JobRecord, NewJob};
+use crate::store::{CreateJobError, JobId, JobKind, JobRecord, NewJob, UserRecord};
 
 /// Text-to-image request.
 #[derive(Object, Debug)]
 pub struct GenerateRequest {
-    /// What to draw, 1 to 4000 characters.
-    #[oai(validator(min_length = 1, max_length = 4000))]
+    /// What to draw, 1 to 4000 characters, not only spaces and without control characters other
+    /// than newline and tab.
+    #[oai(validator(
+        min_length = 1,
+        max_length = 4000,
+        pattern = r"^[^\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]*$"
+    ))]
     pub prompt: String,
     /// `fast` (default), `artist` or `0.2plus`; the aliases `standard`, `std`, `pro`, `premium`,
-    /// `prem` are accepted (case-insensitive).
-    pub model: Option<String>,
-    /// `1:1` (default), `16:9`, `9:16`, `3:2`, `2:3`, `4:3`, `3:4` or `auto` (picked from the prompt).
-    pub ratio: Option<String>,
-    /// Prompt improvement on/off (default `true`).
+    /// `prem` name the same models (case is ignored). `null` means the default.
+    #[oai(nullable)]
+    pub model: Option<ModelName>,
+    /// `1:1` (default), `16:9`, `9:16`, `3:2`, `2:3`, `4:3`, `3:4` or `auto` (picked from the
+    /// prompt). `null` means the default.
+    #[oai(nullable)]
+    pub ratio: Option<RatioName>,
+    /// Prompt improvement on/off (default `true`; `null` means the default).
+    #[oai(nullable)]
     pub enhance: Option<bool>,
-    /// Seed for a reproducible picture, 0 to 4294967295; random when absent or `-1`.
+    /// Seed for a reproducible picture, 0 to 4294967295; random when absent, `null` or `-1`.
+    #[oai(
+        nullable,
+        validator(minimum(value = "-1"), maximum(value = "4294967295"))
+    )]
     pub seed: Option<i64>,
+}
+
+/// Model ids and aliases (documentation of `model`; the server also ignores case).
+#[derive(poem_openapi::Enum, Debug)]
+pub enum ModelName {
+    #[oai(rename = "fast")]
+    Fast,
+    #[oai(rename = "standard")]
+    Standard,
+    #[oai(rename = "std")]
+    Std,
+    #[oai(rename = "artist")]
+    Artist,
+    #[oai(rename = "pro")]
+    Pro,
+    #[oai(rename = "0.2plus")]
+    Plus,
+    #[oai(rename = "premium")]
+    Premium,
+    #[oai(rename = "prem")]
+    Prem,
+}
+
+/// Output ratios (documentation of `ratio`).
+#[derive(poem_openapi::Enum, Debug)]
+pub enum RatioName {
+    #[oai(rename = "1:1")]
+    Square,
+    #[oai(rename = "16:9")]
+    Wide,
+    #[oai(rename = "9:16")]
+    Tall,
+    #[oai(rename = "3:2")]
+    Landscape32,
+    #[oai(rename = "2:3")]
+    Portrait23,
+    #[oai(rename = "4:3")]
+    Landscape43,
+    #[oai(rename = "3:4")]
+    Portrait34,
+    #[oai(rename = "auto")]
+    Auto,
 }
 
 /// Validated generate request.
@@ -175,7 +230,56 @@ fn random_seed() -> u64 {
     rand::rng().random::<u32>() as u64
 }
 
-/// Multipart body of an edit.
+/// Multipart body of an edit, as documented: the photo under `image` (the server also accepts it
+/// under `photo` or `file`) and the instruction.
+#[derive(Multipart, Debug)]
+#[oai(deny_unknown_fields)]
+pub struct EditRequest {
+    /// The photo: PNG, JPEG or WebP, up to 20 MiB (also accepted under `photo` or `file`).
+    pub image: Upload,
+    /// The edit instruction, 1 to 4000 characters (e.g. "make it black and white").
+    #[oai(validator(
+        min_length = 1,
+        max_length = 4000,
+        pattern = r"^[^\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]*$"
+    ))]
+    pub prompt: String,
+}
+
+/// The edit body as parsed: every part optional, so each missing one gets its own error code.
+pub struct EditBody(pub EditForm);
+
+impl poem_openapi::payload::Payload for EditBody {
+    const CONTENT_TYPE: &'static str =
+        <EditRequest as poem_openapi::payload::Payload>::CONTENT_TYPE;
+
+    fn check_content_type(content_type: &str) -> bool {
+        <EditForm as poem_openapi::payload::Payload>::check_content_type(content_type)
+    }
+
+    fn schema_ref() -> poem_openapi::registry::MetaSchemaRef {
+        <EditRequest as poem_openapi::payload::Payload>::schema_ref()
+    }
+
+    fn register(registry: &mut poem_openapi::registry::Registry) {
+        <EditRequest as poem_openapi::payload::Payload>::register(registry);
+    }
+}
+
+impl poem_openapi::payload::ParsePayload for EditBody {
+    const IS_REQUIRED: bool = true;
+
+    async fn from_request(req: &poem::Request, body: &mut poem::RequestBody) -> poem::Result<Self> {
+        <EditForm as poem_openapi::payload::ParsePayload>::from_request(req, body)
+            .await
+            .map(EditBody)
+    }
+}
+
+use poem_openapi::payload::Payload as _;
+poem_openapi::impl_apirequest_for_payload!(EditBody,);
+
+/// Multipart parts of an edit as received.
 #[derive(Multipart, Debug)]
 pub struct EditForm {
     /// The photo: PNG, JPEG or WebP, up to 20 MiB (alternatively under `photo` or `file`).
@@ -226,32 +330,7 @@ impl ImagesApi {
         state: poem::web::Data<&AppState>,
         body: JsonBody<GenerateInput>,
     ) -> Result<CreatedResponse, ApiError> {
-        let input = body.0;
-        let cost = state.store.settings()?.price(input.model);
-        let ratio = input.ratio;
-        let enhanced_prompt = if input.enhance {
-            let (prompt, seed) = (input.prompt.clone(), input.seed);
-            state
-                .decode_pool
-                .spawn(move || render::enhance::enhance(&prompt, seed))
-                .await
-                .map_err(ApiError::internal)?
-        } else {
-            None
-        };
-        let new = NewJob {
-            id: JobId::new(),
-            user_id: auth.0.user.id,
-            kind: JobKind::Generate,
-            model: input.model.id().to_string(),
-            ratio: ratio.as_str().to_string(),
-            prompt: input.prompt,
-            enhance: input.enhance,
-            enhanced_prompt,
-            seed: input.seed,
-            cost,
-        };
-        let job = create(&state, new).await?;
+        let job = create_generate(&state, auth.0.user.id, body.0).await?;
         Ok(accepted(&state, job))
     }
 
@@ -266,91 +345,168 @@ impl ImagesApi {
         &self,
         auth: ApiAuth,
         state: poem::web::Data<&AppState>,
-        form: EditForm,
+        form: EditBody,
     ) -> Result<CreatedResponse, ApiError> {
-        let prompt = match &form.prompt {
-            Some(p) => check_prompt(p).map_err(failure)?,
-            None => {
-                return Err(ApiError::new(
-                    codes::INVALID_PROMPT,
-                    "`prompt` (the edit instruction) is required",
-                ));
-            }
-        };
-        let upload = form.image.or(form.photo).or(form.file).ok_or_else(|| {
-            ApiError::new(
-                codes::INVALID_IMAGE,
-                "no photo: attach it as a multipart file field named `image` (or `photo`, `file`)",
-            )
-        })?;
-        if upload.size() > MAX_IMAGE_BYTES {
+        let form = form.0;
+        let prompt = edit_prompt(form.prompt.as_deref())?;
+        if [&form.image, &form.photo, &form.file]
+            .iter()
+            .any(|u| u.as_ref().is_some_and(|u| u.size() == 0))
+        {
             return Err(ApiError::new(
-                codes::IMAGE_TOO_LARGE,
-                format!(
-                    "the photo is {} bytes; the limit is 20 MiB ({MAX_IMAGE_BYTES} bytes)",
-                    upload.size()
-                ),
+                codes::INVALID_IMAGE,
+                "an image part is empty",
             ));
         }
+        let upload = form
+            .image
+            .or(form.photo)
+            .or(form.file)
+            .ok_or_else(no_photo)?;
+        check_upload_size(upload.size())?;
         let user = &auth.0.user;
-        let cost = state.store.settings()?.price_edit;
         // Cheap checks first, so a busy or broke user does not make us decode 20 MB.
-        if let Some(active) = state.store.active_job(user.id)? {
-            return Err(CreateJobError::Busy(active).into());
-        }
-        if user.balance < cost as i64 {
-            return Err(CreateJobError::InsufficientCredits {
-                cost,
-                balance: user.balance,
-            }
-            .into());
-        }
+        let cost = edit_precheck(&state, user)?;
         let bytes = upload.into_vec().await.map_err(ApiError::internal)?;
-        let (bytes, checked) = state
-            .decode_pool
-            .spawn(move || {
-                let checked = render::decode::inspect(&bytes, &DecodeLimits::default());
-                (bytes, checked)
-            })
-            .await
-            .map_err(ApiError::internal)?;
-        let info = checked.map_err(|e| ApiError::new(codes::INVALID_IMAGE, e.to_string()))?;
-        tracing::debug!(
-            format = info.format,
-            width = info.width,
-            height = info.height,
-            "edit upload accepted"
-        );
+        let job = create_edit(&state, user.id, prompt, bytes, cost).await?;
+        Ok(accepted(&state, job))
+    }
+}
 
-        let id = JobId::new();
-        let dir = state.config.sources_dir();
-        let name = crate::jobs::source_path(&dir, id);
-        let file_name = name
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        tokio::task::spawn_blocking(move || write_durably(&dir, &file_name, &bytes))
+/// Validates a generate request's effects and creates its queued job (shared by the API and the
+/// playground): the price is read now, the prompt enhanced, the job created and submitted.
+pub(crate) async fn create_generate(
+    state: &AppState,
+    user_id: u64,
+    input: GenerateInput,
+) -> Result<JobRecord, ApiError> {
+    let cost = state.store.settings()?.price(input.model);
+    let ratio = input.ratio;
+    let enhanced_prompt = if input.enhance {
+        let (prompt, seed) = (input.prompt.clone(), input.seed);
+        state
+            .decode_pool
+            .spawn(move || render::enhance::enhance(&prompt, seed))
             .await
             .map_err(ApiError::internal)?
-            .map_err(ApiError::internal)?;
-        let new = NewJob {
-            id,
-            user_id: user.id,
-            kind: JobKind::Edit,
-            model: "edit".into(),
-            ratio: format!("{}x{}", info.width, info.height),
-            prompt,
-            enhance: false,
-            enhanced_prompt: None,
-            seed: random_seed(),
+    } else {
+        None
+    };
+    let new = NewJob {
+        id: JobId::new(),
+        user_id,
+        kind: JobKind::Generate,
+        model: input.model.id().to_string(),
+        ratio: ratio.as_str().to_string(),
+        prompt: input.prompt,
+        enhance: input.enhance,
+        enhanced_prompt,
+        seed: input.seed,
+        cost,
+    };
+    create(state, new).await
+}
+
+/// The edit instruction, required and checked like a prompt.
+pub(crate) fn edit_prompt(prompt: Option<&str>) -> Result<String, ApiError> {
+    match prompt {
+        Some(p) => check_prompt(p).map_err(failure),
+        None => Err(ApiError::new(
+            codes::INVALID_PROMPT,
+            "`prompt` (the edit instruction) is required",
+        )),
+    }
+}
+
+/// The error for an edit without a photo.
+pub(crate) fn no_photo() -> ApiError {
+    ApiError::new(
+        codes::INVALID_IMAGE,
+        "no photo: attach it as a multipart file field named `image` (or `photo`, `file`)",
+    )
+}
+
+/// Refuses a photo over [`MAX_IMAGE_BYTES`].
+pub(crate) fn check_upload_size(size: usize) -> Result<(), ApiError> {
+    if size > MAX_IMAGE_BYTES {
+        return Err(ApiError::new(
+            codes::IMAGE_TOO_LARGE,
+            format!("the photo is {size} bytes; the limit is 20 MiB ({MAX_IMAGE_BYTES} bytes)"),
+        ));
+    }
+    Ok(())
+}
+
+/// The checks an edit can fail before its upload is read: an active job, or a balance below the
+/// edit price. Returns the price.
+pub(crate) fn edit_precheck(state: &AppState, user: &UserRecord) -> Result<u32, ApiError> {
+    let cost = state.store.settings()?.price_edit;
+    if let Some(active) = state.store.active_job(user.id)? {
+        return Err(CreateJobError::Busy(active).into());
+    }
+    if user.balance < cost as i64 {
+        return Err(CreateJobError::InsufficientCredits {
             cost,
-        };
-        match create(&state, new).await {
-            Ok(job) => Ok(accepted(&state, job)),
-            Err(e) => {
-                let _ = tokio::fs::remove_file(&name).await;
-                Err(e)
-            }
+            balance: user.balance,
+        }
+        .into());
+    }
+    Ok(cost)
+}
+
+/// Checks the photo (format by content, pixel limits), stores it durably and creates the queued
+/// edit job (shared by the API and the playground).
+pub(crate) async fn create_edit(
+    state: &AppState,
+    user_id: u64,
+    prompt: String,
+    bytes: Vec<u8>,
+    cost: u32,
+) -> Result<JobRecord, ApiError> {
+    let (bytes, checked) = state
+        .decode_pool
+        .spawn(move || {
+            let checked = render::decode::inspect(&bytes, &DecodeLimits::default());
+            (bytes, checked)
+        })
+        .await
+        .map_err(ApiError::internal)?;
+    let info = checked.map_err(|e| ApiError::new(codes::INVALID_IMAGE, e.to_string()))?;
+    tracing::debug!(
+        format = info.format,
+        width = info.width,
+        height = info.height,
+        "edit upload accepted"
+    );
+
+    let id = JobId::new();
+    let dir = state.config.sources_dir();
+    let name = crate::jobs::source_path(&dir, id);
+    let file_name = name
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    tokio::task::spawn_blocking(move || write_durably(&dir, &file_name, &bytes))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)?;
+    let new = NewJob {
+        id,
+        user_id,
+        kind: JobKind::Edit,
+        model: "edit".into(),
+        ratio: format!("{}x{}", info.width, info.height),
+        prompt,
+        enhance: false,
+        enhanced_prompt: None,
+        seed: random_seed(),
+        cost,
+    };
+    match create(state, new).await {
+        Ok(job) => Ok(job),
+        Err(e) => {
+            let _ = tokio::fs::remove_file(&name).await;
+            Err(e)
         }
     }
 }
@@ -359,7 +515,7 @@ fn failure(f: ApiFailure) -> ApiError {
     ApiError::new(f.code, f.message)
 }
 
-async fn create(state: &AppState, new: NewJob) -> Result<JobRecord, ApiError> {
+pub(crate) async fn create(state: &AppState, new: NewJob) -> Result<JobRecord, ApiError> {
     let now = state.clock.now();
     let job = state.store.call(move |s| s.create_job(new, now)).await?;
     state.metrics.job_created(&job.model);

@@ -12,10 +12,12 @@ use super::security::ApiAuth;
 use crate::state::AppState;
 use crate::store::{JobId, JobRecord, JobStatus};
 
-/// A job's state. `ok` is `false` exactly when `status` is `failed`; `error_code` and `error`
+/// A job's state (fields without a value are left out). `ok` is `false` exactly when `status` is
+/// `failed`; `error_code` and `error`
 /// then name the cause (`insufficient_credits`, `daily_limit`, `tokens_exhausted`,
 /// `generation_failed`, `edit_failed`, `source_missing`).
 #[derive(Object, Debug)]
+#[oai(skip_serializing_if_is_none)]
 pub struct JobView {
     pub ok: bool,
     /// `job_` + 32 hex digits.
@@ -104,38 +106,54 @@ impl JobsApi {
         /// The job id from the create response.
         job_id: Path<String>,
         /// Seconds to wait for the job to finish, 1 to 90.
-        wait: Query<Option<String>>,
+        #[oai(validator(minimum(value = "1"), maximum(value = "90")))]
+        wait: Query<Option<u32>>,
     ) -> Result<Json<JobView>, ApiError> {
-        let not_found = || ApiError::new(codes::JOB_NOT_FOUND, "no such job");
-        let id = JobId::parse(&job_id.0).ok_or_else(not_found)?;
-        let wait = match wait.0.as_deref() {
-            None => None,
-            Some(w) => match w.trim().parse::<u64>() {
-                Ok(s @ 1..=90) => Some(Duration::from_secs(s)),
-                _ => {
-                    return Err(ApiError::new(
-                        codes::INVALID_REQUEST,
-                        "`wait` must be an integer number of seconds from 1 to 90",
-                    ));
-                }
-            },
-        };
-        let user_id = auth.0.user.id;
-        // Subscribe before reading, so a finish between the read and the wait is not missed.
-        let mut sub = state.jobs.watchers().subscribe(id);
-        let mut job = state
-            .store
-            .job(id)?
-            .filter(|j| j.user_id == user_id)
-            .ok_or_else(not_found)?;
-        if let Some(wait) = wait
-            && !job.status.is_terminal()
-            && tokio::time::timeout(wait, sub.finished()).await.is_ok()
-        {
-            job = state.store.job(id)?.ok_or_else(not_found)?;
-        }
-        drop(sub);
-        let balance = state.store.user(user_id)?.map(|u| u.balance).unwrap_or(0);
-        Ok(Json(job_view(&state, &job, balance)))
+        let wait = wait.0.map(|w| w.to_string());
+        let view = job_for_user(&state, auth.0.user.id, &job_id.0, wait.as_deref()).await?;
+        Ok(Json(view))
     }
+}
+
+/// The `wait` parameter: absent, or 1 to 90 seconds.
+fn parse_wait(wait: Option<&str>) -> Result<Option<Duration>, ApiError> {
+    match wait {
+        None => Ok(None),
+        Some(w) => match w.trim().parse::<u64>() {
+            Ok(s @ 1..=90) => Ok(Some(Duration::from_secs(s))),
+            _ => Err(ApiError::new(
+                codes::INVALID_REQUEST,
+                "`wait` must be an integer number of seconds from 1 to 90",
+            )),
+        },
+    }
+}
+
+/// A user's job by its id; with `wait` (1 to 90 seconds) held until it finishes (shared by the
+/// API and the playground). Another user's job is `job_not_found`.
+pub(crate) async fn job_for_user(
+    state: &AppState,
+    user_id: u64,
+    job_id: &str,
+    wait: Option<&str>,
+) -> Result<JobView, ApiError> {
+    let not_found = || ApiError::new(codes::JOB_NOT_FOUND, "no such job");
+    let id = JobId::parse(job_id).ok_or_else(not_found)?;
+    let wait = parse_wait(wait)?;
+    // Subscribe before reading, so a finish between the read and the wait is not missed.
+    let mut sub = state.jobs.watchers().subscribe(id);
+    let mut job = state
+        .store
+        .job(id)?
+        .filter(|j| j.user_id == user_id)
+        .ok_or_else(not_found)?;
+    if let Some(wait) = wait
+        && !job.status.is_terminal()
+        && tokio::time::timeout(wait, sub.finished()).await.is_ok()
+    {
+        job = state.store.job(id)?.ok_or_else(not_found)?;
+    }
+    drop(sub);
+    let balance = state.store.user(user_id)?.map(|u| u.balance).unwrap_or(0);
+    Ok(job_view(state, &job, balance))
 }

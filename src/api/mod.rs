@@ -107,7 +107,45 @@ fn build_map(spec: &str, public_url: &str) -> ApiMap {
 /// The OpenAPI document as served (used by the drift test and `pictor openapi`).
 pub fn spec(public_url: &str) -> String {
     let map = build_map(&service(public_url, placeholder_map()).spec(), public_url);
-    service(public_url, map).spec()
+    finish_spec(&service(public_url, map).spec())
+}
+
+/// Completes what poem-openapi cannot say: the edit form takes no parts other than the
+/// documented ones (and the `photo`/`file` alternatives), so clients and fuzzers do not invent
+/// part names.
+fn finish_spec(spec: &str) -> String {
+    let Ok(mut doc) = serde_json::from_str::<Value>(spec) else {
+        return spec.to_string();
+    };
+    if let Some(media) =
+        doc.pointer_mut("/paths/~1v1~1edit/post/requestBody/content/multipart~1form-data")
+        && let Some(media) = media.as_object_mut()
+    {
+        if let Some(schema) = media.get_mut("schema").and_then(Value::as_object_mut) {
+            // The photo goes under `image`, `photo` or `file` (at least one; `image` wins).
+            if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut)
+                && let Some(image) = props.get_mut("image").and_then(Value::as_object_mut)
+            {
+                image.insert("minLength".into(), Value::from(1));
+                let alt = Value::Object(image.clone());
+                props.insert("photo".into(), alt.clone());
+                props.insert("file".into(), alt);
+            }
+            schema.insert("required".into(), serde_json::json!(["prompt"]));
+            schema.insert(
+                "anyOf".into(),
+                serde_json::json!([{"required": ["image"]}, {"required": ["photo"]}, {"required": ["file"]}]),
+            );
+            schema.insert("additionalProperties".into(), Value::Bool(false));
+        }
+        // The photo part must be an image of one of these types (checked by content).
+        let image_types = serde_json::json!({"contentType": "image/png, image/jpeg, image/webp"});
+        media.insert(
+            "encoding".into(),
+            serde_json::json!({"image": image_types, "photo": image_types, "file": image_types}),
+        );
+    }
+    serde_json::to_string_pretty(&doc).unwrap_or_else(|_| spec.to_string())
 }
 
 fn placeholder_map() -> ApiMap {
@@ -124,14 +162,79 @@ fn placeholder_map() -> ApiMap {
 /// All routes under `/api/pictor` (absolute paths), with body limits and JSON errors.
 pub fn routes(public_url: &str) -> impl Endpoint<Output = Response> + use<> {
     let map = build_map(&service(public_url, placeholder_map()).spec(), public_url);
+    let allow = std::sync::Arc::new(AllowTable::from_map(&map));
     let api = service(public_url, map);
-    let spec = api.spec_endpoint();
+    let spec_text: std::sync::Arc<str> = finish_spec(&api.spec()).into();
+    let spec = poem::endpoint::make_sync(move |_| {
+        spec_text
+            .to_string()
+            .with_header(
+                poem::http::header::CONTENT_TYPE,
+                "application/json; charset=utf-8",
+            )
+            .into_response()
+    });
     let docs = api.swagger_ui();
     Route::new()
         .at(format!("{PREFIX}/openapi.json"), spec)
         .nest(format!("{PREFIX}/docs"), docs)
         .nest(PREFIX, api)
-        .around(|ep, req| async move { Ok(guard(ep, req).await) })
+        .around(move |ep, req| {
+            let allow = allow.clone();
+            async move {
+                let path = req.uri().path().to_string();
+                let mut resp = guard(ep, req).await;
+                // RFC 9110 §15.5.6: a 405 lists the methods the resource supports.
+                if resp.status() == poem::http::StatusCode::METHOD_NOT_ALLOWED
+                    && let Some(methods) = allow.methods(&path)
+                    && let Ok(v) = poem::http::HeaderValue::from_str(&methods)
+                {
+                    resp.headers_mut().insert(poem::http::header::ALLOW, v);
+                }
+                Ok(resp)
+            }
+        })
+}
+
+/// The methods of each path of the interface, from the map (and so from the OpenAPI document).
+struct AllowTable(Vec<(Vec<String>, String)>);
+
+impl AllowTable {
+    fn from_map(map: &ApiMap) -> AllowTable {
+        let mut by_path: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for e in &map.endpoints {
+            let methods = by_path.entry(e.path.clone()).or_default();
+            methods.push(e.method.clone());
+            if e.method == "GET" {
+                methods.push("HEAD".into());
+            }
+        }
+        AllowTable(
+            by_path
+                .into_iter()
+                .map(|(path, methods)| {
+                    (
+                        path.split('/').map(str::to_string).collect(),
+                        methods.join(", "),
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    fn methods(&self, path: &str) -> Option<String> {
+        let segments: Vec<&str> = path.split('/').collect();
+        self.0
+            .iter()
+            .find(|(template, _)| {
+                template.len() == segments.len()
+                    && template
+                        .iter()
+                        .zip(&segments)
+                        .all(|(t, s)| t == s || (t.starts_with('{') && t.ends_with('}')))
+            })
+            .map(|(_, m)| m.clone())
+    }
 }
 
 /// Bodies larger than this are not drained before the 413 (the connection is just closed).

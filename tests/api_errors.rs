@@ -466,8 +466,20 @@ async fn unknown_routes_and_methods_are_json() {
         .send()
         .await
         .unwrap();
+    assert_eq!(
+        r.headers()["allow"],
+        "POST",
+        "405 lists the allowed methods"
+    );
     let got = status_json(r).await;
     assert_eq!(got.0, 405);
     assert_eq!(got.1["error_code"], "method_not_allowed");
+    let r = s
+        .client
+        .delete(s.url("/api/pictor/v1/jobs/job_x"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["allow"], "GET, HEAD");
     s.stop().await;
 }

@@ -27,6 +27,9 @@ pub struct Config {
     pub queue_timeout: Duration,
     /// Uploads decoded at once when an edit is created.
     pub decode_workers: usize,
+    /// A connection with no traffic for this long is closed (slow-header and idle-socket
+    /// defence). Must exceed the 90 s long-poll, during which a connection is silent by design.
+    pub idle_timeout: Duration,
     /// Pictures older than this many days are deleted (`None`: kept forever).
     pub retention_days: Option<u32>,
     /// Store settings (prices, limits, signup credits) set by the configuration; applied to the
@@ -46,6 +49,7 @@ impl Config {
             queue_size: 64,
             queue_timeout: Duration::from_secs(600),
             decode_workers: 2,
+            idle_timeout: Duration::from_secs(120),
             retention_days: None,
             settings_overrides: Vec::new(),
             backends: None,
@@ -469,6 +473,12 @@ pub fn resolve(layers: &Layers) -> Result<(Config, Vec<Effective>), ConfigError>
                 v
             }
             ("queue_timeout", None) => config.queue_timeout.as_secs().to_string(),
+            ("idle_timeout", Some((v, s))) => {
+                config.idle_timeout =
+                    Duration::from_secs(parse::<u64>(key.name, &v, s, range(95, 3600))?);
+                v
+            }
+            ("idle_timeout", None) => config.idle_timeout.as_secs().to_string(),
             ("retention_days", Some((v, s))) => {
                 let days = parse::<u64>(key.name, &v, s, range(0, 36_500))? as u32;
                 config.retention_days = (days > 0).then_some(days);

@@ -18,5 +18,7 @@ pub mod ops;
 pub mod render;
 pub mod state;
 pub mod store;
+#[cfg(feature = "tray")]
+pub mod tray;
 
 pub use app::{Server, ServerHandle};

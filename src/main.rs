@@ -1,9 +1,10 @@
-//! Entry point: parses the command line, starts logging, builds the tokio runtime by hand (so a
-//! future tray controller can own the main thread) and dispatches.
+//! Entry point: parses the command line, starts logging, builds the tokio runtime by hand (so the
+//! tray controller can own the main thread) and dispatches.
 
 use std::process::ExitCode;
 
 use clap::Parser;
+use pictor::cli::serve::ServeArgs;
 use pictor::cli::{self, Cli, Command};
 
 fn main() -> ExitCode {
@@ -28,19 +29,16 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(async {
-        match &cli.command {
-            None | Some(Command::Serve(_)) => {
-                let args = match &cli.command {
-                    Some(Command::Serve(args)) => args,
-                    _ => &cli.serve,
-                };
-                let (config, _, layers) = cli::load_config(&cli, Some(args))?;
-                cli::serve::run(config, layers.file_path).await
-            }
-            Some(command) => cli::run_command(&cli, command).await,
+    let result = match &cli.command {
+        None | Some(Command::Serve(_)) => {
+            let args = match &cli.command {
+                Some(Command::Serve(args)) => args,
+                _ => &cli.serve,
+            };
+            serve(&cli, args, &runtime)
         }
-    });
+        Some(command) => runtime.block_on(cli::run_command(&cli, command)),
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -48,4 +46,21 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `pictor [serve]`: headless until Ctrl+C, or with `--tray` the tray on this thread and the
+/// server on the runtime's threads.
+fn serve(cli: &Cli, args: &ServeArgs, runtime: &tokio::runtime::Runtime) -> anyhow::Result<()> {
+    let (config, _, layers) = cli::load_config(cli, Some(args))?;
+    if args.tray {
+        #[cfg(feature = "tray")]
+        {
+            return pictor::tray::serve(runtime, config, layers.file_path);
+        }
+        #[cfg(not(feature = "tray"))]
+        tracing::warn!(
+            "this pictor was built without the tray (cargo feature `tray`); serving without it"
+        );
+    }
+    runtime.block_on(cli::serve::run(config, layers.file_path))
 }

@@ -206,6 +206,11 @@ pub fn route_label(path: &str) -> String {
         "/setup",
         "/account",
         "/admin",
+        "/playground",
+        "/playground/api/generate",
+        "/playground/api/edit",
+        "/playground/api/me",
+        "/playground/api/gallery",
         "/metrics",
         "/healthz",
         "/",
@@ -215,6 +220,7 @@ pub fn route_label(path: &str) -> String {
     }
     for (prefix, label) in [
         ("/api/pictor/v1/jobs/", "/api/pictor/v1/jobs/{job_id}"),
+        ("/playground/api/jobs/", "/playground/api/jobs/{job_id}"),
         ("/api/pictor/docs", "/api/pictor/docs"),
         ("/files/", "/files/{name}"),
         ("/avatars/", "/avatars/{name}"),

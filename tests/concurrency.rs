@@ -49,11 +49,11 @@ async fn racing_clients_keep_the_invariants() {
     );
     let mut tasks = Vec::new();
     // 6 clients per user creating and polling.
-    for u in 0..users {
+    for user_key in &keys {
         for _ in 0..6 {
             let (s, key, accepted, busy, broke, unauthorized) = (
                 s.clone(),
-                keys[u].clone(),
+                user_key.clone(),
                 accepted.clone(),
                 busy.clone(),
                 broke.clone(),
@@ -89,8 +89,8 @@ async fn racing_clients_keep_the_invariants() {
         }
     }
     // Key rotations and credit grants (both signs) racing with them.
-    for u in 0..users {
-        let (s, key) = (s.clone(), keys[u].clone());
+    for (u, user_key) in keys.iter().enumerate() {
+        let (s, key) = (s.clone(), user_key.clone());
         tasks.push(tokio::spawn(async move {
             for i in 0..20 {
                 let pause = rand::rng().random_range(5..40);

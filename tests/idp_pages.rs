@@ -330,7 +330,7 @@ async fn account_and_admin_need_a_session() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn home_page_goes_to_the_account_or_to_sign_in() {
+async fn home_page_goes_to_the_playground_or_to_sign_in() {
     let s = TestServer::start().await;
     s.person("dan@example.com", "dan's long password");
     let mut b = Browser::new();
@@ -338,7 +338,10 @@ async fn home_page_goes_to_the_account_or_to_sign_in() {
     assert_eq!((r.status, r.location.as_deref()), (303, Some("/login")));
     let mut b = signed_in_browser(&s, "dan@example.com", "dan's long password").await;
     let r = b.get(&s.url("/")).await;
-    assert_eq!((r.status, r.location.as_deref()), (303, Some("/account")));
+    assert_eq!(
+        (r.status, r.location.as_deref()),
+        (303, Some("/playground"))
+    );
     s.stop().await;
 }
 

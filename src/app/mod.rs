@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod files;
+pub mod idle;
 pub mod maintenance;
 pub mod observe;
 
@@ -186,6 +187,7 @@ impl Server {
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let (admin_stop_tx, admin_stop_rx) = oneshot::channel::<()>();
         let engine_for_stop = engine.clone();
+        let idle_timeout = state.config.idle_timeout;
         let task = tokio::spawn(async move {
             let admin_task = tokio::spawn(async move {
                 let _ = poem::Server::new_with_acceptor(admin_acceptor)
@@ -198,6 +200,10 @@ impl Server {
                     )
                     .await;
             });
+            let acceptor = idle::IdleGuard {
+                inner: acceptor,
+                idle: idle_timeout,
+            };
             let result = poem::Server::new_with_acceptor(acceptor)
                 .run_with_graceful_shutdown(
                     app,

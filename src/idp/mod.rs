@@ -179,6 +179,7 @@ pub fn routes() -> Route {
         .nest("/account", account::routes())
         .nest("/admin", admin::routes())
         .nest("/setup", setup::routes())
+        .nest("/playground", pages::playground::routes())
         .at(
             "/.well-known/openid-configuration",
             get(discovery::openid_configuration),
@@ -212,6 +213,13 @@ pub fn routes() -> Route {
             static_text(CSS, "text/css; charset=utf-8"),
         )
         .at("/static/icon.svg", static_text(ICON, "image/svg+xml"))
+        .at(
+            "/static/playground.js",
+            static_text(
+                include_str!("../../assets/static/playground.js"),
+                "text/javascript; charset=utf-8",
+            ),
+        )
 }
 
 #[poem::handler]

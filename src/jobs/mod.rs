@@ -53,6 +53,8 @@ struct Inner {
     waiting: AtomicUsize,
     /// Job tasks alive (waiting or rendering); used to drain on shutdown.
     alive: AtomicUsize,
+    /// Rendering paused by the operator (tray): queued jobs wait before taking a render slot.
+    paused: tokio::sync::watch::Sender<bool>,
 }
 
 pub struct EngineOptions {
@@ -70,6 +72,7 @@ pub struct EngineStats {
     pub waiting: usize,
     pub rendering: usize,
     pub workers: usize,
+    pub paused: bool,
 }
 
 impl JobEngine {
@@ -93,6 +96,7 @@ impl JobEngine {
                 queue_timeout: opts.queue_timeout,
                 waiting: AtomicUsize::new(0),
                 alive: AtomicUsize::new(0),
+                paused: tokio::sync::watch::Sender::new(false),
             }),
         }
     }
@@ -106,7 +110,25 @@ impl JobEngine {
             waiting: self.inner.waiting.load(Ordering::Relaxed),
             rendering: self.inner.pool.busy(),
             workers: self.inner.pool.size(),
+            paused: self.is_paused(),
         }
+    }
+
+    /// Pauses or resumes rendering. While paused, jobs stay queued (counted as waiting, and the
+    /// wait does not count against the queue timeout); renders already running finish.
+    pub fn set_paused(&self, paused: bool) {
+        let was = self.inner.paused.send_replace(paused);
+        if was != paused {
+            info!(
+                paused,
+                "rendering {}",
+                if paused { "paused" } else { "resumed" }
+            );
+        }
+    }
+
+    pub fn is_paused(&self) -> bool {
+        *self.inner.paused.borrow()
     }
 
     /// Where an edit's upload is kept until the job ends.
@@ -239,9 +261,9 @@ async fn run(inner: &Inner, job: JobRecord) {
         .await;
         return;
     }
-    let slot = match tokio::time::timeout(inner.queue_timeout, inner.pool.acquire()).await {
-        Ok(Ok(slot)) => slot,
-        Ok(Err(_)) | Err(_) => {
+    let slot = match acquire_unpaused(inner).await {
+        Ok(slot) => slot,
+        Err(()) => {
             drop(guard);
             let message = format!(
                 "the job waited more than {} s for a render slot; credits were not taken",
@@ -366,6 +388,23 @@ async fn run(inner: &Inner, job: JobRecord) {
     finish(inner, id, outcome).await;
     if kind == JobKind::Edit {
         let _ = tokio::fs::remove_file(source_path(&inner.sources_dir, id)).await;
+    }
+}
+
+/// Waits until rendering is not paused, then for a render slot (within the queue timeout). A pause
+/// that begins while the job waits for its slot sends it back to waiting for the resume.
+async fn acquire_unpaused(inner: &Inner) -> Result<render::pool::Slot, ()> {
+    let mut paused = inner.paused.subscribe();
+    loop {
+        // The receiver lives as long as `inner`'s sender, so this only ends when not paused.
+        let _ = paused.wait_for(|p| !*p).await;
+        let slot = match tokio::time::timeout(inner.queue_timeout, inner.pool.acquire()).await {
+            Ok(Ok(slot)) => slot,
+            Ok(Err(_)) | Err(_) => return Err(()),
+        };
+        if !*paused.borrow_and_update() {
+            return Ok(slot);
+        }
     }
 }
 

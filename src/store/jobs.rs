@@ -501,6 +501,37 @@ impl Store {
         Ok(out)
     }
 
+    /// One page of a user's jobs, newest first: those older than `before` (from the newest when
+    /// `None`) that `keep` accepts, at most `limit`, and whether more such jobs remain.
+    pub fn user_jobs_page(
+        &self,
+        user_id: u64,
+        before: Option<JobId>,
+        limit: usize,
+        keep: impl Fn(&JobRecord) -> bool,
+    ) -> Result<(Vec<JobRecord>, bool), StoreError> {
+        let txn = self.db().begin_read()?;
+        let index = txn.open_table(JOBS_BY_USER)?;
+        let jobs = txn.open_table(JOBS)?;
+        let end = before.map_or(u128::MAX, |b| b.0);
+        let mut out = Vec::new();
+        for row in index.range((user_id, 0)..(user_id, end))?.rev() {
+            let (key, _) = row?;
+            let Some(v) = jobs.get(key.value().1)? else {
+                continue;
+            };
+            let job: JobRecord = codec::decode(v.value())?;
+            if !keep(&job) {
+                continue;
+            }
+            if out.len() == limit {
+                return Ok((out, true));
+            }
+            out.push(job);
+        }
+        Ok((out, false))
+    }
+
     /// Run once at start, before serving: jobs left `running` by a crash go back to `queued`
     /// (keeping their charge, so they are not charged again), or fail with a refund after
     /// [`MAX_ATTEMPTS`]. Returns every unfinished job, oldest first, for the engine to run.

@@ -227,3 +227,90 @@ impl Drop for Driver {
         let _ = self.child.wait();
     }
 }
+
+/// Scripts, window size and colour scheme, for tests that look at a page (the playground's).
+impl Driver {
+    /// Runs `script` in the page (WebDriver "Execute Script": the body of a function called with
+    /// `args`) and returns what it returns.
+    pub async fn execute(&self, script: &str, args: Vec<Value>) -> Value {
+        self.cmd(
+            reqwest::Method::POST,
+            "/execute/sync",
+            Some(json!({"script": script, "args": args})),
+        )
+        .await
+    }
+
+    /// Polls `script` every 100 ms for up to `secs` seconds until it returns `true`.
+    pub async fn wait_until(&self, script: &str, secs: u64) -> bool {
+        for _ in 0..secs * 10 {
+            if self.execute(script, vec![]).await == json!(true) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    }
+
+    /// Resizes the browser window (outer size, in CSS pixels).
+    pub async fn set_window_size(&self, width: u32, height: u32) {
+        self.cmd(
+            reqwest::Method::POST,
+            "/window/rect",
+            Some(json!({"width": width, "height": height})),
+        )
+        .await;
+    }
+
+    /// Emulates `prefers-color-scheme` (`"light"` or `"dark"`) through chromedriver's CDP bridge.
+    pub async fn color_scheme(&self, scheme: &str) {
+        self.cmd(
+            reqwest::Method::POST,
+            "/goog/cdp/execute",
+            Some(json!({
+                "cmd": "Emulation.setEmulatedMedia",
+                "params": {"features": [{"name": "prefers-color-scheme", "value": scheme}]}
+            })),
+        )
+        .await;
+    }
+
+    /// Emulates a phone-sized viewport (`width` CSS pixels, device scale 2, mobile) or, with
+    /// `None`, clears the emulation.
+    pub async fn phone_viewport(&self, size: Option<(u32, u32)>) {
+        let (cmd, params) = match size {
+            Some((w, h)) => (
+                "Emulation.setDeviceMetricsOverride",
+                json!({"width": w, "height": h, "deviceScaleFactor": 2, "mobile": true}),
+            ),
+            None => ("Emulation.clearDeviceMetricsOverride", json!({})),
+        };
+        self.cmd(
+            reqwest::Method::POST,
+            "/goog/cdp/execute",
+            Some(json!({"cmd": cmd, "params": params})),
+        )
+        .await;
+    }
+
+    /// A screenshot of the whole page (not only the viewport), through CDP.
+    pub async fn full_screenshot(&self, path: &std::path::Path) {
+        use base64::Engine;
+        let v = self
+            .cmd(
+                reqwest::Method::POST,
+                "/goog/cdp/execute",
+                Some(json!({
+                    "cmd": "Page.captureScreenshot",
+                    "params": {"format": "png", "captureBeyondViewport": true}
+                })),
+            )
+            .await;
+        if let Some(b64) = v["data"].as_str() {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap();
+            std::fs::write(path, bytes).unwrap();
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! `/account`: the cabinet of a signed-in user — profile (name, picture), password, TOTP
 //! two-factor with recovery codes, the apps they have authorized, and the image API key with
 //! balance, PRO flag and daily limit. Also the home page `/`, which sends the browser to the
-//! cabinet or to sign-in.
+//! playground or to sign-in.
 //!
 //! Every form posts the CSRF field and every POST checks it before anything else. Changes
 //! redirect back to `GET /account?done=…` (POST-redirect-GET); the pages that show a secret once
@@ -44,11 +44,11 @@ pub fn routes() -> Route {
         .at("/apps/revoke", post(revoke_app_post))
 }
 
-/// `GET /`: the cabinet when signed in, the sign-in page otherwise.
+/// `GET /`: the playground when signed in, the sign-in page otherwise.
 #[handler]
 pub async fn home(state: Data<&AppState>, jar: &CookieJar) -> Response {
     if signed_in(&state, jar).is_some() {
-        redirect("/account")
+        redirect("/playground")
     } else {
         redirect("/login")
     }

@@ -5,6 +5,7 @@ pub mod account;
 pub mod admin;
 pub mod avatar;
 pub mod login;
+pub mod playground;
 pub mod register;
 pub mod setup;
 

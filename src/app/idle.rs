@@ -1,0 +1,103 @@
+//! Slow-client defence at the socket: a connection whose reads bring no byte for `idle` fails its
+//! read, and hyper drops it — also in the middle of a request (a half-sent "slowloris" header or a
+//! stalled body), where poem's own idle timeout would wait for the request to finish. The
+//! default (120 s) is above the 90 s long-poll, during which the client is silent by design.
+
+use std::io::{Error, ErrorKind, Result as IoResult};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use poem::http::uri::Scheme;
+use poem::listener::Acceptor;
+use poem::web::{LocalAddr, RemoteAddr};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+pub struct IdleGuard<A> {
+    pub inner: A,
+    pub idle: Duration,
+}
+
+impl<A: Acceptor> Acceptor for IdleGuard<A> {
+    type Io = IdleIo<A::Io>;
+
+    fn local_addr(&self) -> Vec<LocalAddr> {
+        self.inner.local_addr()
+    }
+
+    async fn accept(&mut self) -> IoResult<(Self::Io, LocalAddr, RemoteAddr, Scheme)> {
+        let (io, local, remote, scheme) = self.inner.accept().await?;
+        let deadline = Box::pin(tokio::time::sleep(self.idle));
+        Ok((
+            IdleIo {
+                inner: io,
+                idle: self.idle,
+                deadline,
+            },
+            local,
+            remote,
+            scheme,
+        ))
+    }
+}
+
+pub struct IdleIo<T> {
+    inner: T,
+    idle: Duration,
+    deadline: Pin<Box<Sleep>>,
+}
+
+impl<T> IdleIo<T> {
+    fn touch(&mut self) {
+        self.deadline.as_mut().reset(Instant::now() + self.idle);
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for IdleIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<IoResult<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(result) => {
+                if buf.filled().len() > before {
+                    self.touch();
+                }
+                Poll::Ready(result)
+            }
+            Poll::Pending => match self.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(Error::new(
+                    ErrorKind::TimedOut,
+                    "connection idle for too long",
+                ))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for IdleIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<IoResult<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            // Answering is activity too: the client may be reading a long response.
+            self.touch();
+        }
+        result
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<IoResult<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<IoResult<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

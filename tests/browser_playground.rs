@@ -1,0 +1,332 @@
+//! The web playground in a real headless chromium: sign in through /login, land on the
+//! playground, type a prompt, watch the job go queued/running → done and the picture load, see
+//! the balance drop by the price, then "Edit this" from the gallery. Screenshots (desktop and
+//! phone, light and dark) go to the temp dir.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::webdriver::Driver;
+use common::*;
+use pictor::ops::AdminRequest;
+use serde_json::{Value, json};
+
+const EMAIL: &str = "painter@example.com";
+const PASSWORD: &str = "painter's long password";
+
+/// Signs in through the real /login page, starting from the playground.
+async fn sign_in(s: &TestServer, d: &Driver) {
+    d.goto(&s.url("/playground")).await;
+    let url = d.current_url().await;
+    assert!(
+        url.starts_with(&s.url("/login")) && url.contains("return_to=%2Fplayground")
+            || url.contains("return_to=/playground"),
+        "signed out, /playground sends to sign-in: {url}"
+    );
+    d.type_into("#email", EMAIL).await;
+    d.type_into("#password", PASSWORD).await;
+    d.click("form[action=\"/login\"] button[type=submit]").await;
+    assert!(
+        d.wait_until("return location.pathname === '/playground'", 20)
+            .await,
+        "landed on {}",
+        d.current_url().await
+    );
+    d.wait_for("#gen-prompt").await;
+}
+
+async fn text(d: &Driver, css: &str) -> String {
+    d.execute(
+        "const e = document.querySelector(arguments[0]); return e ? e.textContent.trim() : null;",
+        vec![json!(css)],
+    )
+    .await
+    .as_str()
+    .unwrap_or_default()
+    .to_string()
+}
+
+fn shot(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("pictor-playground-{name}.png"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_generate_and_see_the_picture() {
+    let Some(d) = Driver::start().await else {
+        return;
+    };
+    let gate = Gate::default();
+    let s = TestServer::with_renderer(Arc::new(gate.clone())).await;
+    s.person(EMAIL, PASSWORD);
+    sign_in(&s, &d).await;
+
+    assert_eq!(text(&d, "#pg-balance").await, "5");
+    // The default model's current price is on the page before anything is sent.
+    assert_eq!(text(&d, "#gen-price").await, "1");
+    d.execute(
+        "const m = document.getElementById('gen-model'); m.value = 'artist'; m.dispatchEvent(new Event('change'));",
+        vec![],
+    )
+    .await;
+    assert_eq!(
+        text(&d, "#gen-price").await,
+        "5",
+        "the price follows the model"
+    );
+    d.execute(
+        "const m = document.getElementById('gen-model'); m.value = '0.2plus'; m.dispatchEvent(new Event('change'));",
+        vec![],
+    )
+    .await;
+    assert!(
+        text(&d, "#gen-warn").await.contains("Not enough credits"),
+        "10 credits with a balance of 5"
+    );
+    assert_eq!(
+        d.execute(
+            "return document.getElementById('gen-submit').disabled",
+            vec![]
+        )
+        .await,
+        json!(true)
+    );
+    d.execute(
+        "const m = document.getElementById('gen-model'); m.value = 'fast'; m.dispatchEvent(new Event('change'));",
+        vec![],
+    )
+    .await;
+
+    d.type_into("#gen-prompt", "a lighthouse on a cliff at sunset")
+        .await;
+    d.type_into("#gen-seed", "42").await;
+    d.click("#gen-submit").await;
+
+    // The render is held at the gate: the card shows the job in progress with the time ticking.
+    assert!(
+        d.wait_until(
+            "return document.getElementById('job').dataset.state === 'running'",
+            20
+        )
+        .await,
+        "job card never showed running: {}",
+        text(&d, "#job").await
+    );
+    assert_eq!(text(&d, "#job-badge").await, "Rendering");
+    assert!(
+        d.wait_until(
+            "return /^[1-9]\\d* s$/.test(document.getElementById('job-elapsed').textContent)",
+            10
+        )
+        .await,
+        "elapsed seconds tick: {:?}",
+        text(&d, "#job-elapsed").await
+    );
+    assert_eq!(
+        d.execute(
+            "return document.getElementById('job-status').getAttribute('aria-live')",
+            vec![]
+        )
+        .await,
+        json!("polite")
+    );
+    gate.open();
+
+    assert!(
+        d.wait_until(
+            "const i = document.getElementById('job-img'); return !!i && !document.getElementById('job-figure').hidden && i.complete && i.naturalWidth > 0",
+            30
+        )
+        .await,
+        "the picture never loaded: {}",
+        text(&d, "#job").await
+    );
+    let size = d
+        .execute(
+            "const i = document.getElementById('job-img'); return [i.naturalWidth, i.naturalHeight]",
+            vec![],
+        )
+        .await;
+    assert_eq!(size, json!([1024, 1024]));
+    assert_eq!(text(&d, "#job-badge").await, "Done");
+    let facts = text(&d, "#job-facts").await;
+    assert!(
+        facts.contains("a lighthouse on a cliff at sunset"),
+        "{facts}"
+    );
+    assert!(facts.contains("Enhanced prompt"), "{facts}");
+    assert!(facts.contains("42"), "seed shown: {facts}");
+    // The balance is refreshed: 5 - the price of `fast` (1).
+    assert!(
+        d.wait_until(
+            "return document.getElementById('pg-balance').textContent === '4'",
+            10
+        )
+        .await,
+        "balance shows {}",
+        text(&d, "#pg-balance").await
+    );
+    assert_eq!(text(&d, "#pg-daily-used").await, "1");
+    d.screenshot(&shot("done")).await;
+
+    // The gallery has it, with a working "Reuse prompt".
+    d.wait_for("#gallery .pg-item img").await;
+    d.execute("document.getElementById('gen-prompt').value = ''; document.getElementById('gen-seed').value = '';", vec![]).await;
+    d.click("#gallery [data-act=reuse]").await;
+    assert_eq!(
+        d.execute(
+            "return [document.getElementById('gen-prompt').value, document.getElementById('gen-seed').value, document.activeElement.id]",
+            vec![]
+        )
+        .await,
+        json!(["a lighthouse on a cliff at sunset", "42", "gen-prompt"])
+    );
+
+    // "Edit this": the gallery picture becomes the edit's source, no upload needed.
+    d.click("#gallery [data-act=edit]").await;
+    assert_eq!(
+        d.execute(
+            "return [document.getElementById('edit-source').hidden, document.activeElement.id]",
+            vec![]
+        )
+        .await,
+        json!([false, "edit-prompt"])
+    );
+    d.type_into(
+        "#edit-prompt",
+        "crop it to 16:9 and make it black and white",
+    )
+    .await;
+    d.click("#edit-submit").await;
+    assert!(
+        d.wait_until(
+            "const i = document.getElementById('job-img'); return document.getElementById('job').dataset.state === 'done' && i.complete && i.naturalWidth === 1024 && i.naturalHeight === 576",
+            30
+        )
+        .await,
+        "the edit never finished: {}",
+        text(&d, "#job").await
+    );
+    assert!(
+        d.wait_until(
+            "return document.getElementById('pg-balance').textContent === '2' && document.querySelectorAll('#gallery .pg-item').length === 2",
+            10
+        )
+        .await,
+        "balance {} after the edit (price 2)",
+        text(&d, "#pg-balance").await
+    );
+
+    // An uploaded photo, through the file input and FormData.
+    let upload = std::env::temp_dir().join(format!(
+        "pictor-playground-upload-{}.png",
+        std::process::id()
+    ));
+    std::fs::write(&upload, png_bytes(64, 48)).unwrap();
+    d.click("#edit-source-clear").await;
+    d.type_into("#edit-file", &upload.display().to_string())
+        .await;
+    d.execute("document.getElementById('edit-prompt').value = ''", vec![])
+        .await;
+    d.type_into("#edit-prompt", "add a red border").await;
+    d.click("#edit-submit").await;
+    assert!(
+        d.wait_until(
+            "const i = document.getElementById('job-img'); return document.getElementById('job').dataset.state === 'done' && i.complete && i.naturalWidth === 64 && i.naturalHeight === 48",
+            30
+        )
+        .await,
+        "the upload edit never finished: {}",
+        text(&d, "#job").await
+    );
+    let _ = std::fs::remove_file(&upload);
+    // 0 credits left: both forms say why they cannot be sent.
+    assert!(
+        d.wait_until(
+            "return document.getElementById('pg-balance').textContent === '0' && document.getElementById('gen-submit').disabled && document.getElementById('edit-submit').disabled",
+            10
+        )
+        .await,
+        "balance {}",
+        text(&d, "#pg-balance").await
+    );
+    assert!(
+        text(&d, "#gen-warn")
+            .await
+            .starts_with("Not enough credits")
+    );
+    assert!(
+        text(&d, "#edit-warn")
+            .await
+            .starts_with("Not enough credits")
+    );
+
+    // Light and dark, desktop and phone, for people to look at.
+    for scheme in ["light", "dark"] {
+        d.color_scheme(scheme).await;
+        d.phone_viewport(None).await;
+        d.set_window_size(1280, 1000).await;
+        d.execute("window.scrollTo(0, 0)", vec![]).await;
+        d.full_screenshot(&shot(&format!("desktop-{scheme}"))).await;
+        d.phone_viewport(Some((390, 844))).await;
+        d.execute("window.scrollTo(0, 0)", vec![]).await;
+        d.full_screenshot(&shot(&format!("phone-{scheme}"))).await;
+    }
+    d.phone_viewport(None).await;
+    eprintln!(
+        "screenshots: {}",
+        shot("{done,desktop-light,desktop-dark,phone-light,phone-dark}").display()
+    );
+
+    // The books balance: 5 - 1 (generate) - 2 (edit) - 2 (edit).
+    let user = s.admin(AdminRequest::UserShow {
+        email: EMAIL.into(),
+    });
+    assert_eq!(user["balance"], json!(0), "{user}");
+    s.assert_books_balanced();
+    drop(d);
+    s.stop().await;
+}
+
+/// A failed render shows its error and that the credits came back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_job_says_so_and_returns_the_credits() {
+    let Some(d) = Driver::start().await else {
+        return;
+    };
+    let gate = Gate {
+        fail: true,
+        ..Gate::default()
+    };
+    gate.open();
+    let s = TestServer::with_renderer(Arc::new(gate)).await;
+    s.person(EMAIL, PASSWORD);
+    sign_in(&s, &d).await;
+    d.type_into("#gen-prompt", "a castle at night").await;
+    d.click("#gen-submit").await;
+    assert!(
+        d.wait_until(
+            "return document.getElementById('job').dataset.state === 'failed'",
+            30
+        )
+        .await,
+        "{}",
+        text(&d, "#job").await
+    );
+    let card = text(&d, "#job").await;
+    assert!(card.contains("fails on purpose"), "{card}");
+    assert!(card.contains("Returned"), "{card}");
+    assert_eq!(text(&d, "#pg-balance").await, "5");
+    let v: Value = d
+        .execute(
+            "return document.getElementById('gen-submit').disabled",
+            vec![],
+        )
+        .await;
+    assert_eq!(v, json!(false), "ready for another try");
+    d.screenshot(&shot("failed")).await;
+    drop(d);
+    s.stop().await;
+}

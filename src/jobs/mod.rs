@@ -187,12 +187,14 @@ pub fn source_path(sources_dir: &Path, id: JobId) -> PathBuf {
 pub fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
     let tmp = dir.join(format!(".{name}.tmp"));
     let path = dir.join(name);
-    {
+    let written = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
-    }
-    std::fs::rename(&tmp, &path).inspect_err(|_| {
+        std::fs::rename(&tmp, &path)
+    })();
+    // A full disk or any other failure leaves nothing half-written behind.
+    written.inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })?;
     if let Ok(d) = std::fs::File::open(dir) {

@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::*;
@@ -18,45 +17,11 @@ use pictor::ops::{self, AdminRequest};
 use pictor::render::ProceduralRenderer;
 use serde_json::json;
 
-struct Mount(PathBuf);
-
-impl Mount {
-    fn tmpfs(at: &Path, size: &str) -> Option<Mount> {
-        std::fs::create_dir_all(at).unwrap();
-        let ok = std::process::Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size}"),
-                "tmpfs",
-                at.to_str().unwrap(),
-            ])
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            Some(Mount(at.to_path_buf()))
-        } else if std::env::var("PICTOR_CI").is_ok_and(|v| v == "1") {
-            panic!("PICTOR_CI=1 but a tmpfs cannot be mounted (this test needs root)");
-        } else {
-            eprintln!("SKIPPED: mounting a tmpfs needs root");
-            None
-        }
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_disk_while_writing_a_picture_fails_the_job_with_a_refund() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let Some(_mount) = Mount::tmpfs(&data.join("images"), "1m") else {
+    let Some(_mount) = mount_tmpfs(&data.join("images"), "1m") else {
         return;
     };
     // Fill it up, leaving far less room than a picture needs.

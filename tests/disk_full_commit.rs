@@ -6,43 +6,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
 use common::*;
 use pictor::store::Store;
 use serde_json::json;
-
-struct Mount(PathBuf);
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
-    }
-}
-
-fn mount_tmpfs(at: &Path, size: &str) -> Option<Mount> {
-    std::fs::create_dir_all(at).unwrap();
-    let ok = std::process::Command::new("mount")
-        .args([
-            "-t",
-            "tmpfs",
-            "-o",
-            &format!("size={size}"),
-            "tmpfs",
-            at.to_str().unwrap(),
-        ])
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok {
-        Some(Mount(at.to_path_buf()))
-    } else if std::env::var("PICTOR_CI").is_ok_and(|v| v == "1") {
-        panic!("PICTOR_CI=1 but a tmpfs cannot be mounted (this test needs root)");
-    } else {
-        eprintln!("SKIPPED: mounting a tmpfs needs root");
-        None
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_disk_under_the_store_fails_cleanly_and_recovers() {

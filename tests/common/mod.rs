@@ -594,3 +594,38 @@ impl TestServer {
             .unwrap_or_else(|| panic!("no redirect: {} {}", page.status, page.body))
     }
 }
+
+/// A tmpfs mounted for a test (root only), unmounted on drop.
+pub struct Mount(pub std::path::PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Mounts a tmpfs of `size` at `at`. Without root: says why and returns `None` (a skip), except
+/// under `PICTOR_CI=1`, where it fails.
+pub fn mount_tmpfs(at: &Path, size: &str) -> Option<Mount> {
+    std::fs::create_dir_all(at).unwrap();
+    let ok = std::process::Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size={size}"),
+            "tmpfs",
+            at.to_str().unwrap(),
+        ])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        Some(Mount(at.to_path_buf()))
+    } else if std::env::var("PICTOR_CI").is_ok_and(|v| v == "1") {
+        panic!("PICTOR_CI=1 but a tmpfs cannot be mounted (this test needs root)");
+    } else {
+        eprintln!("SKIPPED: mounting a tmpfs needs root");
+        None
+    }
+}

@@ -17,7 +17,7 @@ use poem::{Request, Response, Route, get, handler, post};
 use rand::RngExt;
 use serde::Deserialize;
 
-use super::error_page;
+use super::{csrf_refused, server_error};
 use crate::auth::{apikey, password};
 use crate::clock::Millis;
 use crate::idp::web::{client_ip, csrf_ok, csrf_token, page_with_status, redirect, signed_in};
@@ -253,25 +253,6 @@ fn render(
 
 fn login_redirect() -> Response {
     redirect("/login?return_to=/account")
-}
-
-fn csrf_refused(state: &AppState) -> Response {
-    error_page(
-        state,
-        StatusCode::FORBIDDEN,
-        "Form expired",
-        "Reload the page and try again.",
-    )
-}
-
-fn server_error(state: &AppState, what: &str, e: impl std::fmt::Display) -> Response {
-    tracing::error!(error = %e, "{what}");
-    error_page(
-        state,
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "Server error",
-        "Something went wrong on our side. Please try again.",
-    )
 }
 
 /// Messages for `GET /account?done=…` (fixed texts: nothing from the query is echoed).

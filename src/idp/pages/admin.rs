@@ -15,7 +15,7 @@ use poem::{Request, Response, Route, get, handler, post};
 use serde::Deserialize;
 
 use super::account::date_of;
-use super::error_page;
+use super::{csrf_refused, error_page, server_error};
 use crate::idp::web::{SignedIn, csrf_ok, csrf_token, page_with_status, redirect, signed_in};
 use crate::ops::{self, OpError};
 use crate::state::AppState;
@@ -170,15 +170,6 @@ fn render(
     )
 }
 
-fn csrf_refused(state: &AppState) -> Response {
-    error_page(
-        state,
-        StatusCode::FORBIDDEN,
-        "Form expired",
-        "Reload the page and try again.",
-    )
-}
-
 /// The signed-in admin, or the response for everyone else (boxed: a `Response` is large).
 fn require_admin(state: &AppState, jar: &CookieJar) -> Result<SignedIn, Box<Response>> {
     match signed_in(state, jar) {
@@ -191,16 +182,6 @@ fn require_admin(state: &AppState, jar: &CookieJar) -> Result<SignedIn, Box<Resp
         ))),
         Some(s) => Ok(s),
     }
-}
-
-fn server_error(state: &AppState, what: &str, e: impl std::fmt::Display) -> Response {
-    tracing::error!(error = %e, "{what}");
-    error_page(
-        state,
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "Server error",
-        "Something went wrong on our side. Please try again.",
-    )
 }
 
 fn notice_for(done: Option<&str>) -> Option<&'static str> {

@@ -26,6 +26,27 @@ pub fn error_page(_state: &AppState, status: StatusCode, title: &str, message: &
     page_with_status(&ErrorPage { title, message }, status)
 }
 
+/// The page for a form whose CSRF token (or Origin) does not check out.
+pub fn csrf_refused(state: &AppState) -> Response {
+    error_page(
+        state,
+        StatusCode::FORBIDDEN,
+        "Form expired",
+        "Reload the page and try again.",
+    )
+}
+
+/// A server fault on a page: the detail goes to the log, the browser gets a generic page.
+pub fn server_error(state: &AppState, what: &str, e: impl std::fmt::Display) -> Response {
+    tracing::error!(error = %e, "{what}");
+    error_page(
+        state,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "Server error",
+        "Something went wrong on our side. Please try again.",
+    )
+}
+
 /// A `return_to` we are willing to send the browser to after sign-in: a path on this origin.
 pub fn safe_return_to(value: Option<&str>) -> String {
     match value {

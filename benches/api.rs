@@ -271,6 +271,7 @@ async fn bench_job_overhead(dir: &Path) {
         let email = format!("u{i}@example.com");
         ops::execute(
             &store,
+            &handle.state.idp.secrets,
             AdminRequest::UserAdd {
                 email: email.clone(),
                 name: None,
@@ -289,10 +290,17 @@ async fn bench_job_overhead(dir: &Path) {
                     daily_limit: Some(Some(1_000_000)),
                     ..Default::default()
                 },
+                clock.now(),
             )
             .unwrap();
         keys.push(
-            ops::execute(&store, AdminRequest::KeyIssue { email }, clock.now()).unwrap()["api_key"]
+            ops::execute(
+                &store,
+                &handle.state.idp.secrets,
+                AdminRequest::KeyIssue { email },
+                clock.now(),
+            )
+            .unwrap()["api_key"]
                 .as_str()
                 .unwrap()
                 .to_string(),

@@ -104,10 +104,10 @@ fn main() {
         let h = Server::start(config, Arc::new(ProceduralRenderer), clock.clone()).await.unwrap();
         let store = h.state.store.clone();
         let hash = pictor::auth::password::hash("bench password 123").unwrap();
-        let user = ops::execute(&store, AdminRequest::UserAdd { email: "b@example.com".into(), name: None, password_hash: Some(hash), admin: false, pro: false, credits: 10 }, clock.now()).unwrap();
+        let user = ops::execute(&store, &h.state.idp.secrets, AdminRequest::UserAdd { email: "b@example.com".into(), name: None, password_hash: Some(hash), admin: false, pro: false, credits: 10 }, clock.now()).unwrap();
         let user_id = pictor::store::UserId::parse(user["user_id"].as_str().unwrap()).unwrap().0;
-        let key = ops::execute(&store, AdminRequest::KeyIssue { email: "b@example.com".into() }, clock.now()).unwrap()["api_key"].as_str().unwrap().to_string();
-        let client_v = ops::execute(&store, AdminRequest::ClientAdd { name: "bench".into(), redirect_uris: vec![REDIRECT.into()] }, clock.now()).unwrap();
+        let key = ops::execute(&store, &h.state.idp.secrets, AdminRequest::KeyIssue { email: "b@example.com".into() }, clock.now()).unwrap()["api_key"].as_str().unwrap().to_string();
+        let client_v = ops::execute(&store, &h.state.idp.secrets, AdminRequest::ClientAdd { name: "bench".into(), redirect_uris: vec![REDIRECT.into()] }, clock.now()).unwrap();
         let secret = client_v["app_secret"].as_str().unwrap().to_string();
         let http = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
         let base = h.base_url.clone();
@@ -192,8 +192,12 @@ fn main() {
                     let (c, base, signed_in) = (clients[i % clients.len()].clone(), base.clone(), signed_in.clone());
                     i += 1;
                     tokio::spawn(async move {
-                        let csrf = "c".repeat(43);
-                        let r = c.post(format!("{base}/login")).header("cookie", format!("pictor_csrf={csrf}")).form(&[("csrf", csrf.as_str()), ("email", "b@example.com"), ("password", "bench password 123"), ("return_to", "/account")]).send().await.unwrap();
+                        // The form's CSRF token is bound to this browser's pre-session cookie.
+                        let page = c.get(format!("{base}/login")).send().await.unwrap();
+                        let cookie = page.headers().get_all("set-cookie").iter().find_map(|v| v.to_str().ok()?.strip_prefix("pictor_csrf=")?.split(';').next().map(str::to_string)).unwrap();
+                        let body = page.text().await.unwrap();
+                        let csrf = body.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_string();
+                        let r = c.post(format!("{base}/login")).header("cookie", format!("pictor_csrf={cookie}")).form(&[("csrf", csrf.as_str()), ("email", "b@example.com"), ("password", "bench password 123"), ("return_to", "/account")]).send().await.unwrap();
                         if r.status() == 303 {
                             signed_in.fetch_add(1, Ordering::Relaxed);
                         }

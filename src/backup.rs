@@ -42,9 +42,12 @@ pub fn backup(store: &Store, data_dir: &Path, to: &Path) -> Result<Value, Backup
     // copying the folders afterwards cannot miss one.
     store.snapshot_to(&snapshot)?;
     let partial = to.with_extension("partial");
+    // Owner-only from the first byte (the archive holds the key that unseals the signing keys),
+    // created new so a file or link planted at that name is never followed.
+    let _ = std::fs::remove_file(&partial);
     let result = (|| {
-        let file =
-            File::create(&partial).map_err(io(format!("cannot create {}", partial.display())))?;
+        let file = crate::store::new_private_file(&partial)
+            .map_err(io(format!("cannot create {}", partial.display())))?;
         let mut tar = tar::Builder::new(file);
         tar.append_path_with_name(&snapshot, "pictor.redb")
             .map_err(io("cannot add the store snapshot"))?;
@@ -111,7 +114,7 @@ pub fn restore(from: &Path, data_dir: &Path) -> Result<Value, BackupError> {
             )));
         }
     }
-    std::fs::create_dir_all(data_dir)
+    crate::store::private_dir(data_dir)
         .map_err(io(format!("cannot create {}", data_dir.display())))?;
     let file = File::open(from).map_err(io(format!("cannot open {}", from.display())))?;
     let mut archive = tar::Archive::new(file);

@@ -37,6 +37,12 @@ pub struct Config {
     pub settings_overrides: Vec<(&'static str, u32)>,
     /// The `[backends]` table of the file, for the renderer's model backends.
     pub backends: Option<toml::Table>,
+    /// Reverse proxies whose `Forwarded`/`X-Forwarded-For` headers name the client (see
+    /// README, Deployment). Empty: the socket peer is the client.
+    pub trusted_proxies: crate::net::TrustedProxies,
+    /// Bearer token `GET /metrics` requires; `None`: `/metrics` is not served on the public
+    /// listener (it stays on the loopback admin channel).
+    pub metrics_token: Option<String>,
 }
 
 impl Config {
@@ -53,6 +59,8 @@ impl Config {
             retention_days: None,
             settings_overrides: Vec::new(),
             backends: None,
+            trusted_proxies: crate::net::TrustedProxies::default(),
+            metrics_token: None,
         }
     }
 
@@ -162,6 +170,16 @@ pub const KEYS: &[Key] = &[
         name: "queue_timeout",
         env: "PICTOR_QUEUE_TIMEOUT",
         help: "seconds a job may wait for a render slot",
+    },
+    Key {
+        name: "trusted_proxies",
+        env: "PICTOR_TRUSTED_PROXIES",
+        help: "reverse proxies (IPs/CIDRs) whose X-Forwarded-For/Forwarded are believed",
+    },
+    Key {
+        name: "metrics_token",
+        env: "PICTOR_METRICS_TOKEN",
+        help: "bearer token for GET /metrics (unset: /metrics only on the admin channel)",
     },
     Key {
         name: "retention_days",
@@ -485,6 +503,33 @@ pub fn resolve(layers: &Layers) -> Result<(Config, Vec<Effective>), ConfigError>
                 v
             }
             ("retention_days", None) => "0 (keep forever)".to_string(),
+            ("trusted_proxies", Some((v, s))) => {
+                config.trusted_proxies =
+                    crate::net::TrustedProxies::parse(&v).map_err(|reason| {
+                        ConfigError::Invalid {
+                            key: key.name.into(),
+                            value: v.clone(),
+                            origin: s,
+                            reason,
+                        }
+                    })?;
+                config.trusted_proxies.describe()
+            }
+            ("trusted_proxies", None) => "(none: the socket peer is the client)".to_string(),
+            ("metrics_token", Some((v, s))) => {
+                let token = v.trim().to_string();
+                if token.len() < 16 {
+                    return Err(ConfigError::Invalid {
+                        key: key.name.into(),
+                        value: "(hidden)".into(),
+                        origin: s,
+                        reason: "must be at least 16 characters".into(),
+                    });
+                }
+                config.metrics_token = Some(token);
+                "(set, hidden)".to_string()
+            }
+            ("metrics_token", None) => "(unset: /metrics only on the admin channel)".to_string(),
             (name, Some((v, s))) => {
                 let n = parse::<u64>(name, &v, s, range(0, 1_000_000))? as u32;
                 if let Some(setting) = setting_for(name) {

@@ -224,7 +224,6 @@ pub fn route_label(path: &str) -> String {
         ("/api/pictor/docs", "/api/pictor/docs"),
         ("/files/", "/files/{name}"),
         ("/avatars/", "/avatars/{name}"),
-        ("/captcha/", "/captcha/{id}"),
         ("/static/", "/static/{file}"),
         ("/account/", "/account/{action}"),
         ("/admin/", "/admin/{action}"),

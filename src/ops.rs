@@ -27,6 +27,9 @@ pub enum AdminRequest {
         banned: Option<bool>,
         daily_limit: Option<u32>,
         admin: Option<bool>,
+        /// Release the account's held sign-up credits.
+        #[serde(default)]
+        approve: bool,
     },
     UserShow {
         email: String,
@@ -104,11 +107,17 @@ pub fn user_json(u: &UserRecord, store: &Store, now: Millis) -> Result<Value, St
         "daily_limit": settings.daily_limit_for(u.pro, u.daily_limit),
         "daily_used": store.daily_used(u.id, now)?,
         "has_api_key": u.api_key_hash.is_some(),
+        "pending_credits": u.pending_credits,
     }))
 }
 
 /// Runs one admin command against the store. Returns the JSON object the CLI prints.
-pub fn execute(store: &Store, req: AdminRequest, now: Millis) -> Result<Value, OpError> {
+pub fn execute(
+    store: &Store,
+    secrets: &crate::idp::crypto::SecretBox,
+    req: AdminRequest,
+    now: Millis,
+) -> Result<Value, OpError> {
     match req {
         AdminRequest::UserAdd {
             email,
@@ -126,6 +135,7 @@ pub fn execute(store: &Store, req: AdminRequest, now: Millis) -> Result<Value, O
                     admin,
                     pro,
                     credits,
+                    pending_credits: 0,
                 },
                 now,
             )?;
@@ -137,10 +147,17 @@ pub fn execute(store: &Store, req: AdminRequest, now: Millis) -> Result<Value, O
             banned,
             daily_limit,
             admin,
+            approve,
         } => {
-            if pro.is_none() && banned.is_none() && daily_limit.is_none() && admin.is_none() {
+            if pro.is_none()
+                && banned.is_none()
+                && daily_limit.is_none()
+                && admin.is_none()
+                && !approve
+            {
                 return Err(OpError::Invalid(
-                    "nothing to change: give --pro, --banned, --daily-limit or --admin".into(),
+                    "nothing to change: give --pro, --banned, --daily-limit, --admin or --approve"
+                        .into(),
                 ));
             }
             let patch = UserPatch {
@@ -149,8 +166,9 @@ pub fn execute(store: &Store, req: AdminRequest, now: Millis) -> Result<Value, O
                 daily_limit: daily_limit.map(Some),
                 name: None,
                 admin,
+                approve,
             };
-            let user = store.update_user(&email, patch)?;
+            let user = store.update_user(&email, patch, now)?;
             Ok(user_json(&user, store, now)?)
         }
         AdminRequest::UserShow { email } => {
@@ -206,6 +224,7 @@ pub fn execute(store: &Store, req: AdminRequest, now: Millis) -> Result<Value, O
                     admin: false,
                     pro: false,
                     credits: 0,
+                    pending_credits: 0,
                 };
                 match store.create_user(new, now) {
                     Ok(_) => imported += 1,
@@ -229,8 +248,8 @@ pub fn execute(store: &Store, req: AdminRequest, now: Millis) -> Result<Value, O
             Ok(json!({ "removed": name }))
         }
         AdminRequest::KeysRotate => {
-            let key =
-                crate::idp::keys::generate(now).map_err(|e| OpError::Invalid(e.to_string()))?;
+            let key = crate::idp::keys::generate(now, secrets)
+                .map_err(|e| OpError::Invalid(e.to_string()))?;
             let kid = key.kid.clone();
             store.add_signing_key(key, now)?;
             Ok(json!({ "kid": kid }))
@@ -294,6 +313,12 @@ pub fn add_client(
         secret_hash: crate::idp::crypto::sha256_hex(&secret),
         redirect_uris: redirect_uris.to_vec(),
         created_at: now,
+        uid: loop {
+            let uid: u128 = rand::RngExt::random(&mut rand::rng());
+            if uid != 0 {
+                break uid;
+            }
+        },
     };
     store.add_client(record)?;
     Ok(secret)

@@ -21,7 +21,7 @@ pub struct AppState {
     /// Small pool for decoding uploads while an edit is created (separate from rendering so a
     /// busy render queue does not stall request validation).
     pub decode_pool: RenderPool,
-    /// Identity provider state: signer, secret box, throttles, captchas.
+    /// Identity provider state: signer, secret box, throttles, bot-check challenges.
     pub idp: Arc<IdpState>,
     pub metrics: Arc<Metrics>,
 }

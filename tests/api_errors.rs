@@ -73,6 +73,7 @@ async fn authentication_errors() {
         banned: Some(true),
         daily_limit: None,
         admin: None,
+        approve: false,
     });
     assert_error(&s.get(&new_key, me).await, 403, "banned");
     assert_error(

@@ -341,6 +341,7 @@ async fn daily_limit_fails_the_job_and_resets_next_day() {
         banned: None,
         daily_limit: Some(1),
         admin: None,
+        approve: false,
     });
     let (_, c) = s.generate(&key, json!({"prompt": "one"})).await;
     assert_eq!(

@@ -38,6 +38,7 @@ async fn racing_clients_keep_the_invariants() {
             banned: None,
             daily_limit: Some(1000),
             admin: None,
+            approve: false,
         });
         keys.push(Arc::new(RwLock::new(key)));
     }

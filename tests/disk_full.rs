@@ -37,6 +37,7 @@ async fn full_disk_while_writing_a_picture_fails_the_job_with_a_refund() {
     let store = h.state.store.clone();
     ops::execute(
         &store,
+        &h.state.idp.secrets,
         AdminRequest::UserAdd {
             email: "full@example.com".into(),
             name: None,
@@ -50,6 +51,7 @@ async fn full_disk_while_writing_a_picture_fails_the_job_with_a_refund() {
     .unwrap();
     let key = ops::execute(
         &store,
+        &h.state.idp.secrets,
         AdminRequest::KeyIssue {
             email: "full@example.com".into(),
         },

@@ -88,6 +88,7 @@ async fn slow_headers_and_slow_bodies_are_cut_off() {
     let store = h.state.store.clone();
     pictor::ops::execute(
         &store,
+        &h.state.idp.secrets,
         pictor::ops::AdminRequest::UserAdd {
             email: "slow@example.com".into(),
             name: None,
@@ -101,6 +102,7 @@ async fn slow_headers_and_slow_bodies_are_cut_off() {
     .unwrap();
     let key = pictor::ops::execute(
         &store,
+        &h.state.idp.secrets,
         pictor::ops::AdminRequest::KeyIssue {
             email: "slow@example.com".into(),
         },

@@ -272,21 +272,33 @@ async fn setup_link_creates_the_admin_once_then_is_dead() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn register_with_captcha_then_account_shows_balance() {
+async fn register_with_the_bot_check_then_credits_at_first_sign_in() {
     let s = TestServer::start().await;
+    s.finish_setup();
     let mut b = Browser::new();
     let page = b.get(&s.url("/register")).await;
     assert_eq!(page.status, 200);
-    let fill = |page: &Page, captcha: &str| {
+    assert!(
+        page.body.contains("/static/pow.js"),
+        "the page runs the bot check"
+    );
+    let fill = |page: &Page, nonce: Option<&str>| {
         let mut f = form_fields(&page.body, "/register");
         set_field(&mut f, "name", "Carol");
         set_field(&mut f, "email", "carol@example.com");
         set_field(&mut f, "password", "carol's long password");
-        set_field(&mut f, "captcha", captcha);
+        match nonce {
+            Some(n) => set_field(&mut f, "pow_nonce", n),
+            None => {
+                solve_bot_check(&page.body, &mut f).unwrap();
+            }
+        }
         f
     };
-    let r = b.post(&s.url("/register"), &fill(&page, "wrong")).await;
-    assert_eq!(r.status, 400, "wrong captcha refused");
+    let r = b
+        .post(&s.url("/register"), &fill(&page, Some("12345")))
+        .await;
+    assert_eq!(r.status, 400, "an unsolved bot check is refused");
     assert!(r.body.contains("role=\"alert\""));
     assert!(
         s.store()
@@ -294,22 +306,41 @@ async fn register_with_captcha_then_account_shows_balance() {
             .unwrap()
             .is_none()
     );
-
-    let id = form_fields(&r.body, "/register")
-        .into_iter()
-        .find(|(k, _)| k == "captcha_id")
-        .unwrap()
-        .1;
-    let answer = state(&s).idp.captchas.answer_for_tests(&id).unwrap();
-    let r = b.post(&s.url("/register"), &fill(&r, &answer)).await;
+    let r = b.post(&s.url("/register"), &fill(&r, None)).await;
     assert_eq!(r.status, 303, "{}", r.body);
+    let credits = state(&s).store.settings().unwrap().signup_credits;
+    // Signed in, but the welcome credits wait for a first real sign-in.
     let page = account(&s, &mut b).await;
     assert!(page.body.contains("carol@example.com"));
-    let credits = state(&s).store.settings().unwrap().signup_credits;
+    assert_eq!(text_of_id(&page.body, "balance").unwrap(), "0");
+    assert!(
+        page.body.contains("id=\"pending-credits\""),
+        "{}",
+        page.body
+    );
+    let page = account(&s, &mut b).await;
+    let fields = form_fields(&page.body, "/logout");
+    assert_eq!(b.post(&s.url("/logout"), &fields).await.status, 303);
+    let page = b.get(&s.url("/login")).await;
+    let mut f = form_fields(&page.body, "/login");
+    set_field(&mut f, "email", "carol@example.com");
+    set_field(&mut f, "password", "carol's long password");
+    assert_eq!(b.post(&s.url("/login"), &f).await.status, 303);
+    let page = account(&s, &mut b).await;
     assert_eq!(
         text_of_id(&page.body, "balance").unwrap(),
         credits.to_string()
     );
+    assert!(!page.body.contains("id=\"pending-credits\""));
+    // Released once: the ledger has exactly one grant and the books balance.
+    let user = s
+        .store()
+        .user_by_email("carol@example.com")
+        .unwrap()
+        .unwrap();
+    let ledger = s.store().ledger(user.id).unwrap();
+    assert_eq!(ledger.len(), 1);
+    assert_eq!(ledger[0].delta, i64::from(credits));
     assert!(page.body.contains("0 of 25 pictures used today"));
     assert!(!page.body.contains("href=\"/admin\""), "no admin link");
     assert!(page.body.contains("href=\"/api/pictor/docs\""));

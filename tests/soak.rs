@@ -63,12 +63,14 @@ async fn jobs_survive_repeated_sigkill_with_books_balanced() {
     // Users, keys and credits, written directly into the store before the server starts.
     let keys: Vec<String> = {
         let store = Store::open(&d.join("pictor.redb")).unwrap();
+        let secrets = pictor::idp::crypto::SecretBox::open_or_create(&d).unwrap();
         let now = Clock::default().now();
         (0..USERS)
             .map(|i| {
                 let email = format!("soak{i}@example.com");
                 ops::execute(
                     &store,
+                    &secrets,
                     AdminRequest::UserAdd {
                         email: email.clone(),
                         name: None,
@@ -87,9 +89,10 @@ async fn jobs_survive_repeated_sigkill_with_books_balanced() {
                             daily_limit: Some(Some(1_000_000)),
                             ..Default::default()
                         },
+                        now,
                     )
                     .unwrap();
-                ops::execute(&store, AdminRequest::KeyIssue { email }, now).unwrap()["api_key"]
+                ops::execute(&store, &secrets, AdminRequest::KeyIssue { email }, now).unwrap()["api_key"]
                     .as_str()
                     .unwrap()
                     .to_string()

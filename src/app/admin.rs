@@ -6,11 +6,12 @@ use std::path::Path;
 
 use poem::http::StatusCode;
 use poem::web::{Data, Json};
-use poem::{EndpointExt, IntoResponse, Request, Response, Route, handler, post};
+use poem::{Body, EndpointExt, IntoResponse, Request, Response, Route, handler, post};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use subtle::ConstantTimeEq;
 
+use super::limits;
 use crate::ops::{self, AdminRequest, OpError};
 use crate::state::AppState;
 
@@ -25,25 +26,63 @@ pub struct AdminFile {
 #[derive(Clone)]
 struct AdminToken(String);
 
+/// Largest admin request (a user import carries many records).
+const ADMIN_BODY_LIMIT: usize = 16 * 1024 * 1024;
+
+fn refused(status: StatusCode, error: &str) -> Response {
+    (status, Json(json!({"ok": false, "error": error}))).into_response()
+}
+
+/// Checks the token first (before a byte of the body is read), then reads the body with a cap
+/// and parses it.
+async fn authorized_body<T: serde::de::DeserializeOwned>(
+    req: &Request,
+    token: &AdminToken,
+    body: Body,
+) -> Result<T, Response> {
+    if !token_ok(req, token) {
+        let mut resp = refused(StatusCode::UNAUTHORIZED, "bad admin token");
+        resp.headers_mut().insert(
+            poem::http::header::CONNECTION,
+            poem::http::HeaderValue::from_static("close"),
+        );
+        return Err(resp);
+    }
+    if limits::declared_length(req).is_some_and(|n| n > ADMIN_BODY_LIMIT as u64) {
+        return Err(refused(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request over 16 MiB",
+        ));
+    }
+    match limits::read_capped(body, ADMIN_BODY_LIMIT).await {
+        limits::BodyRead::Ok(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|e| refused(StatusCode::BAD_REQUEST, &format!("bad request: {e}"))),
+        limits::BodyRead::TooLarge => Err(refused(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request over 16 MiB",
+        )),
+        limits::BodyRead::Failed(m) => Err(refused(StatusCode::BAD_REQUEST, &m)),
+    }
+}
+
 #[handler]
 async fn exec(
     req: &Request,
     token: Data<&AdminToken>,
     state: Data<&AppState>,
-    body: Json<AdminRequest>,
+    body: Body,
 ) -> Response {
-    if !token_ok(req, &token) {
-        return (
-            StatusCode::UNAUTHORIZED,
-            Json(json!({"ok": false, "error": "bad admin token"})),
-        )
-            .into_response();
-    }
-    let request = body.0;
+    let request: AdminRequest = match authorized_body(req, &token, body).await {
+        Ok(r) => r,
+        Err(resp) => return resp,
+    };
     let now = state.clock.now();
     match state
         .store
-        .call(move |s| Ok::<_, crate::store::StoreError>(ops::execute(s, request, now)))
+        .call({
+            let idp = state.idp.clone();
+            move |s| Ok::<_, crate::store::StoreError>(ops::execute(s, &idp.secrets, request, now))
+        })
         .await
     {
         Ok(Ok(value)) => Json(json!({"ok": true, "result": value})).into_response(),
@@ -83,19 +122,16 @@ async fn backup(
     req: &Request,
     token: Data<&AdminToken>,
     state: Data<&AppState>,
-    body: Json<BackupRequest>,
+    body: Body,
 ) -> Response {
-    if !token_ok(req, &token) {
-        return (
-            StatusCode::UNAUTHORIZED,
-            Json(json!({"ok": false, "error": "bad admin token"})),
-        )
-            .into_response();
-    }
+    let request: BackupRequest = match authorized_body(req, &token, body).await {
+        Ok(r) => r,
+        Err(resp) => return resp,
+    };
     let (store, data_dir, to) = (
         state.store.clone(),
         state.config.data_dir.clone(),
-        body.0.to,
+        request.to,
     );
     match tokio::task::spawn_blocking(move || crate::backup::backup(&store, &data_dir, &to)).await {
         Ok(Ok(v)) => Json(json!({"ok": true, "result": v})).into_response(),
@@ -112,8 +148,18 @@ async fn backup(
     }
 }
 
+/// `GET /metrics` on the admin channel (the admin token as bearer).
+#[handler]
+async fn metrics(req: &Request, token: Data<&AdminToken>, state: Data<&AppState>) -> Response {
+    if !token_ok(req, &token) {
+        return refused(StatusCode::UNAUTHORIZED, "bad admin token");
+    }
+    super::observe::metrics_text(&state)
+}
+
 pub fn routes(state: AppState, token: String) -> impl poem::Endpoint + use<> {
     Route::new()
+        .at("/metrics", poem::get(metrics))
         .at("/admin/v1/exec", post(exec))
         .at("/admin/v1/backup", post(backup))
         .data(AdminToken(token))

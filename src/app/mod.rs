@@ -4,11 +4,11 @@
 pub mod admin;
 pub mod files;
 pub mod idle;
+pub mod limits;
 pub mod maintenance;
 pub mod observe;
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,16 +41,6 @@ pub struct ServerHandle {
     task: JoinHandle<()>,
 }
 
-fn create_private_dir(path: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(path)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
-    }
-    Ok(())
-}
-
 impl Server {
     /// Opens the data dir, resumes unfinished jobs, binds `config.listen` and starts serving.
     pub async fn start(
@@ -63,7 +53,8 @@ impl Server {
             config.images_dir(),
             config.sources_dir(),
         ] {
-            create_private_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            crate::store::private_dir(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
         }
         let db_path = config.db_path();
         let store = tokio::task::spawn_blocking(move || Store::open(&db_path))
@@ -125,14 +116,17 @@ impl Server {
             },
         );
         let now = clock.now();
-        let key_store = store.clone();
-        tokio::task::spawn_blocking(move || crate::idp::keys::ensure_key(&key_store, now))
-            .await?
-            .context("cannot create the token signing key")?;
         let secrets = crate::idp::crypto::SecretBox::open_or_create(&config.data_dir)?;
+        let idp = Arc::new(crate::idp::IdpState::new(secrets));
+        let (key_store, key_idp) = (store.clone(), idp.clone());
+        tokio::task::spawn_blocking(move || {
+            crate::idp::keys::ensure_key(&key_store, &key_idp.secrets, now)
+        })
+        .await?
+        .context("cannot create the token signing key")?;
         let state = AppState {
             metrics,
-            idp: Arc::new(crate::idp::IdpState::new(secrets)),
+            idp,
             decode_pool: RenderPool::new(config.decode_workers),
             config: Arc::new(config),
             store,
@@ -141,9 +135,15 @@ impl Server {
             public_url: public_url.clone().into(),
         };
 
-        let no_users = state.store.users().map(|u| u.is_empty()).unwrap_or(false);
+        // The link stays valid until an administrator exists (not merely a user: registration
+        // is closed until then, and an account made by someone else must not kill the link).
+        let no_admin = !state
+            .store
+            .users()
+            .map(|u| u.iter().any(|u| u.admin && !u.banned))
+            .unwrap_or(true);
         let setup_url =
-            no_users.then(|| format!("{public_url}/setup?token={}", state.idp.new_setup_token()));
+            no_admin.then(|| format!("{public_url}/setup?token={}", state.idp.new_setup_token()));
 
         let resumed = engine.resume().await?;
         if resumed > 0 {
@@ -172,11 +172,12 @@ impl Server {
         let app = Route::new()
             .nest_no_strip("/api/pictor", crate::api::routes(&public_url))
             .at("/files/:name", get(files::get_file))
-            .at("/metrics", get(observe::metrics))
+            .at("/metrics", get(observe::metrics_public))
             .at("/healthz", get(observe::healthz))
             .nest("/", crate::idp::routes())
             .data(state.clone())
-            .with(poem::middleware::CookieJarManager::new());
+            .with(poem::middleware::CookieJarManager::new())
+            .around(limits::limit_body);
         let metrics_for_requests = state.metrics.clone();
         let app =
             app.around(move |ep, req| observe::request(ep, req, metrics_for_requests.clone()));

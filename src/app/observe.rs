@@ -61,9 +61,44 @@ pub async fn request<E: Endpoint>(
     Ok(resp)
 }
 
-/// `GET /metrics`: Prometheus/OpenMetrics text.
+/// `GET /metrics` on the public listener: only with `Authorization: Bearer <metrics_token>`
+/// when `metrics_token` is configured; without one it is not served there (404) and lives on the
+/// loopback admin channel only.
 #[handler]
-pub async fn metrics(state: Data<&AppState>) -> Response {
+pub async fn metrics_public(req: &Request, state: Data<&AppState>) -> Response {
+    let Some(expected) = state.config.metrics_token.as_deref() else {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({"ok": false, "error_code": "not_found", "error_message": "/metrics is served only when metrics_token is configured (see README, Observability)"})),
+        )
+            .into_response();
+    };
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    if !crate::idp::crypto::ct_eq(
+        &crate::idp::crypto::sha256(presented),
+        &crate::idp::crypto::sha256(expected),
+    ) {
+        let mut resp = (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"ok": false, "error_code": "unauthorized", "error_message": "send Authorization: Bearer <metrics_token>"})),
+        )
+            .into_response();
+        resp.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"metrics\""),
+        );
+        return resp;
+    }
+    metrics_text(&state)
+}
+
+/// Prometheus/OpenMetrics text (the admin channel serves it after its own token check).
+pub fn metrics_text(state: &AppState) -> Response {
     let m = &state.metrics;
     let stats = state.jobs.stats();
     m.queue_depth.set(stats.waiting as i64);

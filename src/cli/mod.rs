@@ -128,6 +128,9 @@ pub enum UserCommand {
         /// Generations per UTC day for this user.
         #[arg(long)]
         daily_limit: Option<u32>,
+        /// Approve the account: give it the sign-up credits held back (setting signup_approval).
+        #[arg(long)]
+        approve: bool,
         #[arg(long)]
         json: bool,
     },
@@ -267,15 +270,17 @@ pub fn data_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
 pub async fn run_admin(data_dir: PathBuf, req: AdminRequest) -> anyhow::Result<Value> {
     let db_path = data_dir.join("pictor.redb");
     if !db_path.exists() {
-        std::fs::create_dir_all(&data_dir)
+        crate::store::private_dir(&data_dir)
             .with_context(|| format!("cannot create {}", data_dir.display()))?;
     }
     let opened = tokio::task::spawn_blocking(move || Store::open(&db_path)).await?;
     match opened {
         Ok(store) => {
             let now = Clock::default().now();
+            let secrets = crate::idp::crypto::SecretBox::open_or_create(&data_dir)?;
             let result =
-                tokio::task::spawn_blocking(move || ops::execute(&store, req, now)).await?;
+                tokio::task::spawn_blocking(move || ops::execute(&store, &secrets, req, now))
+                    .await?;
             match result {
                 Ok(v) => Ok(v),
                 Err(OpError::Invalid(m)) => bail!(m),
@@ -453,6 +458,7 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
             banned,
             admin,
             daily_limit,
+            approve,
             json,
         }) => {
             let req = AdminRequest::UserUpdate {
@@ -461,6 +467,7 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
                 banned: *banned,
                 daily_limit: *daily_limit,
                 admin: *admin,
+                approve: *approve,
             };
             let v = run_admin(dir, req).await?;
             print(&v, *json, |v| format!("updated {}", describe_user(v)));

@@ -32,6 +32,10 @@ pub struct ServeArgs {
     /// Seconds a job may wait for a render slot before it fails with tokens_exhausted (env PICTOR_QUEUE_TIMEOUT).
     #[arg(long)]
     pub queue_timeout: Option<u64>,
+    /// Reverse proxies whose X-Forwarded-For / Forwarded headers name the client: addresses or
+    /// CIDR blocks, comma-separated (env PICTOR_TRUSTED_PROXIES; default none).
+    #[arg(long, value_name = "LIST")]
+    pub trusted_proxies: Option<String>,
     /// Show a system-tray icon to control the server (needs a build with the `tray` feature and a
     /// desktop session; without a display Pictor serves headless with a warning).
     #[arg(long)]
@@ -51,6 +55,7 @@ impl ServeArgs {
         put("render_workers", self.render_workers.map(|v| v.to_string()));
         put("queue_size", self.queue_size.map(|v| v.to_string()));
         put("queue_timeout", self.queue_timeout.map(|v| v.to_string()));
+        put("trusted_proxies", self.trusted_proxies.clone());
     }
 }
 

@@ -13,6 +13,7 @@ use super::crypto::{random_token, sha256};
 use super::pages::error_page;
 use super::web::{csrf_ok, csrf_token, page, redirect, secure_page, signed_in};
 use super::{SCOPES, scope_description};
+use crate::clock::Millis;
 use crate::state::AppState;
 use crate::store::oauth::{CODE_TTL_MS, ClientRecord, CodeRecord};
 
@@ -26,7 +27,22 @@ pub struct AuthzRequest {
     pub challenge: Option<String>,
     pub display: String,
     pub prompt: Option<String>,
+    /// The oldest sign-in this request accepts (`max_age`, and `prompt=login` once Pictor has
+    /// turned it into `auth_after` for the return trip through `/login`).
+    pub auth_after: Option<Millis>,
 }
+
+impl AuthzRequest {
+    fn prompts(&self, value: &str) -> bool {
+        self.prompt
+            .as_deref()
+            .is_some_and(|p| p.split(' ').any(|x| x == value))
+    }
+}
+
+/// The internal parameter that carries "signed in after this moment" through `/login`, in
+/// place of `prompt=login` (which would otherwise ask again after every sign-in).
+const AUTH_AFTER: &str = "auth_after";
 
 pub enum Checked {
     Ok(AuthzRequest),
@@ -205,6 +221,40 @@ pub fn check(state: &AppState, p: &HashMap<String, String>) -> Checked {
     if nonce.as_ref().is_some_and(|n| n.len() > 512) {
         return fail("invalid_request", "nonce is too long");
     }
+    let prompt = get("prompt").map(str::to_string);
+    if let Some(p) = &prompt {
+        let values: Vec<&str> = p.split(' ').filter(|x| !x.is_empty()).collect();
+        if let Some(bad) = values
+            .iter()
+            .find(|v| !matches!(**v, "none" | "login" | "consent" | "select_account"))
+        {
+            return fail(
+                "invalid_request",
+                &format!("unsupported prompt value {bad:?}"),
+            );
+        }
+        if values.contains(&"none") && values.len() > 1 {
+            return fail(
+                "invalid_request",
+                "prompt=none cannot be combined with other values",
+            );
+        }
+    }
+    let now = state.clock.now();
+    let mut auth_after: Option<Millis> = None;
+    if let Some(v) = get("max_age") {
+        let Ok(secs) = v.parse::<u64>() else {
+            return fail("invalid_request", "max_age must be a number of seconds");
+        };
+        auth_after = Some(now.saturating_sub(secs.saturating_mul(1000)));
+    }
+    if let Some(v) = get(AUTH_AFTER) {
+        let Ok(t) = v.parse::<u64>() else {
+            return fail("invalid_request", "malformed auth_after");
+        };
+        // Never in the future: a fresh sign-in must be able to satisfy it.
+        auth_after = Some(auth_after.unwrap_or(0).max(t.min(now)));
+    }
     let display = match get("display") {
         Some("popup") => "popup",
         _ => "page",
@@ -218,7 +268,8 @@ pub fn check(state: &AppState, p: &HashMap<String, String>) -> Checked {
         nonce,
         challenge,
         display,
-        prompt: get("prompt").map(str::to_string),
+        prompt,
+        auth_after,
     })
 }
 
@@ -234,6 +285,8 @@ fn carried(p: &HashMap<String, String>) -> Vec<(String, String)> {
         "display",
         "code_challenge",
         "code_challenge_method",
+        "max_age",
+        AUTH_AFTER,
     ];
     keys.iter()
         .filter_map(|k| p.get(*k).map(|v| (k.to_string(), v.clone())))
@@ -304,24 +357,58 @@ pub async fn authorize_get(req: &Request, state: Data<&AppState>, jar: &CookieJa
         Checked::Page(r) | Checked::Redirect(r) => return r,
     };
     let here = format!("/oauth/authorize?{raw}");
-    let return_q = serde_urlencoded::to_string([("return_to", here.as_str())]).unwrap_or_default();
-    let Some(me) = signed_in(&state, jar) else {
-        if authz.prompt.as_deref() == Some("none") {
+    let now = state.clock.now();
+    // `prompt=login` asks for a sign-in made now: the way back from `/login` carries
+    // `auth_after=<now>` instead, which the fresh sign-in satisfies (no loop).
+    let fresh_after = if authz.prompts("login") {
+        Some(authz.auth_after.unwrap_or(0).max(now))
+    } else {
+        authz.auth_after
+    };
+    let back = if authz.prompts("login") {
+        let mut p: Vec<(String, String)> = params
+            .iter()
+            .filter(|(k, _)| k.as_str() != "prompt" && k.as_str() != AUTH_AFTER)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if let Some(t) = fresh_after {
+            p.push((AUTH_AFTER.into(), t.to_string()));
+        }
+        p.sort();
+        format!(
+            "/oauth/authorize?{}",
+            serde_urlencoded::to_string(&p).unwrap_or_default()
+        )
+    } else {
+        here.clone()
+    };
+    let return_q = serde_urlencoded::to_string([("return_to", back.as_str())]).unwrap_or_default();
+    let popup = if authz.display == "popup" {
+        "&display=popup"
+    } else {
+        ""
+    };
+    let me = signed_in(&state, jar);
+    let stale = me
+        .as_ref()
+        .is_some_and(|m| fresh_after.is_some_and(|t| m.session.auth_time < t));
+    let Some(me) = me.filter(|_| !stale) else {
+        if authz.prompts("none") {
             return error_redirect(
                 &state,
                 &authz.redirect_uri,
                 "login_required",
-                "the user is not signed in",
+                if stale {
+                    "the user's sign-in is older than max_age"
+                } else {
+                    "the user is not signed in"
+                },
                 Some(&authz.state),
             );
         }
-        let popup = if authz.display == "popup" {
-            "&display=popup"
-        } else {
-            ""
-        };
+        let force = if stale { "&force=1" } else { "" };
         return redirect(&format!(
-            "/login?{return_q}&app={}{popup}",
+            "/login?{return_q}&app={}{popup}{force}",
             urlencode(&authz.client.name)
         ));
     };
@@ -331,10 +418,10 @@ pub async fn authorize_get(req: &Request, state: Data<&AppState>, jar: &CookieJa
         .ok()
         .flatten();
     let remembered = consent.is_some_and(|c| authz.scopes.iter().all(|s| c.scopes.contains(s)));
-    if remembered && authz.prompt.as_deref() != Some("consent") {
+    if remembered && !authz.prompts("consent") {
         return issue_code(&state, &authz, me.user.id, me.session.auth_time).await;
     }
-    if authz.prompt.as_deref() == Some("none") {
+    if authz.prompts("none") {
         return error_redirect(
             &state,
             &authz.redirect_uri,
@@ -397,6 +484,19 @@ pub async fn authorize_post(
             serde_urlencoded::to_string([("return_to", here.as_str())]).unwrap_or_default()
         ));
     };
+    if authz.auth_after.is_some_and(|t| me.session.auth_time < t) {
+        let here = with_params(
+            "/oauth/authorize",
+            &carried(&params)
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect::<Vec<_>>(),
+        );
+        return redirect(&format!(
+            "/login?{}&force=1",
+            serde_urlencoded::to_string([("return_to", here.as_str())]).unwrap_or_default()
+        ));
+    }
     match params.get("decision").map(String::as_str) {
         Some("allow") => {
             let (uid, client, scopes, now) = (

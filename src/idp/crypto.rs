@@ -46,6 +46,8 @@ pub fn pkce_s256_matches(verifier: &str, challenge: &str) -> bool {
 /// the store file, so a copy of `pictor.redb` alone does not reveal TOTP secrets.
 pub struct SecretBox {
     key: LessSafeKey,
+    /// HMAC-SHA256 key derived from the same secret (CSRF tokens bound to a session).
+    mac: aws_lc_rs::hmac::Key,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -66,9 +68,28 @@ impl SecretBox {
         };
         let unbound = UnboundKey::new(&AES_256_GCM, &key_bytes)
             .map_err(|_| SecretBoxError(format!("{} is not a 32-byte key", path.display())))?;
+        // A separate key for MACs, derived so the encryption key is never used for two purposes.
+        let derived = Sha256::new()
+            .chain_update(b"pictor mac key v1\0")
+            .chain_update(&key_bytes)
+            .finalize();
         Ok(SecretBox {
             key: LessSafeKey::new(unbound),
+            mac: aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, &derived),
         })
+    }
+
+    /// HMAC-SHA256 of `parts` (joined unambiguously) with the data folder's key.
+    pub fn mac(&self, parts: &[&[u8]]) -> [u8; 32] {
+        let mut ctx = aws_lc_rs::hmac::Context::with_key(&self.mac);
+        for p in parts {
+            ctx.update(&(p.len() as u64).to_be_bytes());
+            ctx.update(p);
+        }
+        let tag = ctx.sign();
+        let mut out = [0u8; 32];
+        out.copy_from_slice(tag.as_ref());
+        out
     }
 
     /// base64(nonce ‖ ciphertext ‖ tag)

@@ -11,7 +11,7 @@ use base64::engine::general_purpose::STANDARD;
 use rand::RngExt;
 use serde_json::{Value, json};
 
-use super::crypto::b64url;
+use super::crypto::{SecretBox, b64url};
 use crate::clock::Millis;
 use crate::store::oauth::SigningKeyRecord;
 use crate::store::{Store, StoreError};
@@ -28,8 +28,34 @@ pub enum KeyError {
     Store(#[from] StoreError),
 }
 
-/// A new 2048-bit RSA key as a store record.
-pub fn generate(now: Millis) -> Result<SigningKeyRecord, KeyError> {
+/// Marks a private key sealed with the data folder's `secret.key` (AES-256-GCM).
+const SEALED: &str = "sealed:";
+
+/// Seals PKCS#8 DER for the store: the store file (or a copy of it) alone cannot sign tokens.
+fn seal(secrets: &SecretBox, der: &[u8]) -> Result<String, KeyError> {
+    secrets
+        .seal(der)
+        .map(|s| format!("{SEALED}{s}"))
+        .ok_or(KeyError::Generate)
+}
+
+/// The PKCS#8 DER of a stored key: sealed, or plain base64 as written before keys were sealed.
+fn private_der(rec: &SigningKeyRecord, secrets: &SecretBox) -> Result<Vec<u8>, KeyError> {
+    match rec.pkcs8.strip_prefix(SEALED) {
+        Some(sealed) => secrets.open(sealed).ok_or_else(|| {
+            KeyError::Corrupt(format!(
+                "key {} cannot be unsealed: is this the data folder's own secret.key?",
+                rec.kid
+            ))
+        }),
+        None => STANDARD
+            .decode(&rec.pkcs8)
+            .map_err(|e| KeyError::Corrupt(e.to_string())),
+    }
+}
+
+/// A new 2048-bit RSA key as a store record, its private half sealed.
+pub fn generate(now: Millis, secrets: &SecretBox) -> Result<SigningKeyRecord, KeyError> {
     let pair = KeyPair::generate(KeySize::Rsa2048).map_err(|_| KeyError::Generate)?;
     let pkcs8 = pair.as_der().map_err(|_| KeyError::Generate)?;
     let public = pair.public_key();
@@ -40,7 +66,7 @@ pub fn generate(now: Millis) -> Result<SigningKeyRecord, KeyError> {
     );
     Ok(SigningKeyRecord {
         kid,
-        pkcs8: STANDARD.encode(pkcs8.as_ref()),
+        pkcs8: seal(secrets, pkcs8.as_ref())?,
         n: b64url(public.modulus().big_endian_without_leading_zero()),
         e: b64url(public.exponent().big_endian_without_leading_zero()),
         created_at: now,
@@ -48,10 +74,18 @@ pub fn generate(now: Millis) -> Result<SigningKeyRecord, KeyError> {
     })
 }
 
-/// Creates the first key if the store has none. Runs at start.
-pub fn ensure_key(store: &Store, now: Millis) -> Result<(), KeyError> {
+/// Creates the first key if the store has none, and seals keys stored in plain text by older
+/// versions. Runs at start.
+pub fn ensure_key(store: &Store, secrets: &SecretBox, now: Millis) -> Result<(), KeyError> {
+    for mut rec in store.signing_keys()? {
+        if !rec.pkcs8.starts_with(SEALED) {
+            let der = private_der(&rec, secrets)?;
+            rec.pkcs8 = seal(secrets, &der)?;
+            store.put_signing_key(rec)?;
+        }
+    }
     if store.signing_keys()?.iter().all(|k| k.retired_at.is_some()) {
-        store.add_signing_key(generate(now)?, now)?;
+        store.add_signing_key(generate(now, secrets)?, now)?;
     }
     Ok(())
 }
@@ -60,12 +94,20 @@ pub fn ensure_key(store: &Store, now: Millis) -> Result<(), KeyError> {
 /// The parsed current key and its kid.
 type CachedKey = Option<(String, Arc<KeyPair>)>;
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Signer {
     cached: Arc<Mutex<CachedKey>>,
+    secrets: Arc<SecretBox>,
 }
 
 impl Signer {
+    pub fn new(secrets: Arc<SecretBox>) -> Signer {
+        Signer {
+            cached: Arc::new(Mutex::new(None)),
+            secrets,
+        }
+    }
+
     fn current(&self, store: &Store) -> Result<(String, Arc<KeyPair>), KeyError> {
         let keys = store.signing_keys()?;
         let rec = keys
@@ -78,9 +120,7 @@ impl Signer {
         {
             return Ok((kid.clone(), pair.clone()));
         }
-        let der = STANDARD
-            .decode(&rec.pkcs8)
-            .map_err(|e| KeyError::Corrupt(e.to_string()))?;
+        let der = private_der(rec, &self.secrets)?;
         let pair =
             Arc::new(KeyPair::from_pkcs8(&der).map_err(|e| KeyError::Corrupt(e.to_string()))?);
         *cached = Some((rec.kid.clone(), pair.clone()));

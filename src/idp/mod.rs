@@ -4,12 +4,12 @@
 //! account. The issuer is the public URL; everything shares the origin with the image API.
 
 pub mod authorize;
-pub mod captcha;
 pub mod crypto;
 pub mod discovery;
 pub mod error;
 pub mod keys;
 pub mod pages;
+pub mod pow;
 pub mod token;
 pub mod totp;
 pub mod userinfo;
@@ -43,9 +43,9 @@ pub fn scope_description(scope: &str) -> &'static str {
 /// Shared state of the identity provider.
 pub struct IdpState {
     pub signer: keys::Signer,
-    pub secrets: crypto::SecretBox,
+    pub secrets: std::sync::Arc<crypto::SecretBox>,
     pub throttle: web::Throttle,
-    pub captchas: captcha::Captchas,
+    pub challenges: pow::Challenges,
     pub signins_ok: AtomicU64,
     pub signins_failed: AtomicU64,
     /// SHA-256 of the one-time setup token, while the store has no users (see `setup_link`).
@@ -54,11 +54,12 @@ pub struct IdpState {
 
 impl IdpState {
     pub fn new(secrets: crypto::SecretBox) -> IdpState {
+        let secrets = std::sync::Arc::new(secrets);
         IdpState {
-            signer: keys::Signer::default(),
+            signer: keys::Signer::new(secrets.clone()),
             secrets,
             throttle: web::Throttle::default(),
-            captchas: captcha::Captchas::default(),
+            challenges: pow::Challenges::default(),
             signins_ok: AtomicU64::new(0),
             signins_failed: AtomicU64::new(0),
             setup_token: std::sync::Mutex::new(None),
@@ -202,7 +203,6 @@ pub fn routes() -> Route {
             "/register",
             get(register::register_get).post(register::register_post),
         )
-        .at("/captcha/:name", get(captcha_png))
         .at("/avatars/:name", get(avatar::avatar))
         .at(
             "/static/sdk/pictor-login.js",
@@ -214,29 +214,17 @@ pub fn routes() -> Route {
         )
         .at("/static/icon.svg", static_text(ICON, "image/svg+xml"))
         .at(
+            "/static/pow.js",
+            static_text(
+                include_str!("../../assets/static/pow.js"),
+                "text/javascript; charset=utf-8",
+            ),
+        )
+        .at(
             "/static/playground.js",
             static_text(
                 include_str!("../../assets/static/playground.js"),
                 "text/javascript; charset=utf-8",
             ),
         )
-}
-
-#[poem::handler]
-async fn captcha_png(
-    poem::web::Path(name): poem::web::Path<String>,
-    state: poem::web::Data<&AppState>,
-) -> Response {
-    let id = name.strip_suffix(".png").unwrap_or_default();
-    match state.idp.captchas.png(id, state.clock.now()) {
-        Some(png) => {
-            let mut resp = png.into_response();
-            resp.headers_mut()
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static("image/png"));
-            resp.headers_mut()
-                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            resp
-        }
-        None => poem::http::StatusCode::NOT_FOUND.into_response(),
-    }
 }

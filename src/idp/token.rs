@@ -20,8 +20,7 @@ use super::{id_token_claims, user_claims};
 use crate::state::AppState;
 use crate::store::oauth::{ACCESS_TTL_MS, ClientRecord, GrantError, Issued, NewTokens};
 
-/// Failed client authentications per IP (or client) in 15 minutes before the endpoint answers 429.
-pub const CLIENT_FAILURES_LIMIT: usize = 30;
+pub use super::web::CLIENT_FAILURES_LIMIT;
 
 fn form(req: &Request, body: &str) -> Result<HashMap<String, String>, OAuthError> {
     let ct = req
@@ -107,19 +106,9 @@ fn authenticate_client(
             ));
         }
     };
+    // The secret is checked first: a correct one is never refused, whatever others did with
+    // this client_id. Only failures count, and only against the caller's address.
     let now = state.clock.now();
-    let ip_key = client_ip(req)
-        .map(|ip| format!("token-ip:{ip}"))
-        .unwrap_or_default();
-    let client_key = format!("token-client:{id}");
-    let throttle = &state.idp.throttle;
-    if throttle.failures(&ip_key, now) >= CLIENT_FAILURES_LIMIT
-        || throttle.failures(&client_key, now) >= CLIENT_FAILURES_LIMIT
-    {
-        return Err(OAuthError::TooManyRequests(
-            "too many failed client authentications; try again later".into(),
-        ));
-    }
     let client = state.store.client(&id)?;
     let presented = sha256_hex(&secret);
     let ok = match &client {
@@ -130,16 +119,20 @@ fn authenticate_client(
             false
         }
     };
-    match client.filter(|_| ok) {
-        Some(c) => Ok(c),
-        None => {
-            throttle.fail(&ip_key, now);
-            throttle.fail(&client_key, now);
-            Err(OAuthError::InvalidClient(
-                "unknown client or wrong secret".into(),
-            ))
-        }
+    if let Some(c) = client.filter(|_| ok) {
+        return Ok(c);
     }
+    let ip = client_ip(state, req);
+    let throttle = &state.idp.throttle;
+    if throttle.client_failures_exceeded(ip, now) {
+        return Err(OAuthError::TooManyRequests(
+            "too many failed client authentications from this address; try again later".into(),
+        ));
+    }
+    throttle.client_failed(ip, now);
+    Err(OAuthError::InvalidClient(
+        "unknown client or wrong secret".into(),
+    ))
 }
 
 fn new_tokens() -> (String, String, NewTokens) {

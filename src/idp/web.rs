@@ -11,7 +11,7 @@ use poem::web::cookie::{Cookie, CookieJar, SameSite};
 use poem::web::{Html, Redirect};
 use poem::{IntoResponse, Request, Response};
 
-use super::crypto::{ct_eq, random_token, sha256};
+use super::crypto::{b64url, ct_eq, random_token, sha256};
 use crate::clock::Millis;
 use crate::state::AppState;
 use crate::store::UserRecord;
@@ -20,51 +20,121 @@ use crate::store::sessions::{PENDING_TTL_MS, SESSION_TTL_MS, SessionRecord, Sess
 pub const SESSION_COOKIE: &str = "pictor_session";
 pub const CSRF_COOKIE: &str = "pictor_csrf";
 
+/// Whether the public URL is https (then cookies are `Secure` and `__Host-` prefixed).
+fn https(state: &AppState) -> bool {
+    state.public_url.starts_with("https://")
+}
+
+/// The session cookie's name: `__Host-pictor_session` over https (so no sibling origin can set
+/// or shadow it), `pictor_session` over plain http (where browsers refuse the prefix).
+pub fn session_cookie(state: &AppState) -> &'static str {
+    if https(state) {
+        "__Host-pictor_session"
+    } else {
+        SESSION_COOKIE
+    }
+}
+
+/// The pre-session CSRF cookie's name (see [`session_cookie`]).
+pub fn csrf_cookie(state: &AppState) -> &'static str {
+    if https(state) {
+        "__Host-pictor_csrf"
+    } else {
+        CSRF_COOKIE
+    }
+}
+
 fn base_cookie(state: &AppState, name: &str, value: String, max_age: Duration) -> Cookie {
     let mut c = Cookie::new_with_str(name, value);
     c.set_http_only(true);
     c.set_same_site(SameSite::Lax);
     c.set_path("/");
-    c.set_secure(state.public_url.starts_with("https://"));
+    c.set_secure(https(state));
     c.set_max_age(max_age);
     c
 }
 
-/// The CSRF token of this browser (double-submit: an HttpOnly cookie that every form repeats in a
-/// hidden field). Created on first use.
-pub fn csrf_token(state: &AppState, jar: &CookieJar) -> String {
-    if let Some(c) = jar.get(CSRF_COOKIE) {
-        let v = c.value_str().to_string();
-        if v.len() >= 32 {
-            return v;
-        }
+/// Shortest pre-session cookie accepted: a shorter (tossed or truncated) one is replaced.
+const MIN_CSRF_COOKIE_LEN: usize = 43;
+
+/// What a CSRF token is bound to: the live session when there is one, otherwise this browser's
+/// random pre-session cookie (created on first use).
+fn csrf_binding(state: &AppState, jar: &CookieJar, create: bool) -> Option<Vec<u8>> {
+    if let Some(s) = session(state, jar) {
+        let mut b = b"session:".to_vec();
+        b.extend_from_slice(&s.session_hash);
+        return Some(b);
     }
-    let token = random_token("");
-    jar.add(base_cookie(
-        state,
-        CSRF_COOKIE,
-        token.clone(),
-        Duration::from_secs(30 * 86_400),
-    ));
-    token
+    let name = csrf_cookie(state);
+    let existing = jar
+        .get(name)
+        .map(|c| c.value_str().to_string())
+        .filter(|v| v.len() >= MIN_CSRF_COOKIE_LEN);
+    let value = match existing {
+        Some(v) => v,
+        None if create => {
+            let v = random_token("");
+            jar.add(base_cookie(
+                state,
+                name,
+                v.clone(),
+                Duration::from_secs(30 * 86_400),
+            ));
+            v
+        }
+        None => return None,
+    };
+    let mut b = b"pre:".to_vec();
+    b.extend_from_slice(value.as_bytes());
+    Some(b)
 }
 
-/// Whether a submitted form's CSRF field matches the browser's cookie (constant time), and the
-/// request's Origin, when sent, is our own.
-pub fn csrf_ok(state: &AppState, req: &Request, jar: &CookieJar, submitted: &str) -> bool {
-    if let Some(origin) = req
-        .headers()
-        .get(header::ORIGIN)
+/// The CSRF token the page's forms carry: an HMAC, with a key kept outside the store, of the
+/// browser's session id (signed in) or of its random pre-session cookie (signed out). A token
+/// is worthless for any other session, so a cookie planted by a sibling origin (cookie tossing)
+/// does not help an attacker who cannot read the victim's session id.
+pub fn csrf_token(state: &AppState, jar: &CookieJar) -> String {
+    let binding = csrf_binding(state, jar, true).unwrap_or_default();
+    b64url(&state.idp.secrets.mac(&[b"csrf", &binding]))
+}
+
+/// Our own origin (`scheme://host[:port]`), as browsers send it in `Origin`.
+pub fn own_origin(state: &AppState) -> Option<String> {
+    url::Url::parse(&state.public_url)
+        .ok()
+        .map(|u| u.origin().ascii_serialization())
+}
+
+/// Whether a state-changing request may come from where it says it comes from: `Origin`, when
+/// sent, must equal our origin exactly (`null` — sandboxed frames, `data:` pages — is refused),
+/// and `Sec-Fetch-Site`, when sent, must be `same-origin` (or `none`: typed by the person).
+pub fn origin_ok(state: &AppState, req: &Request) -> bool {
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let Ok(origin) = origin.to_str() else {
+            return false;
+        };
+        if own_origin(state).as_deref() != Some(origin) {
+            return false;
+        }
+    }
+    !req.headers()
+        .get("sec-fetch-site")
         .and_then(|v| v.to_str().ok())
-        && origin != "null"
-        && !state.public_url.starts_with(origin)
-    {
+        .is_some_and(|site| site != "same-origin" && site != "none")
+}
+
+/// Whether `submitted` is this browser's CSRF token (constant time).
+pub fn csrf_matches(state: &AppState, jar: &CookieJar, submitted: &str) -> bool {
+    let Some(binding) = csrf_binding(state, jar, false) else {
         return false;
-    }
-    match jar.get(CSRF_COOKIE) {
-        Some(c) => !submitted.is_empty() && ct_eq(c.value_str().as_bytes(), submitted.as_bytes()),
-        None => false,
-    }
+    };
+    let expected = b64url(&state.idp.secrets.mac(&[b"csrf", &binding]));
+    !submitted.is_empty() && ct_eq(expected.as_bytes(), submitted.trim().as_bytes())
+}
+
+/// A form's CSRF check: the request's origin is ours and the token is this session's.
+pub fn csrf_ok(state: &AppState, req: &Request, jar: &CookieJar, submitted: &str) -> bool {
+    origin_ok(state, req) && csrf_matches(state, jar, submitted)
 }
 
 /// A signed-in browser.
@@ -76,7 +146,7 @@ pub struct SignedIn {
 
 /// The browser's session, in any stage, with its user (banned users have no session).
 pub fn session(state: &AppState, jar: &CookieJar) -> Option<SignedIn> {
-    let id = jar.get(SESSION_COOKIE)?.value_str().to_string();
+    let id = jar.get(session_cookie(state))?.value_str().to_string();
     let hash = sha256(&id);
     let session = state.store.session(&hash, state.clock.now()).ok()??;
     let user = state.store.user(session.user_id).ok()??;
@@ -103,7 +173,7 @@ pub async fn start_session(
     stage: SessionStage,
     auth_time: Millis,
 ) -> Result<(), crate::store::StoreError> {
-    if let Some(old) = jar.get(SESSION_COOKIE) {
+    if let Some(old) = jar.get(session_cookie(state)) {
         let old_hash = sha256(old.value_str());
         state
             .store
@@ -130,7 +200,7 @@ pub async fn start_session(
         .await?;
     jar.add(base_cookie(
         state,
-        SESSION_COOKIE,
+        session_cookie(state),
         id,
         Duration::from_millis(ttl),
     ));
@@ -138,11 +208,18 @@ pub async fn start_session(
 }
 
 pub async fn end_session(state: &AppState, jar: &CookieJar) {
-    if let Some(old) = jar.get(SESSION_COOKIE) {
+    if let Some(old) = jar.get(session_cookie(state)) {
         let hash = sha256(old.value_str());
         let _ = state.store.call(move |s| s.delete_session(&hash)).await;
     }
-    jar.remove(SESSION_COOKIE);
+    // Expired in place, with the same attributes (a `__Host-` cookie is only replaced by one
+    // that is Secure with Path=/).
+    jar.add(base_cookie(
+        state,
+        session_cookie(state),
+        String::new(),
+        Duration::ZERO,
+    ));
 }
 
 /// Adds the pages' security headers.
@@ -187,26 +264,54 @@ pub fn redirect(to: &str) -> Response {
     secure_page(Redirect::see_other(to).into_response())
 }
 
-/// The client address for throttling (the socket peer; Pictor does not trust forwarding headers).
-pub fn client_ip(req: &Request) -> Option<IpAddr> {
-    req.remote_addr().as_socket_addr().map(|a| a.ip())
+/// The client address for throttling: the socket peer, or the client a trusted reverse proxy
+/// names in `Forwarded`/`X-Forwarded-For` (config `trusted_proxies`; see `net::client_ip`).
+pub fn client_ip(state: &AppState, req: &Request) -> Option<IpAddr> {
+    crate::net::client_ip(
+        req.remote_addr().as_socket_addr().map(|a| a.ip()),
+        req.headers(),
+        &state.config.trusted_proxies,
+    )
 }
 
-/// Sliding-window counters for sign-in attempts, per IP address and per account. Covers the
-/// password step and the TOTP step alike.
+/// Sign-in throttling that an attacker cannot turn against the account's owner:
+/// - every source address may make [`IP_ATTEMPTS_PER_MINUTE`] attempts a minute (all accounts);
+/// - failures are counted per (account, source): after [`CHALLENGE_AFTER_FAILURES`] that source
+///   must solve the proof-of-work challenge, and after [`DELAY_AFTER_FAILURES`] it waits a delay
+///   that doubles with every further failure (1 s, 2 s, 4 s … at most 15 minutes);
+/// - failures from all sources together only make the challenge mandatory for everyone (after
+///   [`ACCOUNT_CHALLENGE_AFTER`]); they never lock the account, so the owner, from their own
+///   address, with the right password and a solved challenge, always gets in.
+///
+/// Covers the password step and the TOTP step alike.
 #[derive(Default)]
 pub struct Throttle {
     per_ip: Mutex<HashMap<IpAddr, Vec<Millis>>>,
-    failures: Mutex<HashMap<String, Vec<Millis>>>,
+    per_source: Mutex<HashMap<(String, Option<IpAddr>), Vec<Millis>>>,
+    per_account: Mutex<HashMap<String, Vec<Millis>>>,
+    client_failures: Mutex<HashMap<Option<IpAddr>, Vec<Millis>>>,
+    signups: Mutex<HashMap<ipnet::IpNet, Vec<Millis>>>,
 }
 
 /// Attempts one IP may make per minute (all accounts together).
 pub const IP_ATTEMPTS_PER_MINUTE: usize = 20;
-/// Failed attempts after which an account needs the captcha.
-pub const CAPTCHA_AFTER_FAILURES: usize = 3;
-/// Failed attempts in 15 minutes after which an account is locked for the rest of the window.
-pub const LOCK_AFTER_FAILURES: usize = 10;
+/// Failures of one (account, source) after which that source must solve the challenge.
+pub const CHALLENGE_AFTER_FAILURES: usize = 3;
+/// Failures of one (account, source) after which its attempts are spaced by a growing delay.
+pub const DELAY_AFTER_FAILURES: usize = 5;
+/// Failures of one account from all sources after which every source must solve the challenge.
+pub const ACCOUNT_CHALLENGE_AFTER: usize = 10;
+/// Longest delay between attempts of one (account, source).
+pub const MAX_DELAY_MS: u64 = 15 * 60 * 1000;
 const FAILURE_WINDOW_MS: u64 = 15 * 60 * 1000;
+/// Failed client authentications at the token endpoint per IP in 15 minutes before 429
+/// (correct secrets are never refused).
+pub const CLIENT_FAILURES_LIMIT: usize = 30;
+/// Accounts one address may create on `/register` per hour.
+pub const SIGNUPS_PER_IP_PER_HOUR: usize = 3;
+/// Accounts one /24 (IPv4) or /64 (IPv6) may create on `/register` per hour.
+pub const SIGNUPS_PER_SUBNET_PER_HOUR: usize = 10;
+const HOUR_MS: u64 = 60 * 60 * 1000;
 
 pub enum Verdict {
     Allowed,
@@ -214,55 +319,151 @@ pub enum Verdict {
     Limited(u64),
 }
 
+fn recent<K: std::hash::Hash + Eq>(
+    map: &mut HashMap<K, Vec<Millis>>,
+    key: &K,
+    now: Millis,
+    window: u64,
+) -> usize {
+    match map.get_mut(key) {
+        Some(v) => {
+            v.retain(|t| now < t + window);
+            v.len()
+        }
+        None => 0,
+    }
+}
+
+fn record<K: std::hash::Hash + Eq>(
+    map: &mut HashMap<K, Vec<Millis>>,
+    key: K,
+    now: Millis,
+    window: u64,
+) {
+    if map.len() > 100_000 {
+        map.retain(|_, v| v.last().is_some_and(|t| now < t + window));
+    }
+    let v = map.entry(key).or_default();
+    v.retain(|t| now < t + window);
+    v.push(now);
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Throttle {
-    /// Records an attempt from `ip` and says whether it may proceed.
+    /// Records an attempt on `account` from `ip` and says whether it may proceed.
     pub fn attempt(&self, ip: Option<IpAddr>, account: &str, now: Millis) -> Verdict {
         if let Some(ip) = ip {
-            let mut map = self.per_ip.lock().unwrap_or_else(|e| e.into_inner());
-            if map.len() > 100_000 {
-                map.retain(|_, v| v.last().is_some_and(|t| now < t + 60_000));
-            }
-            let hits = map.entry(ip).or_default();
-            hits.retain(|t| now < t + 60_000);
-            if hits.len() >= IP_ATTEMPTS_PER_MINUTE {
-                let wait = hits
-                    .first()
+            let mut map = lock(&self.per_ip);
+            let n = recent(&mut map, &ip, now, 60_000);
+            if n >= IP_ATTEMPTS_PER_MINUTE {
+                let wait = map
+                    .get(&ip)
+                    .and_then(|v| v.first())
                     .map(|t| (t + 60_000).saturating_sub(now) / 1000 + 1)
                     .unwrap_or(60);
                 return Verdict::Limited(wait);
             }
-            hits.push(now);
+            record(&mut map, ip, now, 60_000);
         }
-        let failures = self.failures(account, now);
-        if failures >= LOCK_AFTER_FAILURES {
-            return Verdict::Limited(FAILURE_WINDOW_MS / 1000);
+        let key = (account.to_lowercase(), ip);
+        let mut map = lock(&self.per_source);
+        let failures = recent(&mut map, &key, now, FAILURE_WINDOW_MS);
+        if failures >= DELAY_AFTER_FAILURES {
+            let exponent = (failures - DELAY_AFTER_FAILURES).min(20) as u32;
+            let delay = (1000u64 << exponent).min(MAX_DELAY_MS);
+            let last = map.get(&key).and_then(|v| v.last().copied()).unwrap_or(0);
+            if now < last + delay {
+                return Verdict::Limited((last + delay - now).div_ceil(1000));
+            }
         }
         Verdict::Allowed
     }
 
-    pub fn failures(&self, account: &str, now: Millis) -> usize {
-        let mut map = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        match map.get_mut(&account.to_lowercase()) {
-            Some(v) => {
-                v.retain(|t| now < t + FAILURE_WINDOW_MS);
-                v.len()
+    /// Whether a sign-in on `account` from `ip` must come with a solved challenge.
+    pub fn needs_challenge(&self, ip: Option<IpAddr>, account: &str, now: Millis) -> bool {
+        let account = account.to_lowercase();
+        let from_source = recent(
+            &mut lock(&self.per_source),
+            &(account.clone(), ip),
+            now,
+            FAILURE_WINDOW_MS,
+        );
+        from_source >= CHALLENGE_AFTER_FAILURES
+            || recent(
+                &mut lock(&self.per_account),
+                &account,
+                now,
+                FAILURE_WINDOW_MS,
+            ) >= ACCOUNT_CHALLENGE_AFTER
+    }
+
+    pub fn fail(&self, ip: Option<IpAddr>, account: &str, now: Millis) {
+        let account = account.to_lowercase();
+        record(
+            &mut lock(&self.per_source),
+            (account.clone(), ip),
+            now,
+            FAILURE_WINDOW_MS,
+        );
+        record(
+            &mut lock(&self.per_account),
+            account,
+            now,
+            FAILURE_WINDOW_MS,
+        );
+    }
+
+    /// A successful sign-in clears that source's failures (not the others').
+    pub fn succeed(&self, ip: Option<IpAddr>, account: &str) {
+        lock(&self.per_source).remove(&(account.to_lowercase(), ip));
+    }
+
+    /// Whether `ip` has failed client authentication too often (checked only after a wrong secret).
+    pub fn client_failures_exceeded(&self, ip: Option<IpAddr>, now: Millis) -> bool {
+        recent(
+            &mut lock(&self.client_failures),
+            &ip,
+            now,
+            FAILURE_WINDOW_MS,
+        ) >= CLIENT_FAILURES_LIMIT
+    }
+
+    pub fn client_failed(&self, ip: Option<IpAddr>, now: Millis) {
+        record(&mut lock(&self.client_failures), ip, now, FAILURE_WINDOW_MS);
+    }
+
+    /// Whether `ip` (and its subnet) may create another account now; `Limited` says for how long not.
+    pub fn signup_allowed(&self, ip: Option<IpAddr>, now: Millis) -> Verdict {
+        let Some(ip) = ip else {
+            return Verdict::Allowed;
+        };
+        let mut map = lock(&self.signups);
+        let host = ipnet::IpNet::from(ip);
+        let subnet = crate::net::subnet_of(ip);
+        for (key, limit) in [
+            (host, SIGNUPS_PER_IP_PER_HOUR),
+            (subnet, SIGNUPS_PER_SUBNET_PER_HOUR),
+        ] {
+            if recent(&mut map, &key, now, HOUR_MS) >= limit {
+                let first = map
+                    .get(&key)
+                    .and_then(|v| v.first().copied())
+                    .unwrap_or(now);
+                return Verdict::Limited((first + HOUR_MS).saturating_sub(now).div_ceil(1000));
             }
-            None => 0,
         }
+        Verdict::Allowed
     }
 
-    pub fn fail(&self, account: &str, now: Millis) {
-        let mut map = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() > 100_000 {
-            map.retain(|_, v| v.last().is_some_and(|t| now < t + FAILURE_WINDOW_MS));
+    /// Counts an account created from `ip` against its address and subnet.
+    pub fn signed_up(&self, ip: Option<IpAddr>, now: Millis) {
+        if let Some(ip) = ip {
+            let mut map = lock(&self.signups);
+            record(&mut map, ipnet::IpNet::from(ip), now, HOUR_MS);
+            record(&mut map, crate::net::subnet_of(ip), now, HOUR_MS);
         }
-        map.entry(account.to_lowercase()).or_default().push(now);
-    }
-
-    pub fn succeed(&self, account: &str) {
-        self.failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&account.to_lowercase());
     }
 }

@@ -9,20 +9,30 @@ use super::decode::{self, DecodeLimits};
 /// Width and height of every stored avatar.
 pub const AVATAR_SIDE: u32 = 256;
 
-/// Decodes `bytes` (within the default upload limits), crops the centre square, resizes it to
-/// 256×256 with a Lanczos filter and encodes it as PNG.
+/// Limits of an avatar upload, tighter than the image API's: one upload decodes within about
+/// 100 MiB (the decoder's buffer plus the RGBA copy), so a few at once stay far under 1 GB.
+pub const AVATAR_LIMITS: DecodeLimits = DecodeLimits {
+    max_pixels: 12_000_000,
+    max_side: 8192,
+    max_alloc: 100 * 1024 * 1024,
+};
+
+/// Decodes `bytes` (within [`AVATAR_LIMITS`]), crops the centre square, resizes it to 256×256
+/// with a Lanczos filter and encodes it as PNG.
 pub fn avatar_png(bytes: &[u8]) -> Result<Vec<u8>, RenderError> {
-    let img = decode::decode(bytes, &DecodeLimits::default())?;
+    let img = decode::decode(bytes, &AVATAR_LIMITS)?;
     let (w, h) = img.dimensions();
     let side = w.min(h);
-    let square = imageops::crop_imm(&img, (w - side) / 2, (h - side) / 2, side, side).to_image();
+    // A view of the centre square: no copy of the (possibly 12-megapixel) picture.
+    let square = imageops::crop_imm(&img, (w - side) / 2, (h - side) / 2, side, side);
     let resized = if side == AVATAR_SIDE {
-        square
+        square.to_image()
     } else {
         // Lanczos3 keeps edges sharp when shrinking large photos and is smooth when enlarging
         // small ones; at 256×256 its cost is negligible.
-        imageops::resize(&square, AVATAR_SIDE, AVATAR_SIDE, FilterType::Lanczos3)
+        imageops::resize(&*square, AVATAR_SIDE, AVATAR_SIDE, FilterType::Lanczos3)
     };
+    drop(img);
     let raw = resized.as_raw();
     let opaque = raw.chunks_exact(4).all(|px| px[3] == 255);
     let mut out = Vec::new();

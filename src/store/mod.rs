@@ -79,6 +79,9 @@ pub struct Store {
 impl Store {
     /// Opens (or creates) the store file, creating tables and default settings on first use.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        // The file holds password hashes and sealed keys: created owner-only, never widened.
+        private_file(path)
+            .map_err(|e| StoreError::Db(format!("cannot create {}: {e}", path.display())))?;
         let db = Database::create(path)?;
         let store = Store { db: Arc::new(db) };
         migrate::run(&store.db)?;
@@ -105,6 +108,8 @@ impl Store {
     /// Writes a consistent copy of the whole store, as of one read transaction, to a new file.
     /// Runs while the server serves: writers are not blocked.
     pub fn snapshot_to(&self, path: &Path) -> Result<(), StoreError> {
+        new_private_file(path)
+            .map_err(|e| StoreError::Db(format!("cannot create {}: {e}", path.display())))?;
         let src = self.db.begin_read()?;
         let copy = Database::create(path)?;
         let dst = copy.begin_write()?;
@@ -117,6 +122,37 @@ impl Store {
     pub fn readable(&self) -> bool {
         self.db.begin_read().is_ok()
     }
+}
+
+/// Creates `path` empty and owner-only (0600) if it does not exist; an existing file is left as is.
+pub fn private_file(path: &Path) -> std::io::Result<()> {
+    match new_private_file(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        other => other.map(|_| ()),
+    }
+}
+
+/// Creates a new owner-only (0600) file; fails if `path` exists (no following a planted link).
+pub fn new_private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    opts.open(path)
+}
+
+/// Creates a folder (and its parents) and makes it owner-only (0700).
+pub fn private_dir(path: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
 }
 
 /// Takes and increments a named counter in `META` inside a write transaction.

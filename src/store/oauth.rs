@@ -27,6 +27,11 @@ pub struct ClientRecord {
     /// Exact redirect URIs allowed (compared byte for byte).
     pub redirect_uris: Vec<String>,
     pub created_at: Millis,
+    /// Immutable random id of this registration: consents are bound to it, so a client
+    /// registered later under a removed client's name inherits nothing. 0 for clients
+    /// registered before it existed.
+    #[serde(default)]
+    pub uid: u128,
 }
 
 impl fmt::Debug for ClientRecord {
@@ -94,12 +99,16 @@ pub struct AccessRecord {
 pub struct ConsentRecord {
     pub scopes: Vec<String>,
     pub granted_at: Millis,
+    /// The `ClientRecord::uid` the consent was given to.
+    #[serde(default)]
+    pub client_uid: u128,
 }
 
 #[derive(Clone, Serialize, Deserialize)]
 pub struct SigningKeyRecord {
     pub kid: String,
-    /// PKCS#8 DER of the private key, base64.
+    /// PKCS#8 DER of the private key: `sealed:` + base64 of it sealed with the data folder's
+    /// `secret.key` (plain base64 in stores written before keys were sealed; sealed at start).
     pub pkcs8: String,
     /// Public modulus and exponent, base64url (as in a JWK).
     pub n: String,
@@ -204,6 +213,31 @@ fn revoke_family_in(
             .insert(id, codec::encode(&fam)?.as_slice())?;
     }
     Ok(())
+}
+
+/// Revokes every live grant family of a user (password change, ban). Returns how many.
+pub(crate) fn revoke_user_families_in(
+    txn: &WriteTransaction,
+    user_id: u64,
+    reason: &str,
+    now: Millis,
+) -> Result<usize, StoreError> {
+    let ids: Vec<u128> = {
+        let idx = txn.open_table(FAMILIES_BY_USER)?;
+        let mut ids = Vec::new();
+        for row in idx.range((user_id, 0)..=(user_id, u128::MAX))? {
+            ids.push(row?.0.value().1);
+        }
+        ids
+    };
+    let mut n = 0;
+    for id in ids {
+        if read_family(txn, id)?.is_some_and(|f| f.revoked_at.is_none()) {
+            revoke_family_in(txn, id, reason, now)?;
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// Whether `requested` (space-separated) is a subset of `granted`.
@@ -318,6 +352,17 @@ impl Store {
             for id in ids {
                 revoke_family_in(&txn, id, "client removed", now)?;
             }
+            // Its remembered consents and pending codes go with it.
+            txn.open_table(CONSENTS)?
+                .extract_if(|(_, client), _| client == name)?
+                .count();
+            txn.open_table(AUTH_CODES)?
+                .extract_if(|_, v| {
+                    codec::decode::<CodeRecord>(v)
+                        .map(|c| c.client == name)
+                        .unwrap_or(false)
+                })?
+                .count();
         }
         txn.commit()?;
         Ok(())
@@ -527,6 +572,20 @@ impl Store {
         Ok(changed)
     }
 
+    /// Revokes every app's grant of a user (password change): refresh tokens stop working and
+    /// the apps must ask the user to sign in again. Returns how many grants ended.
+    pub fn revoke_user_grants(
+        &self,
+        user_id: u64,
+        reason: &str,
+        now: Millis,
+    ) -> Result<usize, StoreError> {
+        let txn = self.db().begin_write()?;
+        let n = revoke_user_families_in(&txn, user_id, reason, now)?;
+        txn.commit()?;
+        Ok(n)
+    }
+
     /// The user's live grants (one per family), newest first.
     pub fn user_grants(&self, user_id: u64, now: Millis) -> Result<Vec<FamilyRecord>, StoreError> {
         let txn = self.db().begin_read()?;
@@ -579,12 +638,24 @@ impl Store {
         Ok(n)
     }
 
+    /// The user's remembered consent for the client registered under `client` now (a consent
+    /// given to an earlier registration of the same name does not count).
     pub fn consent(&self, user_id: u64, client: &str) -> Result<Option<ConsentRecord>, StoreError> {
         let txn = self.db().begin_read()?;
+        let Some(current) = txn
+            .open_table(CLIENTS)?
+            .get(client)?
+            .map(|v| codec::decode::<ClientRecord>(v.value()))
+            .transpose()?
+        else {
+            return Ok(None);
+        };
         let t = txn.open_table(CONSENTS)?;
-        t.get((user_id, client))?
+        let consent: Option<ConsentRecord> = t
+            .get((user_id, client))?
             .map(|v| codec::decode(v.value()))
-            .transpose()
+            .transpose()?;
+        Ok(consent.filter(|c| c.client_uid == current.uid))
     }
 
     pub fn set_consent(
@@ -596,11 +667,19 @@ impl Store {
     ) -> Result<(), StoreError> {
         let txn = self.db().begin_write()?;
         {
+            let client_uid = txn
+                .open_table(CLIENTS)?
+                .get(client)?
+                .map(|v| codec::decode::<ClientRecord>(v.value()))
+                .transpose()?
+                .ok_or_else(|| StoreError::NotFound(format!("no client named {client:?}")))?
+                .uid;
             let mut t = txn.open_table(CONSENTS)?;
             let mut merged: Vec<String> = t
                 .get((user_id, client))?
                 .map(|v| codec::decode::<ConsentRecord>(v.value()))
                 .transpose()?
+                .filter(|c| c.client_uid == client_uid)
                 .map(|c| c.scopes)
                 .unwrap_or_default();
             for s in scopes {
@@ -613,6 +692,7 @@ impl Store {
                 codec::encode(&ConsentRecord {
                     scopes: merged,
                     granted_at: now,
+                    client_uid,
                 })?
                 .as_slice(),
             )?;
@@ -631,6 +711,15 @@ impl Store {
         }
         out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.kid.cmp(&a.kid)));
         Ok(out)
+    }
+
+    /// Rewrites one signing key's record as it is (sealing a key stored in plain text).
+    pub fn put_signing_key(&self, key: SigningKeyRecord) -> Result<(), StoreError> {
+        let txn = self.db().begin_write()?;
+        txn.open_table(SIGNING_KEYS)?
+            .insert(key.kid.as_str(), codec::encode(&key)?.as_slice())?;
+        txn.commit()?;
+        Ok(())
     }
 
     /// Adds a new signing key and retires the previous current one.

@@ -19,8 +19,17 @@ pub struct Settings {
     pub daily_limit: u32,
     /// Generations per UTC day for PRO users (unless set per user).
     pub daily_limit_pro: u32,
-    /// Credits given to accounts created on the registration page.
+    /// Credits given to accounts created on the registration page (held until the account's
+    /// first sign-in, or until an administrator approves it; see `signup_approval`).
     pub signup_credits: u32,
+    /// Whether `/register` is open once setup is done (1) or only administrators add people (0).
+    /// Before an administrator exists it is always closed.
+    pub registration_open: u32,
+    /// 0: sign-up credits are released at the account's first sign-in on `/login`;
+    /// 1: only when an administrator approves the account (`pictor user update --approve`).
+    pub signup_approval: u32,
+    /// Difficulty of the proof-of-work bot check, in leading zero bits (2^n hashes on average).
+    pub challenge_bits: u32,
 }
 
 impl Default for Settings {
@@ -33,12 +42,15 @@ impl Default for Settings {
             daily_limit: 25,
             daily_limit_pro: 250,
             signup_credits: 20,
+            registration_open: 1,
+            signup_approval: 0,
+            challenge_bits: 18,
         }
     }
 }
 
 /// Setting names as the CLI and docs spell them.
-pub const SETTING_KEYS: [&str; 7] = [
+pub const SETTING_KEYS: [&str; 10] = [
     "price.fast",
     "price.artist",
     "price.0.2plus",
@@ -46,6 +58,9 @@ pub const SETTING_KEYS: [&str; 7] = [
     "daily_limit",
     "daily_limit_pro",
     "signup_credits",
+    "registration_open",
+    "signup_approval",
+    "challenge_bits",
 ];
 
 impl Settings {
@@ -75,6 +90,9 @@ impl Settings {
             "daily_limit" => &mut self.daily_limit,
             "daily_limit_pro" => &mut self.daily_limit_pro,
             "signup_credits" => &mut self.signup_credits,
+            "registration_open" => &mut self.registration_open,
+            "signup_approval" => &mut self.signup_approval,
+            "challenge_bits" => &mut self.challenge_bits,
             _ => return None,
         })
     }
@@ -104,6 +122,18 @@ impl Store {
         if key.starts_with("price.") && !(1..=1_000_000).contains(&value) {
             return Err(StoreError::Invalid(format!(
                 "{key} must be between 1 and 1000000 credits"
+            )));
+        }
+        if matches!(key, "registration_open" | "signup_approval") && value > 1 {
+            return Err(StoreError::Invalid(format!("{key} must be 0 or 1")));
+        }
+        if key == "challenge_bits"
+            && !(crate::idp::pow::MIN_BITS..=crate::idp::pow::MAX_BITS).contains(&value)
+        {
+            return Err(StoreError::Invalid(format!(
+                "{key} must be between {} and {}",
+                crate::idp::pow::MIN_BITS,
+                crate::idp::pow::MAX_BITS
             )));
         }
         if value > 1_000_000 {

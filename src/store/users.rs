@@ -68,6 +68,10 @@ pub struct UserRecord {
     /// Hash scheme to upgrade at the next sign-in (imported pbkdf2 hashes).
     #[serde(default)]
     pub password_needs_rehash: bool,
+    /// Sign-up credits not yet given: released (with a ledger row) at the first sign-in or on
+    /// an administrator's approval, depending on the `signup_approval` setting.
+    #[serde(default)]
+    pub pending_credits: u32,
 }
 
 // Hashes stay out of logs and Debug output.
@@ -106,6 +110,8 @@ pub struct NewUser {
     pub admin: bool,
     pub pro: bool,
     pub credits: u32,
+    /// Credits held back until the first sign-in or an approval (see `UserRecord::pending_credits`).
+    pub pending_credits: u32,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -116,6 +122,8 @@ pub struct UserPatch {
     pub daily_limit: Option<Option<u32>>,
     pub name: Option<String>,
     pub admin: Option<bool>,
+    /// Releases the account's held sign-up credits (with a ledger row).
+    pub approve: bool,
 }
 
 /// Lower-cases and checks an e-mail address (one `@`, something on both sides, no spaces).
@@ -174,6 +182,7 @@ impl Store {
                 recovery_codes: Vec::new(),
                 avatar: None,
                 password_needs_rehash: false,
+                pending_credits: new.pending_credits,
             };
             users.insert(id, codec::encode(&user)?.as_slice())?;
             by_email.insert(email.as_str(), id)?;
@@ -229,7 +238,12 @@ impl Store {
         Ok(out)
     }
 
-    pub fn update_user(&self, email: &str, patch: UserPatch) -> Result<UserRecord, StoreError> {
+    pub fn update_user(
+        &self,
+        email: &str,
+        patch: UserPatch,
+        now: Millis,
+    ) -> Result<UserRecord, StoreError> {
         if let Some(Some(limit)) = patch.daily_limit
             && limit > 1_000_000
         {
@@ -267,8 +281,46 @@ impl Store {
             users.insert(id, codec::encode(&user)?.as_slice())?;
             user
         };
+        let mut user = user;
+        if patch.approve && user.pending_credits > 0 {
+            let amount = i64::from(user.pending_credits);
+            user.pending_credits = 0;
+            ledger::apply(&txn, &mut user, amount, LedgerReason::Grant, None, now)?;
+        }
+        // A ban ends every app's access at once (sessions already end: banned users have none).
+        if patch.banned == Some(true) {
+            super::oauth::revoke_user_families_in(&txn, id, "account banned", now)?;
+        }
         txn.commit()?;
         Ok(user)
+    }
+
+    /// Gives the account its held sign-up credits, once (the first sign-in). Returns how many.
+    pub fn release_pending_credits(&self, user_id: u64, now: Millis) -> Result<u32, StoreError> {
+        let txn = self.db().begin_write()?;
+        let mut user: UserRecord = {
+            let users = txn.open_table(USERS)?;
+            let row = users.get(user_id)?;
+            match row {
+                Some(v) => codec::decode(v.value())?,
+                None => return Err(StoreError::NotFound("no such user".into())),
+            }
+        };
+        let amount = user.pending_credits;
+        if amount == 0 {
+            return Ok(0);
+        }
+        user.pending_credits = 0;
+        ledger::apply(
+            &txn,
+            &mut user,
+            i64::from(amount),
+            LedgerReason::Grant,
+            None,
+            now,
+        )?;
+        txn.commit()?;
+        Ok(amount)
     }
 
     /// Applies `f` to the user's record in one write transaction and returns the new record.

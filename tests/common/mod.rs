@@ -28,6 +28,8 @@ pub struct Options {
     pub render_workers: usize,
     pub queue_size: usize,
     pub queue_timeout: Duration,
+    /// Changes to the configuration (trusted proxies, public URL…) before the server starts.
+    pub tweak: fn(&mut Config),
 }
 
 impl Default for Options {
@@ -37,6 +39,7 @@ impl Default for Options {
             render_workers: 1,
             queue_size: 64,
             queue_timeout: Duration::from_secs(120),
+            tweak: |_| {},
         }
     }
 }
@@ -61,6 +64,7 @@ impl TestServer {
         config.render_workers = opts.render_workers;
         config.queue_size = opts.queue_size;
         config.queue_timeout = opts.queue_timeout;
+        (opts.tweak)(&mut config);
         let clock = Clock::default();
         let handle = Server::start(config, opts.renderer, clock.clone())
             .await
@@ -86,8 +90,8 @@ impl TestServer {
     }
 
     pub fn admin(&self, req: AdminRequest) -> Value {
-        let store = &self.handle.as_ref().unwrap().state.store;
-        ops::execute(store, req, self.clock.now()).unwrap()
+        let state = &self.handle.as_ref().unwrap().state;
+        ops::execute(&state.store, &state.idp.secrets, req, self.clock.now()).unwrap()
     }
 
     /// Creates a user with credits and returns (email, api key).
@@ -413,6 +417,18 @@ impl Browser {
         }
     }
 
+    /// A browser on another machine: its requests come from `ip` (any 127.x.y.z address).
+    pub fn from_ip(ip: &str) -> Browser {
+        Browser {
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .local_address(ip.parse::<std::net::IpAddr>().unwrap())
+                .build()
+                .unwrap(),
+            cookies: Default::default(),
+        }
+    }
+
     fn cookie_header(&self) -> String {
         self.cookies
             .iter()
@@ -537,7 +553,47 @@ pub fn query_of(url: &str) -> std::collections::HashMap<String, String> {
         .collect()
 }
 
+/// Solves the page's proof-of-work bot check the way `/static/pow.js` does (a script could do
+/// no less): finds `n` with SHA-256(challenge ":" n) starting with `bits` zero bits, fills
+/// `pow_nonce`, and returns how many hashes it took. `None` when the form has no challenge.
+pub fn solve_bot_check(html: &str, fields: &mut Vec<(String, String)>) -> Option<u64> {
+    use sha2::{Digest, Sha256};
+    let challenge = fields.iter().find(|(k, _)| k == "pow_challenge")?.1.clone();
+    let at = html.find("name=\"pow_challenge\"")?;
+    let bits: u32 = html[at..]
+        .split("data-bits=\"")
+        .nth(1)?
+        .split('"')
+        .next()?
+        .parse()
+        .ok()?;
+    for n in 0u64.. {
+        let digest = Sha256::new()
+            .chain_update(challenge.as_bytes())
+            .chain_update(b":")
+            .chain_update(n.to_string().as_bytes())
+            .finalize();
+        if pictor::idp::pow::leading_zero_bits(&digest) >= bits {
+            set_field(fields, "pow_nonce", &n.to_string());
+            return Some(n + 1);
+        }
+    }
+    None
+}
+
 impl TestServer {
+    /// First-start setup done the CLI way: an administrator exists, so `/register` opens.
+    pub fn finish_setup(&self) {
+        self.admin(AdminRequest::UserAdd {
+            email: "owner@example.com".into(),
+            name: Some("Owner".into()),
+            password_hash: None,
+            admin: true,
+            pro: false,
+            credits: 0,
+        });
+    }
+
     /// A user with a password, for the pages.
     pub fn person(&self, email: &str, password: &str) {
         let hash = pictor::auth::password::hash(password).unwrap();

@@ -80,6 +80,9 @@ struct AccountPage {
     avatar_src: String,
     has_avatar: bool,
     balance: i64,
+    /// Sign-up credits held back, and whether an administrator must release them.
+    pending_credits: u32,
+    pending_by_approval: bool,
     pro: bool,
     daily_limit: u32,
     daily_used: u32,
@@ -236,6 +239,12 @@ fn render(
             avatar_src: format!("/avatars/{}.png?v={version}", user.user_id()),
             has_avatar: user.avatar.is_some(),
             balance: user.balance,
+            pending_credits: user.pending_credits,
+            pending_by_approval: state
+                .store
+                .settings()
+                .map(|s| s.signup_approval == 1)
+                .unwrap_or(false),
             pro: user.pro,
             daily_limit,
             daily_used,
@@ -261,7 +270,9 @@ fn notice_for(done: Option<&str>) -> Option<&'static str> {
         "name" => "Your name was saved.",
         "avatar" => "Your profile picture was updated.",
         "avatar-removed" => "Your profile picture was removed.",
-        "password" => "Your password was changed. Other devices were signed out.",
+        "password" => {
+            "Your password was changed. Other devices were signed out, and apps you signed in to must ask you to sign in again."
+        }
         "totp-off" => "Two-factor authentication is off.",
         "revoked" => "The app's access was revoked.",
         _ => return None,
@@ -538,7 +549,11 @@ fn throttled(
     section: &'static str,
 ) -> Option<Response> {
     let now = state.clock.now();
-    match state.idp.throttle.attempt(client_ip(req), &user.email, now) {
+    match state
+        .idp
+        .throttle
+        .attempt(client_ip(&state, req), &user.email, now)
+    {
         crate::idp::web::Verdict::Allowed => None,
         crate::idp::web::Verdict::Limited(secs) => Some(render(
             state,
@@ -578,7 +593,10 @@ pub async fn password_post(
         );
     };
     if !password::verify_async(f.current_password.clone(), current_hash).await {
-        state.idp.throttle.fail(&s.user.email, state.clock.now());
+        state
+            .idp
+            .throttle
+            .fail(client_ip(&state, req), &s.user.email, state.clock.now());
         return refuse(
             "The current password is not right.",
             StatusCode::UNAUTHORIZED,
@@ -602,6 +620,7 @@ pub async fn password_post(
     };
     let uid = s.user.id;
     let keep = s.session_hash;
+    let now = state.clock.now();
     let result = state
         .store
         .call(move |st| {
@@ -610,12 +629,14 @@ pub async fn password_post(
                 u.password_needs_rehash = false;
                 Ok(())
             })?;
-            st.delete_user_sessions(uid, Some(&keep))
+            // Apps signed in with the old password lose their refresh tokens too.
+            let grants = st.revoke_user_grants(uid, "password changed", now)?;
+            Ok::<_, crate::store::StoreError>((st.delete_user_sessions(uid, Some(&keep))?, grants))
         })
         .await;
     match result {
-        Ok(ended) => {
-            tracing::info!(user = %s.user.user_id(), ended, "password changed");
+        Ok((ended, grants)) => {
+            tracing::info!(user = %s.user.user_id(), ended, grants, "password changed");
             redirect("/account?done=password")
         }
         Err(e) => server_error(&state, "changing a password", e),
@@ -836,7 +857,10 @@ pub async fn totp_disable_post(
         false
     };
     if !proven {
-        state.idp.throttle.fail(&s.user.email, now);
+        state
+            .idp
+            .throttle
+            .fail(client_ip(&state, req), &s.user.email, now);
         return render(
             &state,
             jar,

@@ -445,13 +445,14 @@ pub async fn pro_post(
         );
     };
     let email = target.email.clone();
+    let now = state.clock.now();
     let patch = UserPatch {
         pro: Some(pro),
         ..UserPatch::default()
     };
     match state
         .store
-        .call(move |st| st.update_user(&email, patch))
+        .call(move |st| st.update_user(&email, patch, now))
         .await
     {
         Ok(user) => {
@@ -486,6 +487,7 @@ pub async fn ban_post(
     }
     let email = target.email.clone();
     let uid = target.id;
+    let now = state.clock.now();
     let result = state
         .store
         .call(move |st| {
@@ -495,6 +497,7 @@ pub async fn ban_post(
                     banned: Some(banned),
                     ..UserPatch::default()
                 },
+                now,
             )?;
             let ended = if banned {
                 st.delete_user_sessions(uid, None)?

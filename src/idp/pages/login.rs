@@ -13,8 +13,8 @@ use super::{error_page, query_escape, safe_return_to};
 use crate::auth::password;
 use crate::idp::crypto::sha256_hex;
 use crate::idp::web::{
-    CAPTCHA_AFTER_FAILURES, Verdict, client_ip, csrf_ok, csrf_token, end_session, page_with_status,
-    redirect, session, signed_in, start_session,
+    Verdict, client_ip, csrf_ok, csrf_token, end_session, page_with_status, redirect, session,
+    signed_in, start_session,
 };
 use crate::state::AppState;
 use crate::store::sessions::SessionStage;
@@ -28,7 +28,7 @@ struct LoginPage {
     return_to: String,
     return_to_q: String,
     email: String,
-    captcha: Option<String>,
+    challenge: Option<crate::idp::pow::Challenge>,
 }
 
 #[derive(askama::Template)]
@@ -42,8 +42,48 @@ struct TotpPage {
 /// A fixed argon2 hash verified when the e-mail is unknown, so timing does not reveal accounts.
 const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$J0E+ZfBN1jNrIfgxDLNv1ILRFdvcQqkUPDvvKSMKW5k";
 
+/// A new bot-check challenge at the configured difficulty.
+pub fn new_challenge(state: &AppState) -> crate::idp::pow::Challenge {
+    let bits = state
+        .store
+        .settings()
+        .map(|s| s.challenge_bits)
+        .unwrap_or(crate::idp::pow::MIN_BITS);
+    state.idp.challenges.issue(bits, state.clock.now())
+}
+
+/// Gives a new account its held sign-up credits at its first full sign-in, unless the
+/// `signup_approval` setting leaves that to an administrator.
+pub async fn release_signup_credits(state: &AppState, user: &crate::store::UserRecord) {
+    if user.pending_credits == 0 {
+        return;
+    }
+    let by_approval = state
+        .store
+        .settings()
+        .map(|s| s.signup_approval == 1)
+        .unwrap_or(true);
+    if by_approval {
+        return;
+    }
+    let (uid, now) = (user.id, state.clock.now());
+    match state
+        .store
+        .call(move |s| s.release_pending_credits(uid, now))
+        .await
+    {
+        Ok(n) if n > 0 => {
+            tracing::info!(user = %user.user_id(), credits = n, "sign-up credits released at the first sign-in")
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "could not release sign-up credits"),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn login_page(
     state: &AppState,
+    req: &Request,
     jar: &CookieJar,
     return_to: &str,
     email: &str,
@@ -52,9 +92,12 @@ fn login_page(
     app: Option<String>,
 ) -> Response {
     let now = state.clock.now();
-    let captcha = (!email.is_empty()
-        && state.idp.throttle.failures(email, now) >= CAPTCHA_AFTER_FAILURES)
-        .then(|| state.idp.captchas.issue(now));
+    let challenge = (!email.is_empty()
+        && state
+            .idp
+            .throttle
+            .needs_challenge(client_ip(state, req), email, now))
+    .then(|| new_challenge(state));
     page_with_status(
         &LoginPage {
             app,
@@ -63,7 +106,7 @@ fn login_page(
             return_to: return_to.to_string(),
             return_to_q: query_escape(return_to),
             email: email.to_string(),
-            captcha,
+            challenge,
         },
         status,
     )
@@ -71,16 +114,20 @@ fn login_page(
 
 #[handler]
 pub async fn login_get(
+    req: &Request,
     state: Data<&AppState>,
     jar: &CookieJar,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let return_to = safe_return_to(q.get("return_to").map(String::as_str));
-    if signed_in(&state, jar).is_some() {
+    // `force=1` (an app asked for prompt=login or max_age): sign in again even when signed in.
+    let force = q.get("force").is_some_and(|v| v == "1");
+    if !force && signed_in(&state, jar).is_some() {
         return redirect(&return_to);
     }
     login_page(
         &state,
+        req,
         jar,
         &return_to,
         "",
@@ -101,9 +148,9 @@ pub struct LoginForm {
     #[serde(default)]
     return_to: String,
     #[serde(default)]
-    captcha_id: String,
+    pow_challenge: String,
     #[serde(default)]
-    captcha: String,
+    pow_nonce: String,
 }
 
 #[handler]
@@ -124,10 +171,12 @@ pub async fn login_post(
     }
     let now = state.clock.now();
     let email = f.email.trim().to_lowercase();
-    if let Verdict::Limited(secs) = state.idp.throttle.attempt(client_ip(req), &email, now) {
+    let ip = client_ip(&state, req);
+    if let Verdict::Limited(secs) = state.idp.throttle.attempt(ip, &email, now) {
         state.idp.metrics_signin(false);
         return login_page(
             &state,
+            req,
             jar,
             &return_to,
             &email,
@@ -136,15 +185,19 @@ pub async fn login_post(
             None,
         );
     }
-    if state.idp.throttle.failures(&email, now) >= CAPTCHA_AFTER_FAILURES
-        && !state.idp.captchas.verify(&f.captcha_id, &f.captcha, now)
+    if state.idp.throttle.needs_challenge(ip, &email, now)
+        && !state
+            .idp
+            .challenges
+            .verify(&f.pow_challenge, &f.pow_nonce, now)
     {
         return login_page(
             &state,
+            req,
             jar,
             &return_to,
             &email,
-            Some("Type the characters shown in the picture.".into()),
+            Some("The bot check was not completed. Wait for it to finish (it needs JavaScript), then sign in again.".into()),
             StatusCode::BAD_REQUEST,
             None,
         );
@@ -157,11 +210,12 @@ pub async fn login_post(
     let ok = password::verify_async(f.password.clone(), hash).await
         && user.as_ref().is_some_and(|u| u.password_hash.is_some());
     let Some(user) = user.filter(|_| ok) else {
-        state.idp.throttle.fail(&email, now);
+        state.idp.throttle.fail(ip, &email, now);
         state.idp.metrics_signin(false);
         tracing::info!(account = %sha256_hex(&email)[..12], "sign-in failed");
         return login_page(
             &state,
+            req,
             jar,
             &return_to,
             &email,
@@ -173,6 +227,7 @@ pub async fn login_post(
     if user.banned {
         return login_page(
             &state,
+            req,
             jar,
             &return_to,
             &email,
@@ -218,8 +273,9 @@ pub async fn login_post(
         SessionStage::Active
     };
     if stage == SessionStage::Active {
-        state.idp.throttle.succeed(&email);
+        state.idp.throttle.succeed(ip, &email);
         state.idp.metrics_signin(true);
+        release_signup_credits(&state, &user).await;
     }
     if let Err(e) = start_session(&state, jar, user.id, stage, now).await {
         tracing::error!(error = %e, "starting a session");
@@ -302,7 +358,8 @@ pub async fn totp_post(
             status,
         )
     };
-    if let Verdict::Limited(secs) = state.idp.throttle.attempt(client_ip(req), &email, now) {
+    let ip = client_ip(&state, req);
+    if let Verdict::Limited(secs) = state.idp.throttle.attempt(ip, &email, now) {
         return retry(
             &format!("Too many attempts. Try again in {secs} seconds."),
             StatusCode::TOO_MANY_REQUESTS,
@@ -310,15 +367,16 @@ pub async fn totp_post(
     }
     let ok = super::super::totp::verify_code(&state, &s.user, &f.code, now).await;
     if !ok {
-        state.idp.throttle.fail(&email, now);
+        state.idp.throttle.fail(ip, &email, now);
         state.idp.metrics_signin(false);
         return retry(
             "That code is not right. Try the current code.",
             StatusCode::UNAUTHORIZED,
         );
     }
-    state.idp.throttle.succeed(&email);
+    state.idp.throttle.succeed(ip, &email);
     state.idp.metrics_signin(true);
+    release_signup_credits(&state, &s.user).await;
     // Second factor done: a brand-new session id for the full session.
     if let Err(e) = start_session(&state, jar, s.user.id, SessionStage::Active, now).await {
         tracing::error!(error = %e, "starting a session");

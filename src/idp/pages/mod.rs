@@ -1,5 +1,5 @@
 //! Server-rendered pages: sign in (with the TOTP step), register, the account cabinet, admin,
-//! first-start setup, plus the captcha and avatar pictures. One file per page.
+//! first-start setup, plus the avatar pictures. One file per page.
 
 pub mod account;
 pub mod admin;
@@ -23,7 +23,22 @@ pub struct ErrorPage<'a> {
 }
 
 pub fn error_page(_state: &AppState, status: StatusCode, title: &str, message: &str) -> Response {
+    error_page_plain(status, title, message)
+}
+
+/// The error page, for middleware that runs before the app's state is at hand.
+pub fn error_page_plain(status: StatusCode, title: &str, message: &str) -> Response {
     page_with_status(&ErrorPage { title, message }, status)
+}
+
+/// Whether first-start setup is done: an administrator exists (made with the setup link or the
+/// CLI). Until then the setup link stays valid and public registration is closed.
+pub fn setup_done(state: &AppState) -> bool {
+    state
+        .store
+        .users()
+        .map(|users| users.iter().any(|u| u.admin && !u.banned))
+        .unwrap_or(true)
 }
 
 /// The page for a form whose CSRF token (or Origin) does not check out.

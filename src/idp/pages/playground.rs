@@ -30,8 +30,7 @@ use crate::api::images::{
 };
 use crate::api::jobs::{JobView, job_for_user, job_view};
 use crate::api::{MAX_IMAGE_BYTES, MAX_PROMPT_CHARS};
-use crate::idp::crypto::ct_eq;
-use crate::idp::web::{CSRF_COOKIE, csrf_token, page, redirect, signed_in};
+use crate::idp::web::{csrf_matches, csrf_token, origin_ok, page, redirect, signed_in};
 use crate::render::{Model, Ratio};
 use crate::state::AppState;
 use crate::store::{JobId, JobRecord, JobStatus, UserRecord};
@@ -177,36 +176,18 @@ fn session_user(state: &AppState, jar: &CookieJar) -> Result<UserRecord, ApiErro
     })
 }
 
-/// The origin (`scheme://host[:port]`) browsers send for pages of our public URL.
-fn own_origin(state: &AppState) -> Option<String> {
-    url::Url::parse(&state.public_url)
-        .ok()
-        .map(|u| u.origin().ascii_serialization())
-}
-
 /// CSRF defence of the state-changing endpoints: a request from another site is refused by its
-/// `Origin` (exact match, when the browser sends one) and `Sec-Fetch-Site`, and the page's token
-/// must come back in `X-CSRF-Token`, equal to the HttpOnly cookie. A foreign page can neither
-/// read the token nor set the header without a CORS preflight, which Pictor never grants.
+/// `Origin` (exact match, `null` refused) and `Sec-Fetch-Site`, and the page's token must come
+/// back in `X-CSRF-Token`: the session-bound token of the pages (`web::csrf_token`). A foreign
+/// page can neither read the token nor set the header without a CORS preflight, which Pictor
+/// never grants.
 fn check_csrf(state: &AppState, req: &Request, jar: &CookieJar) -> Result<(), ApiError> {
     let refuse = |m: &str| ApiError::new(codes::CSRF_FAILED, m);
-    if let Some(origin) = req.header(header::ORIGIN)
-        && own_origin(state).as_deref() != Some(origin)
-    {
+    if !origin_ok(state, req) {
         return Err(refuse("cross-origin request refused"));
     }
-    if req
-        .header("sec-fetch-site")
-        .is_some_and(|site| site != "same-origin" && site != "none")
-    {
-        return Err(refuse("cross-site request refused"));
-    }
-    let sent = req.header("x-csrf-token").unwrap_or_default().trim();
-    let ok = jar.get(CSRF_COOKIE).is_some_and(|c| {
-        let cookie = c.value_str();
-        cookie.len() >= 32 && ct_eq(cookie.as_bytes(), sent.as_bytes())
-    });
-    if ok {
+    let sent = req.header("x-csrf-token").unwrap_or_default();
+    if csrf_matches(state, jar, sent) {
         Ok(())
     } else {
         Err(refuse(

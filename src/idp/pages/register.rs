@@ -27,7 +27,7 @@ struct RegisterPage {
     return_to_q: String,
     name: String,
     email: String,
-    captcha: String,
+    challenge: crate::idp::pow::Challenge,
 }
 
 fn register_page(
@@ -47,7 +47,7 @@ fn register_page(
             return_to_q: query_escape(return_to),
             name: name.to_string(),
             email: email.to_string(),
-            captcha: state.idp.captchas.issue(state.clock.now()),
+            challenge: super::login::new_challenge(state),
         },
         status,
     )
@@ -62,6 +62,9 @@ pub async fn register_get(
     let return_to = safe_return_to(q.get("return_to").map(String::as_str));
     if signed_in(&state, jar).is_some() {
         return redirect(&return_to);
+    }
+    if let Some(closed) = closed_page(&state) {
+        return closed;
     }
     register_page(&state, jar, &return_to, "", "", None, StatusCode::OK)
 }
@@ -79,9 +82,35 @@ pub struct RegisterForm {
     #[serde(default)]
     return_to: String,
     #[serde(default)]
-    captcha_id: String,
+    pow_challenge: String,
     #[serde(default)]
-    captcha: String,
+    pow_nonce: String,
+}
+
+/// The page shown while registration is closed: before the first administrator exists (the
+/// setup link or the CLI makes one), or when the `registration_open` setting is 0.
+fn closed_page(state: &AppState) -> Option<Response> {
+    if !super::setup_done(state) {
+        return Some(error_page(
+            state,
+            StatusCode::FORBIDDEN,
+            "Not set up yet",
+            "This Pictor has no administrator yet, so accounts cannot be created here. The owner opens the one-time setup link printed when the server first started, or runs `pictor user add --email E --admin --password-stdin` on the server.",
+        ));
+    }
+    let open = state
+        .store
+        .settings()
+        .map(|s| s.registration_open == 1)
+        .unwrap_or(false);
+    (!open).then(|| {
+        error_page(
+            state,
+            StatusCode::FORBIDDEN,
+            "Registration is closed",
+            "New accounts are made by an administrator on this Pictor. Ask yours for an account.",
+        )
+    })
 }
 
 #[handler]
@@ -100,7 +129,11 @@ pub async fn register_post(
             "Reload the page and try again.",
         );
     }
+    if let Some(closed) = closed_page(&state) {
+        return closed;
+    }
     let now = state.clock.now();
+    let ip = client_ip(&state, req);
     let name = f.name.trim().chars().take(100).collect::<String>();
     let email = f.email.trim().to_lowercase();
     let again = |msg: &str, status| {
@@ -114,20 +147,28 @@ pub async fn register_post(
             status,
         )
     };
-    if let Verdict::Limited(secs) =
-        state
-            .idp
-            .throttle
-            .attempt(client_ip(req), &format!("register:{email}"), now)
-    {
+    if let Verdict::Limited(secs) = state.idp.throttle.attempt(ip, "register:", now) {
         return again(
             &format!("Too many attempts. Try again in {secs} seconds."),
             StatusCode::TOO_MANY_REQUESTS,
         );
     }
-    if !state.idp.captchas.verify(&f.captcha_id, &f.captcha, now) {
+    if let Verdict::Limited(secs) = state.idp.throttle.signup_allowed(ip, now) {
         return again(
-            "Type the characters shown in the picture.",
+            &format!(
+                "Too many accounts were created from your network in the last hour. Try again in {} minutes, or ask an administrator.",
+                secs.div_ceil(60)
+            ),
+            StatusCode::TOO_MANY_REQUESTS,
+        );
+    }
+    if !state
+        .idp
+        .challenges
+        .verify(&f.pow_challenge, &f.pow_nonce, now)
+    {
+        return again(
+            "The bot check was not completed. Wait for it to finish (it needs JavaScript), then create the account again.",
             StatusCode::BAD_REQUEST,
         );
     }
@@ -158,7 +199,10 @@ pub async fn register_post(
         password_hash: Some(hash),
         admin: false,
         pro: false,
-        credits,
+        // Held until the first sign-in (or an administrator's approval): a script that only
+        // registers gets nothing to spend.
+        credits: 0,
+        pending_credits: credits,
     };
     let user = match state.store.call(move |s| s.create_user(new, now)).await {
         Ok(u) => u,
@@ -177,6 +221,7 @@ pub async fn register_post(
             );
         }
     };
+    state.idp.throttle.signed_up(ip, now);
     if let Err(e) = start_session(&state, jar, user.id, SessionStage::Active, now).await {
         tracing::error!(error = %e, "starting a session");
     }

@@ -1,7 +1,8 @@
 //! `/setup?token=…`: the first start. While the store has no users the server prints a one-time
 //! link; it shows a form that creates the administrator account (admin flag, 100 credits), signs
-//! them in and goes to `/account`. The token is compared in constant time and used up by the
-//! first account made with it; afterwards, or with any other token, the page is an error.
+//! them in and goes to `/account`. The token is compared in constant time and stays valid until
+//! an administrator exists (public registration is closed until then, so nobody can get in
+//! first); it is used up by the administrator made with it.
 
 use std::collections::HashMap;
 
@@ -36,13 +37,9 @@ struct SetupPage {
     email: String,
 }
 
-fn no_users(state: &AppState) -> bool {
-    state.store.users().map(|u| u.is_empty()).unwrap_or(false)
-}
-
-/// Whether `token` is the live setup token and nobody has an account yet.
+/// Whether `token` is the live setup token and no administrator exists yet.
 fn link_valid(state: &AppState, token: &str) -> bool {
-    !token.is_empty() && state.idp.setup_token_matches(token) && no_users(state)
+    !token.is_empty() && state.idp.setup_token_matches(token) && !super::setup_done(state)
 }
 
 fn dead_link(state: &AppState) -> Response {
@@ -50,7 +47,7 @@ fn dead_link(state: &AppState) -> Response {
         state,
         StatusCode::NOT_FOUND,
         "Setup link not valid",
-        "This setup link was already used or is invalid. Sign in instead, or restart Pictor with an empty data folder for a new link.",
+        "This setup link was already used or is invalid. Sign in instead. Without an administrator, restart Pictor for a new link (printed at start), or make one on the server with `pictor user update --email E --admin true` (an existing account) or `pictor user add --email E --admin --password-stdin`.",
     )
 }
 
@@ -174,11 +171,12 @@ pub async fn setup_post(
         admin: true,
         pro: false,
         credits: ADMIN_START_CREDITS,
+        pending_credits: 0,
     };
     let created = state
         .store
         .call(move |s| {
-            if !s.users()?.is_empty() {
+            if s.users()?.iter().any(|u| u.admin && !u.banned) {
                 return Ok(None);
             }
             s.create_user(new, now).map(Some)

@@ -1,0 +1,213 @@
+//! Who is calling: the socket peer, or — only when the peer is one of the configured
+//! `trusted_proxies` — the client named by `Forwarded` (RFC 7239) or `X-Forwarded-For`.
+//! Throttles and sign-up limits key on this address.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+/// The proxies whose forwarding headers are believed (addresses or CIDR blocks).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustedProxies(Vec<IpNet>);
+
+impl TrustedProxies {
+    /// Parses a comma- or space-separated list of addresses and CIDR blocks
+    /// (`127.0.0.1, 10.0.0.0/8, ::1`). An empty list trusts nobody.
+    pub fn parse(list: &str) -> Result<TrustedProxies, String> {
+        let mut nets = Vec::new();
+        for item in list
+            .split([',', ' '])
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            let net = match item.parse::<IpNet>() {
+                Ok(n) => n,
+                Err(_) => item
+                    .parse::<IpAddr>()
+                    .map(IpNet::from)
+                    .map_err(|_| format!("{item:?} is not an IP address or CIDR block"))?,
+            };
+            nets.push(net);
+        }
+        Ok(TrustedProxies(nets))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = canonical(ip);
+        self.0.iter().any(|n| n.contains(&ip))
+    }
+
+    /// The list as configured, for `pictor config show`.
+    pub fn describe(&self) -> String {
+        self.0
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// IPv4-mapped IPv6 addresses (`::ffff:1.2.3.4`) as the IPv4 address they are.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+        v4 => v4,
+    }
+}
+
+/// One `for=` node of RFC 7239: `192.0.2.1`, `"[2001:db8::1]:4711"`, `unknown`, `_hidden`.
+fn parse_node(node: &str) -> Option<IpAddr> {
+    let node = node.trim().trim_matches('"');
+    if let Some(rest) = node.strip_prefix('[') {
+        return rest.split(']').next()?.parse().ok();
+    }
+    if let Ok(ip) = node.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    // `1.2.3.4:port`
+    let (host, port) = node.rsplit_once(':')?;
+    port.parse::<u16>().ok()?;
+    host.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
+}
+
+/// The hops a proxy chain reports, nearest last; `None` for a hop that names no address.
+fn forwarded_chain(headers: &poem::http::HeaderMap) -> Vec<Option<IpAddr>> {
+    let forwarded: Vec<&str> = headers
+        .get_all("forwarded")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    if !forwarded.is_empty() {
+        let mut hops = Vec::new();
+        for element in forwarded.iter().flat_map(|v| v.split(',')) {
+            let node = element.split(';').find_map(|pair| {
+                let (k, v) = pair.split_once('=')?;
+                k.trim().eq_ignore_ascii_case("for").then_some(v)
+            });
+            hops.push(node.and_then(parse_node));
+        }
+        return hops;
+    }
+    headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(parse_node)
+        .collect()
+}
+
+/// The client address of a request arriving from `peer`: the peer itself unless it is a trusted
+/// proxy; then the nearest hop, walking the chain from the right, that is not a trusted proxy.
+/// A hop that names no address ends the walk at the last trusted hop.
+pub fn client_ip(
+    peer: Option<IpAddr>,
+    headers: &poem::http::HeaderMap,
+    trusted: &TrustedProxies,
+) -> Option<IpAddr> {
+    let peer = canonical(peer?);
+    if !trusted.contains(peer) {
+        return Some(peer);
+    }
+    let mut nearest = peer;
+    for hop in forwarded_chain(headers).into_iter().rev() {
+        match hop.map(canonical) {
+            Some(ip) if trusted.contains(ip) => nearest = ip,
+            Some(ip) => return Some(ip),
+            None => return Some(nearest),
+        }
+    }
+    Some(nearest)
+}
+
+/// The block an address belongs to for sign-up limits: the /24 of an IPv4 address, the /64 of
+/// an IPv6 one (one customer's allocation).
+pub fn subnet_of(ip: IpAddr) -> IpNet {
+    let (addr, prefix) = match canonical(ip) {
+        IpAddr::V4(_) => (ip, 24),
+        IpAddr::V6(_) => (ip, 64),
+    };
+    IpNet::new(canonical(addr), prefix)
+        .map(|n| n.trunc())
+        .unwrap_or_else(|_| IpNet::from(ip))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use poem::http::{HeaderMap, HeaderValue};
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn forwarding_headers_count_only_from_trusted_proxies() {
+        let trusted = TrustedProxies::parse("127.0.0.1, 10.0.0.0/8").unwrap();
+        let xff = headers(&[("x-forwarded-for", "203.0.113.9, 10.1.2.3")]);
+        // From a trusted proxy: the nearest untrusted hop.
+        assert_eq!(
+            client_ip(Some("127.0.0.1".parse().unwrap()), &xff, &trusted),
+            Some("203.0.113.9".parse().unwrap())
+        );
+        // From anyone else: the headers are ignored.
+        assert_eq!(
+            client_ip(Some("198.51.100.7".parse().unwrap()), &xff, &trusted),
+            Some("198.51.100.7".parse().unwrap())
+        );
+        // A spoofed left-most entry does not win over the real client the proxy appended.
+        let spoof = headers(&[("x-forwarded-for", "1.1.1.1, 203.0.113.9")]);
+        assert_eq!(
+            client_ip(Some("127.0.0.1".parse().unwrap()), &spoof, &trusted),
+            Some("203.0.113.9".parse().unwrap())
+        );
+        // Nobody trusted: the peer.
+        assert_eq!(
+            client_ip(
+                Some("127.0.0.1".parse().unwrap()),
+                &xff,
+                &TrustedProxies::default()
+            ),
+            Some("127.0.0.1".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn rfc7239_forwarded() {
+        let trusted = TrustedProxies::parse("::1").unwrap();
+        let h = headers(&[(
+            "forwarded",
+            "for=192.0.2.60;proto=http;by=203.0.113.43, for=\"[2001:db8:cafe::17]:4711\"",
+        )]);
+        assert_eq!(
+            client_ip(Some("::1".parse().unwrap()), &h, &trusted),
+            Some("2001:db8:cafe::17".parse().unwrap())
+        );
+        let h = headers(&[("forwarded", "for=unknown")]);
+        assert_eq!(
+            client_ip(Some("::1".parse().unwrap()), &h, &trusted),
+            Some("::1".parse().unwrap())
+        );
+        assert!(TrustedProxies::parse("not-an-ip").is_err());
+    }
+
+    #[test]
+    fn subnets() {
+        assert_eq!(
+            subnet_of("203.0.113.77".parse().unwrap()).to_string(),
+            "203.0.113.0/24"
+        );
+        assert_eq!(
+            subnet_of("2001:db8:1:2:3:4:5:6".parse().unwrap()).to_string(),
+            "2001:db8:1:2::/64"
+        );
+    }
+}

@@ -1,5 +1,5 @@
-//! Sign-in security: CSRF on the sign-in forms, session fixation, throttling and captcha under a
-//! brute-force loop, security headers, no secrets in the store file in plain text.
+//! Sign-in security: CSRF on the sign-in forms, session fixation, throttling and the bot check
+//! under a brute-force loop, security headers, no secrets in the store file in plain text.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -57,9 +57,8 @@ async fn sign_in_sets_a_fresh_session_and_pages_are_hardened() {
     let new_id = b.cookies["pictor_session"].clone();
     assert_ne!(new_id, "attacker-chosen-id");
     // Signing in again (re-posting the form while signed in) gives yet another id.
-    let page = Browser::new().get(&s.url("/login")).await;
+    let page = b.get(&s.url("/login?force=1")).await;
     let mut fields = form_fields(&page.body, "/login");
-    set_field(&mut fields, "csrf", &b.cookies["pictor_csrf"].clone());
     set_field(&mut fields, "email", "carol@example.com");
     set_field(&mut fields, "password", "carol's password!");
     let r = b.post(&s.url("/login"), &fields).await;
@@ -79,6 +78,7 @@ async fn sign_in_sets_a_fresh_session_and_pages_are_hardened() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forms_refuse_missing_or_foreign_csrf() {
     let s = TestServer::start().await;
+    s.finish_setup();
     s.person("dan@example.com", "dan's password!!");
     let mut b = Browser::new();
     let page = b.get(&s.url("/login")).await;
@@ -122,67 +122,126 @@ async fn forms_refuse_missing_or_foreign_csrf() {
     s.stop().await;
 }
 
+async fn try_login(
+    s: &TestServer,
+    b: &mut Browser,
+    email: &str,
+    password: &str,
+    solve: bool,
+) -> Page {
+    let page = b.get(&s.url("/login")).await;
+    let mut fields = form_fields(&page.body, "/login");
+    set_field(&mut fields, "email", email);
+    set_field(&mut fields, "password", password);
+    let r = b.post(&s.url("/login"), &fields).await;
+    if solve && r.status == 400 && r.body.contains("pow_challenge") {
+        // The page asks for the bot check: solve it and send the form again.
+        let mut fields = form_fields(&r.body, "/login");
+        set_field(&mut fields, "password", password);
+        solve_bot_check(&r.body, &mut fields).unwrap();
+        return b.post(&s.url("/login"), &fields).await;
+    }
+    r
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn brute_force_is_throttled_and_needs_the_captcha() {
+async fn brute_force_is_throttled_but_the_owner_still_gets_in() {
     let s = TestServer::start().await;
     s.person("erin@example.com", "erin's password!");
-    let mut b = Browser::new();
+    // One attacker hammering from one address: a challenge after 3 failures, growing delays
+    // after 5, at most 20 attempts a minute.
+    let mut attacker = Browser::from_ip("127.0.0.11");
     let mut statuses = Vec::new();
-    let mut captcha_seen_at = None;
+    let mut challenge_from = None;
     for i in 0..25 {
-        let page = b.get(&s.url("/login")).await;
-        let mut fields = form_fields(&page.body, "/login");
-        set_field(&mut fields, "email", "erin@example.com");
-        set_field(&mut fields, "password", &format!("guess {i}"));
-        let r = b.post(&s.url("/login"), &fields).await;
-        if captcha_seen_at.is_none() && r.body.contains("name=\"captcha_id\"") {
-            captcha_seen_at = Some(i);
+        let guess = format!("guess {i}");
+        // A script can solve the challenge too: it only costs it the work.
+        let r = try_login(&s, &mut attacker, "erin@example.com", &guess, true).await;
+        if challenge_from.is_none() && r.body.contains("name=\"pow_challenge\"") {
+            challenge_from = Some(i);
         }
         statuses.push(r.status);
     }
-    let allowed = statuses.iter().filter(|s| **s != 429).count();
+    let checked = statuses.iter().filter(|s| **s == 401).count();
     println!(
-        "brute force: {allowed} of 25 attempts in a minute were let through; captcha from attempt {captcha_seen_at:?}"
+        "brute force: {checked} of 25 rapid guesses had their password checked; challenge from attempt {challenge_from:?}"
     );
     assert!(statuses.contains(&429), "never throttled: {statuses:?}");
-    assert!(allowed <= 20, "{statuses:?}");
-    assert_eq!(captcha_seen_at, Some(2), "captcha after 3 failures");
-    // Even the right password is refused while locked.
-    let page = b.get(&s.url("/login")).await;
-    let mut fields = form_fields(&page.body, "/login");
-    set_field(&mut fields, "email", "erin@example.com");
-    set_field(&mut fields, "password", "erin's password!");
-    assert_ne!(b.post(&s.url("/login"), &fields).await.status, 303);
-    // After the window the account signs in again (with the captcha answered).
+    assert!((5..=7).contains(&checked), "{statuses:?}");
+    assert_eq!(challenge_from, Some(2), "challenge after 3 failures");
+    // Spaced out past each delay, the attacker's delays keep doubling (8 failures: 8 s).
+    for i in 0..3 {
+        s.clock.advance(61_000);
+        let guess = format!("slow guess {i}");
+        let r = try_login(&s, &mut attacker, "erin@example.com", &guess, true).await;
+        assert_eq!(r.status, 401, "{}", r.body);
+    }
+    // The attacker's own address stays slowed down, even with the right password.
+    let r = try_login(
+        &s,
+        &mut attacker,
+        "erin@example.com",
+        "erin's password!",
+        true,
+    )
+    .await;
+    assert_eq!(r.status, 429, "{}", r.body);
+    // More attackers, from other addresses, push the account past 10 failures in all.
+    for ip in ["127.0.0.12", "127.0.0.13"] {
+        let mut b = Browser::from_ip(ip);
+        for i in 0..5 {
+            let guess = format!("{ip} {i}");
+            let r = try_login(&s, &mut b, "erin@example.com", &guess, true).await;
+            assert!(matches!(r.status, 401 | 429), "{}", r.status);
+        }
+    }
+    // The owner, from their own address, with the right password and the bot check: in.
+    let mut owner = Browser::from_ip("127.0.0.2");
+    let r = try_login(
+        &s,
+        &mut owner,
+        "erin@example.com",
+        "erin's password!",
+        false,
+    )
+    .await;
+    assert_eq!(
+        r.status, 400,
+        "after many failures everyone solves the challenge first"
+    );
+    assert!(r.body.contains("name=\"pow_challenge\""));
+    let r = try_login(&s, &mut owner, "erin@example.com", "erin's password!", true).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    // After the window the attacker's address may try again (and still needs the password).
     s.clock.advance(16 * 60 * 1000);
-    let page = b.get(&s.url("/login")).await;
-    let mut fields = form_fields(&page.body, "/login");
-    set_field(&mut fields, "email", "erin@example.com");
-    set_field(&mut fields, "password", "erin's password!");
-    let r = b.post(&s.url("/login"), &fields).await;
+    let r = try_login(
+        &s,
+        &mut attacker,
+        "erin@example.com",
+        "erin's password!",
+        true,
+    )
+    .await;
     assert_eq!(r.status, 303, "{}", r.body);
     s.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn register_needs_the_captcha() {
+async fn register_needs_the_bot_check_and_setup() {
     let s = TestServer::start().await;
     let mut b = Browser::new();
+    // Before an administrator exists, registration is closed.
     let page = b.get(&s.url("/register")).await;
-    assert!(page.body.contains("/captcha/"));
+    assert_eq!(page.status, 403);
+    assert!(page.body.contains("setup link"), "{}", page.body);
+    s.finish_setup();
+    let page = b.get(&s.url("/register")).await;
+    assert_eq!(page.status, 200);
     let mut fields = form_fields(&page.body, "/register");
-    let id = fields
-        .iter()
-        .find(|(k, _)| k == "captcha_id")
-        .unwrap()
-        .1
-        .clone();
-    let img = b.get(&s.url(&format!("/captcha/{id}.png"))).await;
-    assert_eq!(img.status, 200);
     set_field(&mut fields, "name", "Frank");
     set_field(&mut fields, "email", "frank@example.com");
     set_field(&mut fields, "password", "frank's password");
-    set_field(&mut fields, "captcha", "WRONG");
+    // No work done: refused, nothing created.
     let r = b.post(&s.url("/register"), &fields).await;
     assert_eq!(r.status, 400);
     assert!(
@@ -192,23 +251,9 @@ async fn register_needs_the_captcha() {
             .is_none()
     );
     let mut fields = form_fields(&r.body, "/register");
-    let id = fields
-        .iter()
-        .find(|(k, _)| k == "captcha_id")
-        .unwrap()
-        .1
-        .clone();
-    let answer = s
-        .handle
-        .as_ref()
-        .unwrap()
-        .state
-        .idp
-        .captchas
-        .answer_for_tests(&id)
-        .unwrap();
     set_field(&mut fields, "password", "frank's password");
-    set_field(&mut fields, "captcha", &answer);
+    solve_bot_check(&r.body, &mut fields).unwrap();
+    let replay = fields.clone();
     let r = b.post(&s.url("/register"), &fields).await;
     assert_eq!(r.status, 303, "{}", r.body);
     let user = s
@@ -222,5 +267,20 @@ async fn register_needs_the_captcha() {
         b.cookies.contains_key("pictor_session"),
         "signed in after registering"
     );
+    // The same solution twice: refused (a challenge is good once).
+    let mut again = Browser::new();
+    let page = again.get(&s.url("/register")).await;
+    let mut fields = form_fields(&page.body, "/register");
+    for (k, v) in &replay {
+        if k == "pow_challenge" || k == "pow_nonce" {
+            set_field(&mut fields, k, v);
+        }
+    }
+    set_field(&mut fields, "email", "frank2@example.com");
+    set_field(&mut fields, "password", "frank's password");
+    assert_eq!(again.post(&s.url("/register"), &fields).await.status, 400);
+    // Closed by the setting.
+    s.store().set_setting("registration_open", 0).unwrap();
+    assert_eq!(Browser::new().get(&s.url("/register")).await.status, 403);
     s.stop().await;
 }

@@ -44,7 +44,7 @@ fn private_der(rec: &SigningKeyRecord, secrets: &SecretBox) -> Result<Vec<u8>, K
     match rec.pkcs8.strip_prefix(SEALED) {
         Some(sealed) => secrets.open(sealed).ok_or_else(|| {
             KeyError::Corrupt(format!(
-                "key {} cannot be unsealed: is this the data folder's own secret.key?",
+                "signing key {} cannot be unsealed: secret.key is not the one this store was made with (restore the data folder's own secret.key from its backup, or run `pictor keys rotate` to start over with a new key)",
                 rec.kid
             ))
         }),
@@ -82,6 +82,9 @@ pub fn ensure_key(store: &Store, secrets: &SecretBox, now: Millis) -> Result<(),
             let der = private_der(&rec, secrets)?;
             rec.pkcs8 = seal(secrets, &der)?;
             store.put_signing_key(rec)?;
+        } else if rec.retired_at.is_none() {
+            // Refuse to start with a key that cannot sign (a store without its secret.key).
+            private_der(&rec, secrets)?;
         }
     }
     if store.signing_keys()?.iter().all(|k| k.retired_at.is_some()) {

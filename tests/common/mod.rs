@@ -189,6 +189,14 @@ impl TestServer {
             h.shutdown().await;
         }
     }
+
+    /// Stops the server and hands over its temporary folder (the data dir is `<it>/data`).
+    pub async fn stop_keeping_data(mut self) -> TempDir {
+        if let Some(h) = self.handle.take() {
+            h.shutdown().await;
+        }
+        std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
+    }
 }
 
 pub async fn status_json(r: reqwest::Response) -> (u16, Value) {
@@ -340,6 +348,16 @@ pub fn spawn_server(data_dir: &Path, envs: &[(&str, &str)]) -> ChildServer {
         .recv_timeout(Duration::from_secs(60))
         .expect("server did not start");
     ChildServer { child, base }
+}
+
+/// A test that fails half-way does not leave its server running.
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 impl ChildServer {

@@ -32,8 +32,9 @@ async fn sign_in(s: &TestServer, d: &Driver) {
     assert!(
         d.wait_until("return location.pathname === '/playground'", 20)
             .await,
-        "landed on {}",
-        d.current_url().await
+        "landed on {}: {}",
+        d.current_url().await,
+        d.source().await
     );
     d.wait_for("#gen-prompt").await;
 }
@@ -327,6 +328,54 @@ async fn a_failed_job_says_so_and_returns_the_credits() {
         .await;
     assert_eq!(v, json!(false), "ready for another try");
     d.screenshot(&shot("failed")).await;
+    drop(d);
+    s.stop().await;
+}
+
+/// Registration in a real browser: the page's own script solves the proof-of-work bot check at
+/// the default difficulty, then the account exists and is signed in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registering_in_a_real_browser_solves_the_bot_check() {
+    let Some(d) = Driver::start().await else {
+        return;
+    };
+    let s = TestServer::start().await;
+    s.finish_setup();
+    let bits = s.store().settings().unwrap().challenge_bits;
+    let loaded = std::time::Instant::now();
+    d.goto(&s.url("/register?return_to=/account")).await;
+    assert!(
+        d.wait_until(
+            "return document.querySelector('.pow-status').textContent === 'Bot check done.'",
+            60
+        )
+        .await
+    );
+    let solved = loaded.elapsed();
+    d.type_into("#name", "Nadia").await;
+    d.type_into("#email", "nadia@example.com").await;
+    d.type_into("#password", "nadia's long password").await;
+    let started = std::time::Instant::now();
+    d.click("form[action=\"/register\"] button[type=submit]")
+        .await;
+    assert!(
+        d.wait_until("return location.pathname === '/account'", 60)
+            .await,
+        "still on {}: {}",
+        d.current_url().await,
+        d.source().await
+    );
+    println!(
+        "headless chromium: bot check at {bits} bits solved {:.2} s after the page was asked for; account made {:.2} s after the click",
+        solved.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    let user = s
+        .store()
+        .user_by_email("nadia@example.com")
+        .unwrap()
+        .unwrap();
+    assert_eq!(user.pending_credits, 20);
     drop(d);
     s.stop().await;
 }

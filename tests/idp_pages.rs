@@ -1119,7 +1119,7 @@ async fn pages_carry_security_headers_and_sign_in_rotates_the_session() {
         assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
         assert!(csp.contains("default-src 'self'"), "{path}");
         assert_eq!(h["x-frame-options"], "DENY", "{path}");
-        assert_eq!(h["referrer-policy"], "no-referrer", "{path}");
+        assert_eq!(h["referrer-policy"], "same-origin", "{path}");
         assert_eq!(h["cache-control"], "no-store", "{path}");
     }
     let page = account(&s, &mut b).await;

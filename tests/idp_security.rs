@@ -27,7 +27,7 @@ async fn sign_in_sets_a_fresh_session_and_pages_are_hardened() {
     let page = b.get(&s.url("/login")).await;
     for (h, want) in [
         ("x-frame-options", "DENY"),
-        ("referrer-policy", "no-referrer"),
+        ("referrer-policy", "same-origin"),
         ("x-content-type-options", "nosniff"),
     ] {
         assert_eq!(page.headers[h], want);

@@ -12,7 +12,12 @@ use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_and_health() {
-    let s = TestServer::with_renderer(Arc::new(open_gate())).await;
+    let s = TestServer::start_with(Options {
+        renderer: Arc::new(open_gate()),
+        tweak: |c| c.metrics_token = Some("observability-test-token".into()),
+        ..Options::default()
+    })
+    .await;
     let (_, key) = s.user("m@example.com", 5, false);
     let r = s.client.get(s.url("/healthz")).send().await.unwrap();
     assert_eq!(r.status(), 200);
@@ -41,7 +46,13 @@ async fn metrics_and_health() {
     let generated = r.headers()["x-request-id"].to_str().unwrap().to_string();
     assert!(generated.len() == 16 && generated.bytes().all(|b| b.is_ascii_hexdigit()));
 
-    let r = s.client.get(s.url("/metrics")).send().await.unwrap();
+    let r = s
+        .client
+        .get(s.url("/metrics"))
+        .bearer_auth("observability-test-token")
+        .send()
+        .await
+        .unwrap();
     assert!(
         r.headers()["content-type"]
             .to_str()

@@ -145,8 +145,12 @@ async fn gigabyte_bodies_are_refused_without_being_buffered() {
             post_huge(&base, "/oauth/token", form, true, GIB).await
         }));
     }
+    let mut slowest = Duration::ZERO;
+    let mut read = 0;
     for t in tasks {
         let a = t.await.unwrap();
+        slowest = slowest.max(a.elapsed);
+        read = read.max(a.sent);
         assert_eq!(a.status, 413, "{}", a.body);
         let v: serde_json::Value = serde_json::from_str(&a.body).unwrap();
         assert_eq!(v["error"], "invalid_request");
@@ -160,7 +164,9 @@ async fn gigabyte_bodies_are_refused_without_being_buffered() {
     let (_, peak) = memory_kib(pid);
     let token_growth = peak.saturating_sub(rss0);
     println!(
-        "3 parallel 1 GiB chunked POSTs to /oauth/token: peak RSS +{} KiB",
+        "3 parallel 1 GiB chunked POSTs to /oauth/token: answered within {:.2} s having sent at most {} KiB, peak RSS +{} KiB",
+        slowest.as_secs_f64(),
+        read / 1024,
         token_growth
     );
     assert!(

@@ -358,7 +358,7 @@ async fn client_and_keys_commands_with_server_running() {
 }
 
 #[test]
-fn first_start_prints_a_setup_link_only_while_there_are_no_users() {
+fn first_start_prints_a_setup_link_until_an_administrator_exists() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let read_start = |dir: &std::path::Path| {
@@ -388,6 +388,22 @@ fn first_start_prints_a_setup_link_only_while_there_are_no_users() {
         &["user", "add", "--email", "a@example.com", "--json"],
         None,
     );
+    // An ordinary account does not end setup: the link is printed again.
     let second = read_start(dir.path());
-    assert!(!second.contains("/setup?token="), "{second}");
+    assert!(second.contains("/setup?token="), "{second}");
+    cli_json(
+        dir.path(),
+        &[
+            "user",
+            "update",
+            "--email",
+            "a@example.com",
+            "--admin",
+            "true",
+            "--json",
+        ],
+        None,
+    );
+    let third = read_start(dir.path());
+    assert!(!third.contains("/setup?token="), "{third}");
 }

@@ -191,7 +191,7 @@ pub async fn start(config: Config, config_file: Option<PathBuf>) -> anyhow::Resu
         println!("  First start: open this one-time link to create the admin account:");
         println!("    {url}");
         println!(
-            "  (or from the command line: pictor user add --email you@example.com --password-stdin --admin)"
+            "  (registration stays closed until an admin exists; or from the command line: pictor user add --email you@example.com --password-stdin --admin, or pictor user update --email E --admin true)"
         );
         println!();
     }

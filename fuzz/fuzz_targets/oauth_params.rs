@@ -1,5 +1,5 @@
 //! The OAuth request parsers: authorize/token/revoke parameters (repeats refused), API-key and
-//! import-file parsing.
+//! import-file parsing, trusted-proxy lists and forwarding headers, bot-check answers.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
@@ -11,5 +11,16 @@ fuzz_target!(|data: &[u8]| {
         let _ = pictor::auth::import::parse(text);
         let _ = pictor::store::JobId::parse(text);
         let _ = pictor::store::UserId::parse(text);
+        // Trusted-proxy lists and forwarding headers (RFC 7239 and X-Forwarded-For).
+        let _ = pictor::net::TrustedProxies::parse(text);
+        if let Ok(v) = poem::http::HeaderValue::from_str(text) {
+            let trusted = pictor::net::TrustedProxies::parse("127.0.0.1, ::1").unwrap_or_default();
+            for name in ["forwarded", "x-forwarded-for"] {
+                let mut h = poem::http::HeaderMap::new();
+                h.insert(name, v.clone());
+                let _ = pictor::net::client_ip(Some([127, 0, 0, 1].into()), &h, &trusted);
+            }
+        }
+        let _ = pictor::idp::pow::solves(text, text, 8);
     }
 });

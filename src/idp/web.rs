@@ -290,11 +290,14 @@ pub fn client_ip(state: &AppState, req: &Request) -> Option<IpAddr> {
 #[derive(Default)]
 pub struct Throttle {
     per_ip: Mutex<HashMap<IpAddr, Vec<Millis>>>,
-    per_source: Mutex<HashMap<(String, Option<IpAddr>), Vec<Millis>>>,
+    per_source: Mutex<HashMap<Source, Vec<Millis>>>,
     per_account: Mutex<HashMap<String, Vec<Millis>>>,
     client_failures: Mutex<HashMap<Option<IpAddr>, Vec<Millis>>>,
     signups: Mutex<HashMap<ipnet::IpNet, Vec<Millis>>>,
 }
+
+/// An (account, address) pair of the sign-in throttle.
+type Source = (String, Option<IpAddr>);
 
 /// Attempts one IP may make per minute (all accounts together).
 pub const IP_ATTEMPTS_PER_MINUTE: usize = 20;

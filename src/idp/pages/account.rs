@@ -552,7 +552,7 @@ fn throttled(
     match state
         .idp
         .throttle
-        .attempt(client_ip(&state, req), &user.email, now)
+        .attempt(client_ip(state, req), &user.email, now)
     {
         crate::idp::web::Verdict::Allowed => None,
         crate::idp::web::Verdict::Limited(secs) => Some(render(

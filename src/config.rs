@@ -177,6 +177,11 @@ pub const KEYS: &[Key] = &[
         help: "reverse proxies (IPs/CIDRs) whose X-Forwarded-For/Forwarded are believed",
     },
     Key {
+        name: "forwarded_header",
+        env: "PICTOR_FORWARDED_HEADER",
+        help: "the header trusted proxies write: x-forwarded-for (default) or forwarded",
+    },
+    Key {
         name: "metrics_token",
         env: "PICTOR_METRICS_TOKEN",
         help: "bearer token for GET /metrics (unset: /metrics only on the admin channel)",
@@ -516,6 +521,17 @@ pub fn resolve(layers: &Layers) -> Result<(Config, Vec<Effective>), ConfigError>
                 config.trusted_proxies.describe()
             }
             ("trusted_proxies", None) => "(none: the socket peer is the client)".to_string(),
+            ("forwarded_header", Some((v, s))) => {
+                config.trusted_proxies.header =
+                    crate::net::ForwardedHeader::parse(&v).map_err(|reason| ConfigError::Invalid {
+                        key: key.name.into(),
+                        value: v.clone(),
+                        origin: s,
+                        reason,
+                    })?;
+                v
+            }
+            ("forwarded_header", None) => "x-forwarded-for".to_string(),
             ("metrics_token", Some((v, s))) => {
                 let token = v.trim().to_string();
                 if token.len() < 16 {

@@ -14,6 +14,7 @@ pub mod config;
 pub mod idp;
 pub mod jobs;
 pub mod metrics;
+pub mod models;
 pub mod net;
 pub mod ops;
 pub mod render;

@@ -1,14 +1,48 @@
 //! Who is calling: the socket peer, or — only when the peer is one of the configured
-//! `trusted_proxies` — the client named by `Forwarded` (RFC 7239) or `X-Forwarded-For`.
+//! `trusted_proxies` — the client named by the one forwarding header the proxy writes
+//! (`X-Forwarded-For` by default, or `Forwarded` (RFC 7239) with `forwarded_header = "forwarded"`).
+//! Only that header is read: proxies pass the other one through from the client unchanged.
 //! Throttles and sign-up limits key on this address.
 
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-/// The proxies whose forwarding headers are believed (addresses or CIDR blocks).
+/// The forwarding header a trusted proxy writes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For` (nginx `$proxy_add_x_forwarded_for`, Caddy, Traefik, HAProxy).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded` (RFC 7239).
+    Forwarded,
+}
+
+impl ForwardedHeader {
+    pub fn parse(v: &str) -> Result<ForwardedHeader, String> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "x-forwarded-for" => Ok(ForwardedHeader::XForwardedFor),
+            "forwarded" => Ok(ForwardedHeader::Forwarded),
+            other => Err(format!(
+                "{other:?} is not a forwarding header: use x-forwarded-for or forwarded"
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ForwardedHeader::XForwardedFor => "x-forwarded-for",
+            ForwardedHeader::Forwarded => "forwarded",
+        }
+    }
+}
+
+/// The proxies whose forwarding header is believed (addresses or CIDR blocks), and which header.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TrustedProxies(Vec<IpNet>);
+pub struct TrustedProxies {
+    nets: Vec<IpNet>,
+    pub header: ForwardedHeader,
+}
 
 impl TrustedProxies {
     /// Parses a comma- or space-separated list of addresses and CIDR blocks
@@ -74,31 +108,27 @@ fn parse_node(node: &str) -> Option<IpAddr> {
     host.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
 }
 
-/// The hops a proxy chain reports, nearest last; `None` for a hop that names no address.
-fn forwarded_chain(headers: &poem::http::HeaderMap) -> Vec<Option<IpAddr>> {
-    let forwarded: Vec<&str> = headers
-        .get_all("forwarded")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    if !forwarded.is_empty() {
-        let mut hops = Vec::new();
-        for element in forwarded.iter().flat_map(|v| v.split(',')) {
-            let node = element.split(';').find_map(|pair| {
-                let (k, v) = pair.split_once('=')?;
-                k.trim().eq_ignore_ascii_case("for").then_some(v)
-            });
+/// The hops the proxy chain reports in `header`, nearest last; `None` for a hop that names no
+/// address. A header that is not text ends the chain with an unknown hop.
+fn forwarded_chain(headers: &poem::http::HeaderMap, header: ForwardedHeader) -> Vec<Option<IpAddr>> {
+    let mut hops = Vec::new();
+    for value in headers.get_all(header.name()) {
+        let Ok(value) = value.to_str() else {
+            hops.push(None);
+            continue;
+        };
+        for element in value.split(',') {
+            let node = match header {
+                ForwardedHeader::XForwardedFor => Some(element),
+                ForwardedHeader::Forwarded => element.split(';').find_map(|pair| {
+                    let (k, v) = pair.split_once('=')?;
+                    k.trim().eq_ignore_ascii_case("for").then_some(v)
+                }),
+            };
             hops.push(node.and_then(parse_node));
         }
-        return hops;
     }
-    headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(parse_node)
-        .collect()
+    hops
 }
 
 /// The client address of a request arriving from `peer`: the peer itself unless it is a trusted
@@ -114,7 +144,7 @@ pub fn client_ip(
         return Some(peer);
     }
     let mut nearest = peer;
-    for hop in forwarded_chain(headers).into_iter().rev() {
+    for hop in forwarded_chain(headers, trusted.header).into_iter().rev() {
         match hop.map(canonical) {
             Some(ip) if trusted.contains(ip) => nearest = ip,
             Some(ip) => return Some(ip),
@@ -181,8 +211,23 @@ mod tests {
     }
 
     #[test]
+    fn only_the_configured_header_is_read() {
+        // nginx appends to X-Forwarded-For and passes a client's own `Forwarded` through.
+        let trusted = TrustedProxies::parse("127.0.0.1").unwrap();
+        let h = headers(&[
+            ("forwarded", "for=1.2.3.4"),
+            ("x-forwarded-for", "203.0.113.9"),
+        ]);
+        assert_eq!(
+            client_ip(Some("127.0.0.1".parse().unwrap()), &h, &trusted),
+            Some("203.0.113.9".parse().unwrap())
+        );
+    }
+
+    #[test]
     fn rfc7239_forwarded() {
-        let trusted = TrustedProxies::parse("::1").unwrap();
+        let mut trusted = TrustedProxies::parse("::1").unwrap();
+        trusted.header = ForwardedHeader::Forwarded;
         let h = headers(&[(
             "forwarded",
             "for=192.0.2.60;proto=http;by=203.0.113.43, for=\"[2001:db8:cafe::17]:4711\"",

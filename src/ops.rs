@@ -59,6 +59,17 @@ pub enum AdminRequest {
         name: String,
     },
     KeysRotate,
+    /// Registers a diffusion model (an absolute path to a diffusers folder or a checkpoint).
+    ModelAdd {
+        name: String,
+        path: String,
+        #[serde(default)]
+        source: Option<String>,
+    },
+    ModelList,
+    ModelRemove {
+        name: String,
+    },
 }
 
 impl std::fmt::Debug for AdminRequest {
@@ -253,6 +264,31 @@ pub fn execute(
             let kid = key.kid.clone();
             store.add_signing_key(key, now)?;
             Ok(json!({ "kid": kid }))
+        }
+        AdminRequest::ModelAdd { name, path, source } => {
+            crate::models::check_name(&name).map_err(|e| OpError::Invalid(e.to_string()))?;
+            let p = std::path::Path::new(&path);
+            if !p.is_absolute() {
+                return Err(OpError::Invalid(format!("{path} is not an absolute path")));
+            }
+            let info = crate::models::inspect(p).map_err(|e| OpError::Invalid(e.to_string()))?;
+            let record = crate::store::models::ModelRecord {
+                name,
+                path,
+                layout: info.layout,
+                arch: info.arch,
+                prediction: info.prediction,
+                weight_bytes: info.weight_bytes,
+                added_at: now,
+                source,
+            };
+            store.add_model(record.clone())?;
+            Ok(json!({ "model": record, "tensors": info.tensors }))
+        }
+        AdminRequest::ModelList => Ok(json!({ "models": store.models()? })),
+        AdminRequest::ModelRemove { name } => {
+            let record = store.remove_model(&name)?;
+            Ok(json!({ "removed": record }))
         }
     }
 }

@@ -169,6 +169,34 @@ async fn forwarding_headers_count_only_from_trusted_proxies() {
     assert!(attacker.contains(&429), "{attacker:?}");
     // Gina, behind the same proxy, is another client.
     assert_eq!(login_via(&s, "198.51.100.7", "gina's password!").await, 303);
+    // A `Forwarded` header the client made up is not read (the proxy writes X-Forwarded-For
+    // and passes `Forwarded` through): all of these are the proxy itself.
+    let mut statuses = Vec::new();
+    for i in 0..22 {
+        let mut b = Browser::new();
+        let page = b.get(&s.url("/login")).await;
+        let mut f = form_fields(&page.body, "/login");
+        set_field(&mut f, "email", "gina@example.com");
+        set_field(&mut f, "password", "wrong password");
+        let r = b
+            .http
+            .post(s.url("/login"))
+            .header("forwarded", format!("for=192.0.2.{i}"))
+            .header(
+                "cookie",
+                b.cookies
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+            .form(&f)
+            .send()
+            .await
+            .unwrap();
+        statuses.push(r.status().as_u16());
+    }
+    assert!(statuses.contains(&429), "{statuses:?}");
     s.stop().await;
 
     // Without trusted proxies, a spoofed X-Forwarded-For changes nothing.
@@ -319,6 +347,53 @@ async fn a_registration_script_gets_few_accounts_and_no_credits() {
         (Some(20), Some(0))
     );
     s.assert_books_balanced();
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_bursts_cannot_slip_past_the_limits() {
+    let s = TestServer::start().await;
+    s.finish_setup();
+    s.person("pat@example.com", "pat's password!!");
+    // 20 sign-ups at once from one address, every bot check solved: 3 accounts.
+    let mut forms = Vec::new();
+    for i in 0..20 {
+        let mut b = Browser::from_ip("127.0.0.41");
+        let page = b.get(&s.url("/register")).await;
+        let mut f = form_fields(&page.body, "/register");
+        set_field(&mut f, "email", &format!("burst{i}@example.com"));
+        set_field(&mut f, "password", "burst password 1");
+        solve_bot_check(&page.body, &mut f).unwrap();
+        forms.push((b, f));
+    }
+    let statuses = futures_util::future::join_all(forms.into_iter().map(|(mut b, f)| {
+        let url = s.url("/register");
+        async move { b.post(&url, &f).await.status }
+    }))
+    .await;
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 303).count(),
+        3,
+        "{statuses:?}"
+    );
+    // 20 wrong passwords at once from one address: at most 3 are checked before the bot check
+    // and the delays apply.
+    let mut forms = Vec::new();
+    for i in 0..20 {
+        let mut b = Browser::from_ip("127.0.0.42");
+        let page = b.get(&s.url("/login")).await;
+        let mut f = form_fields(&page.body, "/login");
+        set_field(&mut f, "email", "pat@example.com");
+        set_field(&mut f, "password", &format!("guess {i}"));
+        forms.push((b, f));
+    }
+    let statuses = futures_util::future::join_all(forms.into_iter().map(|(mut b, f)| {
+        let url = s.url("/login");
+        async move { b.post(&url, &f).await.status }
+    }))
+    .await;
+    let checked = statuses.iter().filter(|s| **s == 401).count();
+    assert!(checked <= 3, "{checked} passwords checked: {statuses:?}");
     s.stop().await;
 }
 
@@ -546,6 +621,34 @@ async fn prompt_login_and_max_age_force_a_fresh_sign_in() {
         .as_u64()
         .unwrap();
     assert!(fresh >= first + 120, "auth_time {first} -> {fresh}");
+    // max_age=0 on the real clock: one sign-in, then back to the client (no loop).
+    let page = b.get(&authorize_url(&s, &app, "&max_age=0")).await;
+    let loc = page.location.unwrap();
+    assert!(loc.contains("force=1"), "{loc}");
+    let page = b.get(&s.url(&loc)).await;
+    let mut f = form_fields(&page.body, "/login");
+    set_field(&mut f, "email", "jo@example.com");
+    set_field(&mut f, "password", "jo's password!!!");
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let r = b.post(&s.url("/login"), &f).await;
+    let r = b.follow(&s.base, r).await;
+    assert!(
+        r.location.as_deref().is_some_and(|l| l.starts_with(REDIRECT)),
+        "{:?} {}",
+        r.location,
+        r.status
+    );
+    // prompt="login consent": after the fresh sign-in, consent is still asked.
+    let page = b.get(&authorize_url(&s, &app, "&prompt=login%20consent")).await;
+    let loc = page.location.unwrap();
+    let page = b.get(&s.url(&loc)).await;
+    let mut f = form_fields(&page.body, "/login");
+    set_field(&mut f, "email", "jo@example.com");
+    set_field(&mut f, "password", "jo's password!!!");
+    let r = b.post(&s.url("/login"), &f).await;
+    let r = b.follow(&s.base, r).await;
+    assert_eq!(r.status, 200, "{:?}", r.location);
+    assert!(r.body.contains("action=\"/oauth/authorize\""), "consent page");
     // A bad max_age goes back to the client as invalid_request.
     let page = b.get(&authorize_url(&s, &app, "&max_age=soon")).await;
     assert_eq!(

@@ -107,15 +107,24 @@ async fn signing_keys_are_sealed_and_old_plain_keys_get_sealed() {
         .json()
         .await
         .unwrap();
-    assert_eq!(
-        jwks["keys"][0]["kid"].as_str(),
-        Some(keys[0].kid.as_str()),
-        "same key"
-    );
+    // Still published (tokens it signed stay verifiable), but no longer the signing key.
+    let kids: Vec<&str> = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|k| k["kid"].as_str())
+        .collect();
+    assert!(kids.contains(&keys[0].kid.as_str()), "{kids:?}");
+    assert_eq!(kids.len(), 2, "rotated: {kids:?}");
     child.terminate();
     let store = Store::open(&data.join("pictor.redb")).unwrap();
-    let rec = store.signing_keys().unwrap().remove(0);
-    assert!(rec.pkcs8.starts_with("sealed:"), "sealed at start");
+    let recs = store.signing_keys().unwrap();
+    assert!(
+        recs.iter().all(|r| r.pkcs8.starts_with("sealed:")),
+        "sealed at start"
+    );
+    let old = recs.iter().find(|r| r.kid == keys[0].kid).unwrap();
+    assert!(old.retired_at.is_some(), "the once-plain key is retired");
     drop(store);
 
     // The store file without its secret.key cannot sign: the server refuses to start and says

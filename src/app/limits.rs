@@ -17,7 +17,7 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use poem::http::{HeaderValue, Method, StatusCode, header};
+use poem::http::{HeaderValue, StatusCode, header};
 use poem::{Body, Endpoint, IntoResponse, Request, Response};
 
 use crate::api::MAX_BODY_BYTES;
@@ -171,8 +171,8 @@ pub async fn limit_body<E: Endpoint>(
     ep: std::sync::Arc<E>,
     mut req: Request,
 ) -> poem::Result<Response> {
-    let bodiless = req.method() == Method::GET || req.method() == Method::HEAD;
-    let Some((family, limit)) = family_of(req.uri().path()).filter(|_| !bodiless) else {
+    // Every method, GET and HEAD included: a body nobody reads is still capped.
+    let Some((family, limit)) = family_of(req.uri().path()) else {
         return ep.call(req).await.map(IntoResponse::into_response);
     };
     if declared_length(&req).is_some_and(|n| n > limit as u64) {

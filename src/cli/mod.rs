@@ -67,6 +67,9 @@ pub enum Command {
     /// Manage the id_token signing keys.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Install, list and remove diffusion models (diffusers folders or single-file checkpoints).
+    #[command(subcommand)]
+    Models(ModelsCommand),
     /// Render one picture to a file with the built-in renderer (no server needed).
     Render(render::RenderArgs),
     /// Write a consistent backup (store snapshot + pictures) to one file; works while the server runs.
@@ -216,6 +219,51 @@ pub enum ClientCommand {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum ModelsCommand {
+    /// Register a model already on disk: a diffusers folder or a single-file .safetensors
+    /// checkpoint (it stays where it is).
+    Add {
+        /// Name to use in the configuration (lower-case letters, digits, '.', '_', '-').
+        name: String,
+        path: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List installed models.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Unregister a model.
+    Remove {
+        name: String,
+        /// Also delete its files (only for models pulled into the data folder).
+        #[arg(long)]
+        delete_files: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Download a diffusers repository from the Hugging Face hub into the data folder and
+    /// register it (resumable; every file checked against the hub's SHA-256). Honours
+    /// HF_ENDPOINT and HF_TOKEN. You accept the model's licence.
+    Pull {
+        /// `owner/name` on the hub, e.g. stabilityai/sd-turbo.
+        repo: String,
+        /// Branch, tag or commit.
+        #[arg(long, default_value = "main")]
+        revision: String,
+        /// Weight variant to fetch (e.g. fp16); default: the plain weights.
+        #[arg(long)]
+        variant: Option<String>,
+        /// Name to register it under (default: the repository's name).
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum KeysCommand {
     /// Make a new signing key; the old public key stays in the JWKS until its tokens expire.
     Rotate {
@@ -325,6 +373,150 @@ fn describe_user(v: &Value) -> String {
         v["daily_limit"],
         v["daily_used"],
     )
+}
+
+fn describe_model(m: &Value) -> String {
+    format!(
+        "{:<20} {:<5} {:<12} {:>8.1} GiB  {}{}",
+        m["name"].as_str().unwrap_or_default(),
+        m["arch"].as_str().unwrap_or_default(),
+        m["layout"].as_str().unwrap_or_default(),
+        m["weight_bytes"].as_u64().unwrap_or(0) as f64 / (1u64 << 30) as f64,
+        m["path"].as_str().unwrap_or_default(),
+        m["source"]
+            .as_str()
+            .map(|s| format!("  (from {s})"))
+            .unwrap_or_default(),
+    )
+}
+
+/// A default model name from a hub repository id: `stabilityai/SD-Turbo` → `sd-turbo`.
+fn name_from_repo(repo: &str) -> String {
+    let last = repo.rsplit('/').next().unwrap_or(repo).to_ascii_lowercase();
+    let cleaned: String = last
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    cleaned.trim_start_matches('.').chars().take(64).collect()
+}
+
+async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()> {
+    match cmd {
+        ModelsCommand::Add { name, path, json } => {
+            let path = std::fs::canonicalize(path)
+                .with_context(|| format!("cannot find {}", path.display()))?;
+            let v = run_admin(
+                dir,
+                AdminRequest::ModelAdd {
+                    name: name.clone(),
+                    path: path.display().to_string(),
+                    source: None,
+                },
+            )
+            .await?;
+            print(&v, *json, |v| format!("installed {}", describe_model(&v["model"])));
+            Ok(())
+        }
+        ModelsCommand::List { json } => {
+            let v = run_admin(dir, AdminRequest::ModelList).await?;
+            print(&v, *json, |v| {
+                let models = v["models"].as_array().cloned().unwrap_or_default();
+                if models.is_empty() {
+                    "no models installed (pictor models add NAME PATH, or pictor models pull OWNER/NAME)".into()
+                } else {
+                    models.iter().map(describe_model).collect::<Vec<_>>().join("\n")
+                }
+            });
+            Ok(())
+        }
+        ModelsCommand::Remove {
+            name,
+            delete_files,
+            json,
+        } => {
+            let v = run_admin(dir.clone(), AdminRequest::ModelRemove { name: name.clone() }).await?;
+            let path = PathBuf::from(v["removed"]["path"].as_str().unwrap_or_default());
+            let mut deleted = false;
+            if *delete_files {
+                let root = std::fs::canonicalize(dir.join("models")).ok();
+                let inside = root.as_ref().is_some_and(|r| path.starts_with(r) && path != *r);
+                if !inside {
+                    bail!(
+                        "unregistered {name}, but did not delete {}: only models pulled into the data folder's models/ are deleted",
+                        path.display()
+                    );
+                }
+                std::fs::remove_dir_all(&path)
+                    .with_context(|| format!("cannot delete {}", path.display()))?;
+                deleted = true;
+            }
+            let mut v = v;
+            v["deleted_files"] = Value::Bool(deleted);
+            print(&v, *json, |v| {
+                format!(
+                    "removed {}{}",
+                    v["removed"]["name"].as_str().unwrap_or_default(),
+                    if deleted { " and its files" } else { "" }
+                )
+            });
+            Ok(())
+        }
+        ModelsCommand::Pull {
+            repo,
+            revision,
+            variant,
+            name,
+            json,
+        } => {
+            let name = name.clone().unwrap_or_else(|| name_from_repo(repo));
+            crate::models::check_name(&name)?;
+            let models_dir = dir.join("models");
+            crate::store::private_dir(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            std::fs::create_dir_all(&models_dir)
+                .with_context(|| format!("cannot create {}", models_dir.display()))?;
+            let pull = crate::models::hub::Pull {
+                endpoint: std::env::var("HF_ENDPOINT")
+                    .ok()
+                    .filter(|v| !v.is_empty())
+                    .unwrap_or_else(|| crate::models::hub::DEFAULT_ENDPOINT.to_string()),
+                token: std::env::var("HF_TOKEN").ok(),
+                repo: repo.clone(),
+                revision: revision.clone(),
+                variant: variant.clone(),
+                dest: models_dir.join(&name),
+                progress: !*json,
+            };
+            let report = crate::models::hub::pull(&pull).await?;
+            let source = format!("{}@{}", report.repo, report.commit);
+            let registered = run_admin(
+                dir,
+                AdminRequest::ModelAdd {
+                    name: name.clone(),
+                    path: std::fs::canonicalize(&report.path)?.display().to_string(),
+                    source: Some(source),
+                },
+            )
+            .await?;
+            let v = serde_json::json!({"pull": report, "model": registered["model"]});
+            print(&v, *json, |v| {
+                format!(
+                    "pulled {} files ({:.1} MiB, {:.1} MiB resumed) and installed {}",
+                    v["pull"]["files"],
+                    v["pull"]["bytes"].as_u64().unwrap_or(0) as f64 / 1048576.0,
+                    v["pull"]["resumed_bytes"].as_u64().unwrap_or(0) as f64 / 1048576.0,
+                    describe_model(&v["model"])
+                )
+            });
+            Ok(())
+        }
+    }
 }
 
 /// Runs a non-serve command.
@@ -626,6 +818,7 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
             });
             Ok(())
         }
+        Command::Models(cmd) => models_command(dir, cmd).await,
         Command::Keys(KeysCommand::Rotate { json }) => {
             let v = run_admin(dir, AdminRequest::KeysRotate).await?;
             print(&v, *json, |v| {

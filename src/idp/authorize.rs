@@ -356,32 +356,40 @@ pub async fn authorize_get(req: &Request, state: Data<&AppState>, jar: &CookieJa
         Checked::Ok(a) => a,
         Checked::Page(r) | Checked::Redirect(r) => return r,
     };
-    let here = format!("/oauth/authorize?{raw}");
     let now = state.clock.now();
-    // `prompt=login` asks for a sign-in made now: the way back from `/login` carries
-    // `auth_after=<now>` instead, which the fresh sign-in satisfies (no loop).
+    // `prompt=login` asks for a sign-in made now, `max_age` for one made after now - max_age.
+    // From here on (the way back from `/login`, the consent form) the request carries that as a
+    // fixed `auth_after` time instead, which the fresh sign-in satisfies: no loop, however long
+    // the person takes, and other prompt values (`consent`) are kept.
     let fresh_after = if authz.prompts("login") {
         Some(authz.auth_after.unwrap_or(0).max(now))
     } else {
         authz.auth_after
     };
-    let back = if authz.prompts("login") {
-        let mut p: Vec<(String, String)> = params
-            .iter()
-            .filter(|(k, _)| k.as_str() != "prompt" && k.as_str() != AUTH_AFTER)
-            .map(|(k, v)| (k.clone(), v.clone()))
+    let mut normal: HashMap<String, String> = params
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "prompt" | "max_age" | AUTH_AFTER))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if let Some(p) = &authz.prompt {
+        let rest: Vec<&str> = p
+            .split(' ')
+            .filter(|x| !x.is_empty() && *x != "login")
             .collect();
-        if let Some(t) = fresh_after {
-            p.push((AUTH_AFTER.into(), t.to_string()));
+        if !rest.is_empty() {
+            normal.insert("prompt".into(), rest.join(" "));
         }
-        p.sort();
-        format!(
-            "/oauth/authorize?{}",
-            serde_urlencoded::to_string(&p).unwrap_or_default()
-        )
-    } else {
-        here.clone()
-    };
+    }
+    if let Some(t) = fresh_after {
+        normal.insert(AUTH_AFTER.into(), t.to_string());
+    }
+    let mut pairs: Vec<(&String, &String)> = normal.iter().collect();
+    pairs.sort();
+    let back = format!(
+        "/oauth/authorize?{}",
+        serde_urlencoded::to_string(&pairs).unwrap_or_default()
+    );
+    let here = back.clone();
     let return_q = serde_urlencoded::to_string([("return_to", back.as_str())]).unwrap_or_default();
     let popup = if authz.display == "popup" {
         "&display=popup"
@@ -435,7 +443,7 @@ pub async fn authorize_get(req: &Request, state: Data<&AppState>, jar: &CookieJa
         email: me.user.email.clone(),
         scopes: authz.scopes.iter().map(|s| scope_description(s)).collect(),
         csrf: csrf_token(&state, jar),
-        params: carried(&params),
+        params: carried(&normal),
         return_to: here.clone(),
     })
 }

@@ -77,17 +77,24 @@ pub fn generate(now: Millis, secrets: &SecretBox) -> Result<SigningKeyRecord, Ke
 /// Creates the first key if the store has none, and seals keys stored in plain text by older
 /// versions. Runs at start.
 pub fn ensure_key(store: &Store, secrets: &SecretBox, now: Millis) -> Result<(), KeyError> {
+    let mut was_plain = false;
     for mut rec in store.signing_keys()? {
         if !rec.pkcs8.starts_with(SEALED) {
             let der = private_der(&rec, secrets)?;
             rec.pkcs8 = seal(secrets, &der)?;
             store.put_signing_key(rec)?;
+            was_plain = true;
         } else if rec.retired_at.is_none() {
             // Refuse to start with a key that cannot sign (a store without its secret.key).
             private_der(&rec, secrets)?;
         }
     }
-    if store.signing_keys()?.iter().all(|k| k.retired_at.is_some()) {
+    if was_plain {
+        // The plain copy may linger in the file's free pages and in old backups: retire that
+        // key (it stays in the JWKS until the tokens it signed expire) and sign with a new one.
+        store.add_signing_key(generate(now, secrets)?, now)?;
+        tracing::warn!("signing keys stored in plain text were sealed; the current key was rotated");
+    } else if store.signing_keys()?.iter().all(|k| k.retired_at.is_some()) {
         store.add_signing_key(generate(now, secrets)?, now)?;
     }
     Ok(())

@@ -47,6 +47,8 @@ pub struct IdpState {
     pub throttle: web::Throttle,
     pub challenges: pow::Challenges,
     pub signins_ok: AtomicU64,
+    /// An administrator has been seen in the store (first-start setup is over).
+    pub admin_seen: std::sync::atomic::AtomicBool,
     pub signins_failed: AtomicU64,
     /// SHA-256 of the one-time setup token, while the store has no users (see `setup_link`).
     pub setup_token: std::sync::Mutex<Option<[u8; 32]>>,
@@ -61,6 +63,7 @@ impl IdpState {
             throttle: web::Throttle::default(),
             challenges: pow::Challenges::default(),
             signins_ok: AtomicU64::new(0),
+            admin_seen: std::sync::atomic::AtomicBool::new(false),
             signins_failed: AtomicU64::new(0),
             setup_token: std::sync::Mutex::new(None),
         }

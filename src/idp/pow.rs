@@ -1,8 +1,8 @@
 //! Bot resistance without an outside service: a proof-of-work challenge that the page's own
-//! script (`/static/pow.js`) solves while the person types. The server hands out a random
-//! challenge `c` and a difficulty `d`; the form comes back with a nonce `n` such that
-//! SHA-256(`c` ":" `n`) starts with `d` zero bits (2^d hashes on average). Each challenge is good
-//! for one submission and ten minutes, and is kept only in memory.
+//! script (`/static/pow.js`) solves while the person types. The server hands out a random,
+//! HMAC-signed challenge `c` carrying its difficulty `d` and expiry; the form comes back with a
+//! nonce `n` such that SHA-256(`c` ":" `n`) starts with `d` zero bits (2^d hashes on average).
+//! Each challenge is good for one submission and ten minutes.
 //!
 //! Shown on registration, and on sign-in once a source (or the account) has failed too often.
 //! The work is the same for a script and for the page; what bounds a script's yield are the
@@ -17,11 +17,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rand::RngExt;
 use sha2::{Digest, Sha256};
 
+use super::crypto::SecretBox;
 use crate::clock::Millis;
 
 const TTL_MS: u64 = 10 * 60 * 1000;
-/// Open challenges kept at most (oldest dropped first past this).
-const MAX_OPEN: usize = 100_000;
 /// Difficulty bounds accepted for the `challenge_bits` setting.
 pub const MIN_BITS: u32 = 8;
 pub const MAX_BITS: u32 = 28;
@@ -33,10 +32,17 @@ pub struct Challenge {
     pub bits: u32,
 }
 
+/// Challenges are stateless: `base64url(random 8 ‖ expiry seconds u32 ‖ bits u8) "."
+/// base64url(HMAC[..12])`, so handing them out stores nothing (a flood of page loads cannot
+/// push out real users' challenges). Only solved ones are remembered, until they expire, to
+/// make each good for one submission; filling that set costs 2^bits hashes an entry.
 #[derive(Default)]
 pub struct Challenges {
-    open: Mutex<HashMap<String, (u32, Millis)>>,
+    used: Mutex<HashMap<String, Millis>>,
 }
+
+/// Solved challenges remembered at most (each cost its solver 2^bits hashes).
+const MAX_USED: usize = 1_000_000;
 
 /// Leading zero bits of a digest.
 pub fn leading_zero_bits(digest: &[u8]) -> u32 {
@@ -65,37 +71,56 @@ pub fn solves(challenge: &str, nonce: &str, bits: u32) -> bool {
     leading_zero_bits(&digest) >= bits
 }
 
+fn tag(secrets: &SecretBox, body: &str) -> String {
+    URL_SAFE_NO_PAD.encode(&secrets.mac(&[b"pow", body.as_bytes()])[..12])
+}
+
+/// The expiry (ms) and difficulty a challenge was issued with, if it is one of ours.
+fn open(secrets: &SecretBox, challenge: &str) -> Option<(Millis, u32)> {
+    let (body, mac) = challenge.split_once('.')?;
+    if !super::crypto::ct_eq(tag(secrets, body).as_bytes(), mac.as_bytes()) {
+        return None;
+    }
+    let raw = URL_SAFE_NO_PAD.decode(body).ok()?;
+    if raw.len() != 13 {
+        return None;
+    }
+    let exp = u32::from_be_bytes(raw[8..12].try_into().ok()?);
+    Some((u64::from(exp) * 1000, u32::from(raw[12])))
+}
+
 impl Challenges {
-    /// A fresh challenge of `bits` difficulty.
-    pub fn issue(&self, bits: u32, now: Millis) -> Challenge {
+    /// A fresh challenge of `bits` difficulty, valid for ten minutes.
+    pub fn issue(&self, secrets: &SecretBox, bits: u32, now: Millis) -> Challenge {
         let bits = bits.clamp(MIN_BITS, MAX_BITS);
-        let challenge = URL_SAFE_NO_PAD.encode(rand::rng().random::<[u8; 16]>());
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if open.len() >= MAX_OPEN {
-            open.retain(|_, (_, exp)| now < *exp);
-            if open.len() >= MAX_OPEN {
-                // Still full of live challenges (a flood): forget the oldest half.
-                let mut expiries: Vec<Millis> = open.values().map(|(_, e)| *e).collect();
-                expiries.sort_unstable();
-                let cut = expiries[expiries.len() / 2];
-                open.retain(|_, (_, exp)| *exp > cut);
-            }
-        }
-        open.insert(challenge.clone(), (bits, now + TTL_MS));
+        let mut raw = [0u8; 13];
+        raw[..8].copy_from_slice(&rand::rng().random::<[u8; 8]>());
+        let exp = u32::try_from((now + TTL_MS) / 1000).unwrap_or(u32::MAX);
+        raw[8..12].copy_from_slice(&exp.to_be_bytes());
+        raw[12] = bits as u8;
+        let body = URL_SAFE_NO_PAD.encode(raw);
+        let challenge = format!("{body}.{}", tag(secrets, &body));
         Challenge { challenge, bits }
     }
 
-    /// Checks a solution. The challenge is used up by any answer, right or wrong.
-    pub fn verify(&self, challenge: &str, nonce: &str, now: Millis) -> bool {
-        let entry = self
-            .open
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(challenge);
-        match entry {
-            Some((bits, exp)) if now < exp => solves(challenge, nonce, bits),
-            _ => false,
+    /// Checks a solution: a challenge of ours, not expired, not used before, solved at the
+    /// difficulty it was issued with. A right answer uses the challenge up.
+    pub fn verify(&self, secrets: &SecretBox, challenge: &str, nonce: &str, now: Millis) -> bool {
+        let Some((exp, bits)) = open(secrets, challenge) else {
+            return false;
+        };
+        if now >= exp || !solves(challenge, nonce, bits) {
+            return false;
         }
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        if used.len() >= MAX_USED {
+            used.retain(|_, e| now < *e);
+        }
+        if used.len() >= MAX_USED || used.contains_key(challenge) {
+            return false;
+        }
+        used.insert(challenge.to_string(), exp);
+        true
     }
 }
 
@@ -110,18 +135,33 @@ mod tests {
             .unwrap_or_default()
     }
 
+    fn secrets() -> (tempfile::TempDir, SecretBox) {
+        let dir = tempfile::tempdir().unwrap();
+        let b = SecretBox::open_or_create(dir.path()).unwrap();
+        (dir, b)
+    }
+
     #[test]
     fn a_solution_works_once_and_only_for_its_challenge() {
+        let (_d, k) = secrets();
         let cs = Challenges::default();
-        let c = cs.issue(10, 0);
+        let now = 1_700_000_000_000;
+        let c = cs.issue(&k, 10, now);
+        // Short enough for the page script's one-block SHA-256 (message under 56 bytes).
+        assert!(c.challenge.len() + 1 + 20 < 56, "{}", c.challenge);
         let n = solve(&c);
-        let other = cs.issue(10, 0);
-        assert!(!cs.verify(&other.challenge, "not-a-number", 0));
-        assert!(cs.verify(&c.challenge, &n, 1));
-        assert!(!cs.verify(&c.challenge, &n, 1), "single use");
-        let late = cs.issue(10, 0);
+        let other = cs.issue(&k, 10, now);
+        assert!(!cs.verify(&k, &other.challenge, "not-a-number", now));
+        assert!(cs.verify(&k, &c.challenge, &n, now + 1));
+        assert!(!cs.verify(&k, &c.challenge, &n, now + 1), "single use");
+        let late = cs.issue(&k, 10, now);
         let n = solve(&late);
-        assert!(!cs.verify(&late.challenge, &n, TTL_MS + 1), "expired");
+        assert!(!cs.verify(&k, &late.challenge, &n, now + TTL_MS + 1), "expired");
+        // Forged: the difficulty byte lowered, or another server's key.
+        let (_d2, other_key) = secrets();
+        let foreign = cs.issue(&other_key, 10, now);
+        let n = solve(&foreign);
+        assert!(!cs.verify(&k, &foreign.challenge, &n, now));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 mod codec;
 pub mod jobs;
+pub mod models;
 pub mod ledger;
 mod migrate;
 pub mod oauth;

@@ -237,6 +237,15 @@ pub(crate) fn revoke_user_families_in(
             n += 1;
         }
     }
+    // Codes issued but not yet exchanged would start new grants: they go too (used ones stay,
+    // so a late replay is still recognised).
+    txn.open_table(AUTH_CODES)?
+        .extract_if(|_, v| {
+            codec::decode::<CodeRecord>(v)
+                .map(|c| c.user_id == user_id && c.used_at.is_none())
+                .unwrap_or(false)
+        })?
+        .count();
     Ok(n)
 }
 

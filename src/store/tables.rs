@@ -51,6 +51,8 @@ pub const ACCESS_TOKENS: TableDefinition<&[u8], &[u8]> =
 pub const CONSENTS: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("oauth_consents");
 /// kid → `SigningKeyRecord` (RS256 keys; private part as PKCS#8).
 pub const SIGNING_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("oauth_signing_keys");
+/// model name → `ModelRecord` (installed diffusion models).
+pub const MODELS: TableDefinition<&str, &[u8]> = TableDefinition::new("models");
 /// SHA-256 of a session id → `SessionRecord`.
 pub const SESSIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("web_sessions");
 
@@ -78,6 +80,7 @@ pub(crate) fn copy_all(
     copy(src, dst, REFRESH_TOKENS)?;
     copy(src, dst, ACCESS_TOKENS)?;
     copy(src, dst, CONSENTS)?;
+    copy(src, dst, MODELS)?;
     copy(src, dst, SIGNING_KEYS)?;
     copy(src, dst, SESSIONS)?;
     Ok(())

@@ -211,7 +211,7 @@ impl Tray {
         }
     }
 
-    /// The one-time link works until it is used or someone creates a user another way.
+    /// The one-time link works until it is used or an administrator is made another way.
     fn setup_link_works(&self) -> bool {
         let state = &self.state;
         let token_ok = self
@@ -219,7 +219,7 @@ impl Tray {
             .as_deref()
             .and_then(model::setup_token)
             .is_some_and(|t| state.idp.setup_token_matches(t));
-        token_ok && state.store.users().map(|u| u.is_empty()).unwrap_or(false)
+        token_ok && !crate::idp::pages::setup_done(state)
     }
 }
 

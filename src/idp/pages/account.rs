@@ -400,6 +400,13 @@ pub async fn avatar_post(
     jar: &CookieJar,
     multipart: poem::Result<Multipart>,
 ) -> Response {
+    // Signed-out browsers and foreign origins are turned away before the upload is read.
+    if signed_in(&state, jar).is_none() {
+        return login_redirect();
+    }
+    if !crate::idp::web::origin_ok(&state, req) {
+        return csrf_refused(&state);
+    }
     let upload = match multipart {
         Ok(m) => read_avatar_upload(m).await,
         Err(_) => AvatarUpload::Broken,
@@ -554,7 +561,7 @@ fn throttled(
         .throttle
         .attempt(client_ip(state, req), &user.email, now)
     {
-        crate::idp::web::Verdict::Allowed => None,
+        crate::idp::web::Verdict::Allowed { .. } => None,
         crate::idp::web::Verdict::Limited(secs) => Some(render(
             state,
             jar,
@@ -593,15 +600,15 @@ pub async fn password_post(
         );
     };
     if !password::verify_async(f.current_password.clone(), current_hash).await {
-        state
-            .idp
-            .throttle
-            .fail(client_ip(&state, req), &s.user.email, state.clock.now());
         return refuse(
             "The current password is not right.",
             StatusCode::UNAUTHORIZED,
         );
     }
+    state
+        .idp
+        .throttle
+        .succeed(client_ip(&state, req), &s.user.email);
     if f.new_password != f.new_password2 {
         return refuse(
             "The two new passwords are different.",
@@ -857,10 +864,6 @@ pub async fn totp_disable_post(
         false
     };
     if !proven {
-        state
-            .idp
-            .throttle
-            .fail(client_ip(&state, req), &s.user.email, now);
         return render(
             &state,
             jar,
@@ -872,6 +875,10 @@ pub async fn totp_disable_post(
             StatusCode::UNAUTHORIZED,
         );
     }
+    state
+        .idp
+        .throttle
+        .succeed(client_ip(&state, req), &s.user.email);
     let uid = s.user.id;
     let keep = s.session_hash;
     let result = state

@@ -49,7 +49,10 @@ pub fn new_challenge(state: &AppState) -> crate::idp::pow::Challenge {
         .settings()
         .map(|s| s.challenge_bits)
         .unwrap_or(crate::idp::pow::MIN_BITS);
-    state.idp.challenges.issue(bits, state.clock.now())
+    state
+        .idp
+        .challenges
+        .issue(&state.idp.secrets, bits, state.clock.now())
 }
 
 /// Gives a new account its held sign-up credits at its first full sign-in, unless the
@@ -172,25 +175,32 @@ pub async fn login_post(
     let now = state.clock.now();
     let email = f.email.trim().to_lowercase();
     let ip = client_ip(&state, req);
-    if let Verdict::Limited(secs) = state.idp.throttle.attempt(ip, &email, now) {
-        state.idp.metrics_signin(false);
-        return login_page(
-            &state,
-            req,
-            jar,
-            &return_to,
-            &email,
-            Some(format!("Too many attempts. Try again in {secs} seconds.")),
-            StatusCode::TOO_MANY_REQUESTS,
-            None,
-        );
-    }
-    if state.idp.throttle.needs_challenge(ip, &email, now)
-        && !state
-            .idp
-            .challenges
-            .verify(&f.pow_challenge, &f.pow_nonce, now)
+    // Counted as a failure from here on, unless the password turns out right.
+    let challenge = match state.idp.throttle.attempt(ip, &email, now) {
+        Verdict::Limited(secs) => {
+            state.idp.metrics_signin(false);
+            return login_page(
+                &state,
+                req,
+                jar,
+                &return_to,
+                &email,
+                Some(format!("Too many attempts. Try again in {secs} seconds.")),
+                StatusCode::TOO_MANY_REQUESTS,
+                None,
+            );
+        }
+        Verdict::Allowed { challenge } => challenge,
+    };
+    if challenge
+        && !state.idp.challenges.verify(
+            &state.idp.secrets,
+            &f.pow_challenge,
+            &f.pow_nonce,
+            now,
+        )
     {
+        state.idp.throttle.cancel(ip, &email);
         return login_page(
             &state,
             req,
@@ -210,7 +220,6 @@ pub async fn login_post(
     let ok = password::verify_async(f.password.clone(), hash).await
         && user.as_ref().is_some_and(|u| u.password_hash.is_some());
     let Some(user) = user.filter(|_| ok) else {
-        state.idp.throttle.fail(ip, &email, now);
         state.idp.metrics_signin(false);
         tracing::info!(account = %sha256_hex(&email)[..12], "sign-in failed");
         return login_page(
@@ -272,8 +281,9 @@ pub async fn login_post(
     } else {
         SessionStage::Active
     };
+    // The password was right: this attempt is not a failure (the TOTP step counts on its own).
+    state.idp.throttle.succeed(ip, &email);
     if stage == SessionStage::Active {
-        state.idp.throttle.succeed(ip, &email);
         state.idp.metrics_signin(true);
         release_signup_credits(&state, &user).await;
     }
@@ -367,7 +377,6 @@ pub async fn totp_post(
     }
     let ok = super::super::totp::verify_code(&state, &s.user, &f.code, now).await;
     if !ok {
-        state.idp.throttle.fail(ip, &email, now);
         state.idp.metrics_signin(false);
         return retry(
             "That code is not right. Try the current code.",

@@ -34,11 +34,20 @@ pub fn error_page_plain(status: StatusCode, title: &str, message: &str) -> Respo
 /// Whether first-start setup is done: an administrator exists (made with the setup link or the
 /// CLI). Until then the setup link stays valid and public registration is closed.
 pub fn setup_done(state: &AppState) -> bool {
-    state
+    use std::sync::atomic::Ordering;
+    // Once seen, remembered: unauthenticated pages do not scan the users table every time.
+    if state.idp.admin_seen.load(Ordering::Relaxed) {
+        return true;
+    }
+    let done = state
         .store
         .users()
         .map(|users| users.iter().any(|u| u.admin && !u.banned))
-        .unwrap_or(true)
+        .unwrap_or(true);
+    if done {
+        state.idp.admin_seen.store(true, Ordering::Relaxed);
+    }
+    done
 }
 
 /// The page for a form whose CSRF token (or Origin) does not check out.

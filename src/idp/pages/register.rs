@@ -153,7 +153,9 @@ pub async fn register_post(
             StatusCode::TOO_MANY_REQUESTS,
         );
     }
-    if let Verdict::Limited(secs) = state.idp.throttle.signup_allowed(ip, now) {
+    // A place in this address's and subnet's hourly quota, taken now (parallel requests cannot
+    // all pass) and given back below if no account is made.
+    if let Verdict::Limited(secs) = state.idp.throttle.signup_reserve(ip, now) {
         return again(
             &format!(
                 "Too many accounts were created from your network in the last hour. Try again in {} minutes, or ask an administrator.",
@@ -162,11 +164,16 @@ pub async fn register_post(
             StatusCode::TOO_MANY_REQUESTS,
         );
     }
-    if !state
-        .idp
-        .challenges
-        .verify(&f.pow_challenge, &f.pow_nonce, now)
-    {
+    let again = |msg: &str, status| {
+        state.idp.throttle.signup_failed(ip);
+        again(msg, status)
+    };
+    if !state.idp.challenges.verify(
+        &state.idp.secrets,
+        &f.pow_challenge,
+        &f.pow_nonce,
+        now,
+    ) {
         return again(
             "The bot check was not completed. Wait for it to finish (it needs JavaScript), then create the account again.",
             StatusCode::BAD_REQUEST,
@@ -221,7 +228,7 @@ pub async fn register_post(
             );
         }
     };
-    state.idp.throttle.signed_up(ip, now);
+    state.idp.throttle.succeed(ip, "register:");
     if let Err(e) = start_session(&state, jar, user.id, SessionStage::Active, now).await {
         tracing::error!(error = %e, "starting a session");
     }

@@ -1,0 +1,771 @@
+//! `pictor models pull <owner/name> [--revision R]`: fetches a diffusers-layout repository from
+//! the Hugging Face hub into the data folder, the way `huggingface_hub` does:
+//!
+//! 1. `GET {endpoint}/api/models/{repo}/revision/{rev}?blobs=true` — the commit the revision
+//!    points at and every file with its size, git blob id and (for LFS files) SHA-256;
+//! 2. per file, `HEAD {endpoint}/{repo}/resolve/{commit}/{path}` without following redirects —
+//!    `X-Repo-Commit`, `X-Linked-Etag` (the LFS SHA-256) or `ETag` (the git blob id),
+//!    `X-Linked-Size`, and a `Location` pointing at LFS storage for large files;
+//! 3. `GET` of that location, with `Range: bytes=N-` to resume a partial file (after a dropped
+//!    connection, up to 5 tries, or from an earlier run), the bytes hashed as they arrive;
+//! 4. each file checked against the hub's metadata (SHA-256 for LFS files, the git blob SHA-1
+//!    otherwise) before it is kept; everything lands in `<models>/.partial-<name>/` and the
+//!    folder is renamed into place only when complete.
+//!
+//! Only what a diffusers pipeline needs is fetched: `model_index.json` and the `unet`, `vae`,
+//! text encoder, tokenizer and scheduler folders' `.json`, `.txt` and `.safetensors` files, one
+//! weight variant (the plain one, or `--variant fp16`). Pickle weights are never downloaded.
+//! `HF_ENDPOINT` and `HF_TOKEN` are honoured as by the hub's own tools; the token is sent to the
+//! hub only, never to the storage host a download is redirected to.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use sha1::Sha1;
+use sha2::{Digest, Sha256};
+
+/// Folders of a diffusers pipeline that are fetched.
+const COMPONENTS: [&str; 7] = [
+    "unet",
+    "vae",
+    "text_encoder",
+    "text_encoder_2",
+    "tokenizer",
+    "tokenizer_2",
+    "scheduler",
+];
+/// Tries per file before giving up (each resumes where the last stopped).
+const TRIES: u32 = 5;
+pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Http(String),
+    #[error("{0}")]
+    Checksum(String),
+    #[error("{0}: {1}")]
+    Io(String, std::io::Error),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> PullError {
+    let what = what.into();
+    move |e| PullError::Io(what, e)
+}
+
+/// What to fetch and where.
+#[derive(Clone)]
+pub struct Pull {
+    /// `https://huggingface.co`, or `HF_ENDPOINT` (a mirror, or a test's fake hub).
+    pub endpoint: String,
+    /// `HF_TOKEN`, for gated repositories. Never logged.
+    pub token: Option<String>,
+    /// `owner/name`.
+    pub repo: String,
+    /// Branch, tag or commit.
+    pub revision: String,
+    /// Weight variant (`fp16`), or the plain weights.
+    pub variant: Option<String>,
+    /// The folder the model ends up in (`<data>/models/<name>`); must not exist yet.
+    pub dest: PathBuf,
+    /// Draw a progress bar on standard error.
+    pub progress: bool,
+}
+
+/// What a pull did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PullReport {
+    pub repo: String,
+    pub commit: String,
+    pub files: usize,
+    pub bytes: u64,
+    /// Bytes that were already on disk from an interrupted run and not fetched again.
+    pub resumed_bytes: u64,
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct RepoInfo {
+    sha: String,
+    siblings: Vec<Sibling>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Sibling {
+    rfilename: String,
+    #[serde(default)]
+    size: Option<u64>,
+    #[serde(default, rename = "blobId")]
+    blob_id: Option<String>,
+    #[serde(default)]
+    lfs: Option<Lfs>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Lfs {
+    sha256: String,
+    size: u64,
+}
+
+/// A file to fetch: its path in the repository and what it must hash to.
+#[derive(Debug, Clone)]
+struct Wanted {
+    path: String,
+    size: u64,
+    check: Check,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Check {
+    /// LFS file: SHA-256 of the content (hex).
+    Sha256(String),
+    /// Regular git file: git blob id, SHA-1 of `blob <size>\0<content>` (hex).
+    GitBlob(String),
+}
+
+fn check_repo(repo: &str) -> Result<(), PullError> {
+    let ok = repo.split('/').count() == 2
+        && repo.split('/').all(|p| {
+            !p.is_empty()
+                && p != "."
+                && p != ".."
+                && p.len() <= 96
+                && p
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(PullError::Invalid(format!(
+            "{repo:?} is not a hub repository id (owner/name)"
+        )))
+    }
+}
+
+/// The variant of a weights file name: `diffusion_pytorch_model.fp16.safetensors` → `fp16`,
+/// `model.fp16-00001-of-00002.safetensors` → `fp16`, `model.safetensors` → none.
+fn variant_of(file: &str) -> Option<String> {
+    let stem = file.strip_suffix(".safetensors")?;
+    let (_, last) = stem.rsplit_once('.')?;
+    let v = match last.split_once('-') {
+        Some((v, _)) => v,
+        None => last,
+    };
+    (!v.is_empty()).then(|| v.to_string())
+}
+
+/// Chooses the files a diffusers pipeline needs, one weight variant per component.
+fn select(siblings: &[Sibling], variant: Option<&str>) -> Result<Vec<Wanted>, PullError> {
+    let mut out = Vec::new();
+    let mut weights: std::collections::BTreeMap<&str, Vec<&Sibling>> = Default::default();
+    for s in siblings {
+        let f = s.rfilename.as_str();
+        if f.contains("..") || f.starts_with('/') || f.contains('\\') {
+            return Err(PullError::Invalid(format!(
+                "the repository lists an unsafe path {f:?}"
+            )));
+        }
+        let keep_plain = |s: &Sibling| -> Result<Wanted, PullError> {
+            let size = s.lfs.as_ref().map(|l| l.size).or(s.size).ok_or_else(|| {
+                PullError::Http(format!("the hub did not say the size of {}", s.rfilename))
+            })?;
+            let check = match (&s.lfs, &s.blob_id) {
+                (Some(l), _) => Check::Sha256(l.sha256.to_ascii_lowercase()),
+                (None, Some(b)) => Check::GitBlob(b.to_ascii_lowercase()),
+                (None, None) => {
+                    return Err(PullError::Http(format!(
+                        "the hub gave no checksum for {}",
+                        s.rfilename
+                    )));
+                }
+            };
+            Ok(Wanted {
+                path: s.rfilename.clone(),
+                size,
+                check,
+            })
+        };
+        if f == "model_index.json" {
+            out.push(keep_plain(s)?);
+            continue;
+        }
+        let Some((folder, name)) = f.split_once('/') else {
+            continue;
+        };
+        if !COMPONENTS.contains(&folder) || name.contains('/') {
+            continue;
+        }
+        if name.ends_with(".safetensors") {
+            weights.entry(folder).or_default().push(s);
+        } else if name.ends_with(".json") || name.ends_with(".txt") {
+            out.push(keep_plain(s)?);
+        }
+    }
+    if !out.iter().any(|w| w.path == "model_index.json") {
+        return Err(PullError::Invalid(
+            "the repository has no model_index.json: not a diffusers pipeline (single-file checkpoints: download the .safetensors and use `pictor models add`)".into(),
+        ));
+    }
+    for (folder, files) in weights {
+        let matching: Vec<&&Sibling> = match variant {
+            Some(v) => files
+                .iter()
+                .filter(|s| variant_of(&s.rfilename).as_deref() == Some(v))
+                .collect(),
+            None => files
+                .iter()
+                .filter(|s| variant_of(&s.rfilename).is_none())
+                .collect(),
+        };
+        // Fall back to what there is (a repository with only fp16 weights, say).
+        let chosen: Vec<&&Sibling> = if matching.is_empty() {
+            let first = files.first().and_then(|s| variant_of(&s.rfilename));
+            files
+                .iter()
+                .filter(|s| variant_of(&s.rfilename) == first)
+                .collect()
+        } else {
+            matching
+        };
+        for s in chosen {
+            let size = s.lfs.as_ref().map(|l| l.size).or(s.size).unwrap_or(0);
+            let check = match (&s.lfs, &s.blob_id) {
+                (Some(l), _) => Check::Sha256(l.sha256.to_ascii_lowercase()),
+                (None, Some(b)) => Check::GitBlob(b.to_ascii_lowercase()),
+                (None, None) => {
+                    return Err(PullError::Http(format!(
+                        "the hub gave no checksum for {folder}/…"
+                    )));
+                }
+            };
+            out.push(Wanted {
+                path: s.rfilename.clone(),
+                size,
+                check,
+            });
+        }
+    }
+    if !out.iter().any(|w| w.path.starts_with("unet/") && w.path.ends_with(".safetensors")) {
+        return Err(PullError::Invalid(
+            "the repository has no .safetensors weights for its unet (pickle .bin weights are not downloaded)".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// Hashes a file's content as the check needs it.
+enum Hasher {
+    Sha256(Sha256),
+    Sha1(Sha1),
+}
+
+impl Hasher {
+    fn new(check: &Check, size: u64) -> Hasher {
+        match check {
+            Check::Sha256(_) => Hasher::Sha256(Sha256::new()),
+            Check::GitBlob(_) => {
+                let mut h = Sha1::new();
+                h.update(format!("blob {size}\0").as_bytes());
+                Hasher::Sha1(h)
+            }
+        }
+    }
+
+    fn update(&mut self, bytes: &[u8]) {
+        match self {
+            Hasher::Sha256(h) => h.update(bytes),
+            Hasher::Sha1(h) => h.update(bytes),
+        }
+    }
+
+    fn hex(self) -> String {
+        match self {
+            Hasher::Sha256(h) => hex::encode(h.finalize()),
+            Hasher::Sha1(h) => hex::encode(h.finalize()),
+        }
+    }
+}
+
+/// A progress bar on standard error (redrawn in place on a terminal, a line per file otherwise).
+struct Progress {
+    on: bool,
+    tty: bool,
+    total: u64,
+    done: u64,
+    started: Instant,
+    drawn: Instant,
+}
+
+impl Progress {
+    fn new(on: bool, total: u64) -> Progress {
+        use std::io::IsTerminal;
+        Progress {
+            on,
+            tty: std::io::stderr().is_terminal(),
+            total,
+            done: 0,
+            started: Instant::now(),
+            drawn: Instant::now() - Duration::from_secs(1),
+        }
+    }
+
+    fn line(&self, file: &str) -> String {
+        let pct = (self.done * 100).checked_div(self.total).unwrap_or(100);
+        let filled = (pct / 4) as usize;
+        let secs = self.started.elapsed().as_secs_f64().max(0.001);
+        format!(
+            "[{}{}] {:>3}% {:>8.1} / {:.1} MiB  {:>6.1} MiB/s  {file}",
+            "#".repeat(filled),
+            ".".repeat(25 - filled.min(25)),
+            pct,
+            self.done as f64 / 1048576.0,
+            self.total as f64 / 1048576.0,
+            self.done as f64 / 1048576.0 / secs,
+        )
+    }
+
+    fn advance(&mut self, n: u64, file: &str) {
+        self.done += n;
+        if self.on && self.tty && self.drawn.elapsed() >= Duration::from_millis(200) {
+            self.drawn = Instant::now();
+            eprint!("\r{}\x1b[K", self.line(file));
+            let _ = std::io::stderr().flush();
+        }
+    }
+
+    fn file_done(&mut self, file: &str) {
+        if self.on {
+            if self.tty {
+                eprint!("\r{}\x1b[K", self.line(file));
+            } else {
+                eprintln!("{}", self.line(file));
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if self.on && self.tty {
+            eprintln!();
+        }
+    }
+}
+
+fn header<'a>(resp: &'a reqwest::Response, name: &str) -> Option<&'a str> {
+    resp.headers().get(name).and_then(|v| v.to_str().ok())
+}
+
+/// An ETag without quotes or the weak prefix.
+fn bare_etag(v: &str) -> String {
+    v.trim()
+        .trim_start_matches("W/")
+        .trim_matches('"')
+        .to_ascii_lowercase()
+}
+
+struct Client {
+    /// Follows redirects (downloads).
+    http: reqwest::Client,
+    /// Does not (HEAD of resolve URLs, to read the hub's own headers).
+    head: reqwest::Client,
+    endpoint: url::Url,
+    token: Option<String>,
+}
+
+impl Client {
+    fn new(p: &Pull) -> Result<Client, PullError> {
+        let endpoint = url::Url::parse(p.endpoint.trim_end_matches('/'))
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .ok_or_else(|| {
+                PullError::Invalid(format!("HF_ENDPOINT {:?} is not an http(s) URL", p.endpoint))
+            })?;
+        let build = |redirects: bool| {
+            reqwest::Client::builder()
+                .user_agent(concat!("pictor/", env!("CARGO_PKG_VERSION")))
+                .connect_timeout(Duration::from_secs(30))
+                .read_timeout(Duration::from_secs(60))
+                .redirect(if redirects {
+                    reqwest::redirect::Policy::limited(10)
+                } else {
+                    reqwest::redirect::Policy::none()
+                })
+                .build()
+                .map_err(|e| PullError::Http(format!("cannot make an HTTP client: {e}")))
+        };
+        Ok(Client {
+            http: build(true)?,
+            head: build(false)?,
+            endpoint,
+            token: p.token.clone().filter(|t| !t.is_empty()),
+        })
+    }
+
+    /// The token goes to the hub's own host only.
+    fn auth(&self, req: reqwest::RequestBuilder, url: &url::Url) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(t) if url.origin() == self.endpoint.origin() => req.bearer_auth(t),
+            _ => req,
+        }
+    }
+
+    fn url(&self, path: &str) -> Result<url::Url, PullError> {
+        let base = self.endpoint.as_str().trim_end_matches('/');
+        url::Url::parse(&format!("{base}{path}"))
+            .map_err(|e| PullError::Invalid(format!("bad URL {path:?}: {e}")))
+    }
+}
+
+fn http_error(what: &str, resp: &reqwest::Response) -> PullError {
+    let status = resp.status();
+    let hint = match status.as_u16() {
+        401 | 403 => " (a gated or private repository: accept its licence on the hub and set HF_TOKEN)",
+        404 => " (no such repository, revision or file)",
+        _ => "",
+    };
+    PullError::Http(format!("{what}: HTTP {status}{hint}"))
+}
+
+/// Fetches `p.repo` at `p.revision` into `p.dest`.
+pub async fn pull(p: &Pull) -> Result<PullReport, PullError> {
+    check_repo(&p.repo)?;
+    if p.revision.is_empty() || p.revision.contains("..") || p.revision.starts_with('/') {
+        return Err(PullError::Invalid(format!("bad revision {:?}", p.revision)));
+    }
+    if p.dest.exists() {
+        return Err(PullError::Invalid(format!(
+            "{} already exists: remove the model first (`pictor models remove NAME --delete-files`)",
+            p.dest.display()
+        )));
+    }
+    let client = Client::new(p)?;
+    let rev = url_escape(&p.revision);
+    let info_url = client.url(&format!("/api/models/{}/revision/{rev}?blobs=true", p.repo))?;
+    let resp = client
+        .auth(client.http.get(info_url.clone()), &info_url)
+        .send()
+        .await
+        .map_err(|e| PullError::Http(format!("cannot reach {}: {e}", client.endpoint)))?;
+    if !resp.status().is_success() {
+        return Err(http_error(&format!("listing {}@{}", p.repo, p.revision), &resp));
+    }
+    let info: RepoInfo = resp
+        .json()
+        .await
+        .map_err(|e| PullError::Http(format!("the hub's listing is not readable: {e}")))?;
+    if info.sha.len() < 7 || !info.sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(PullError::Http(format!("the hub gave a bad commit id {:?}", info.sha)));
+    }
+    let wanted = select(&info.siblings, p.variant.as_deref())?;
+    let total: u64 = wanted.iter().map(|w| w.size).sum();
+
+    let parent = p
+        .dest
+        .parent()
+        .ok_or_else(|| PullError::Invalid("no folder for the model".into()))?;
+    let name = p
+        .dest
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| PullError::Invalid("bad model folder name".into()))?;
+    let tmp = parent.join(format!(".partial-{name}"));
+    std::fs::create_dir_all(&tmp).map_err(io(format!("cannot create {}", tmp.display())))?;
+    // A partial download of another commit is of no use.
+    let marker = tmp.join(".commit");
+    let previous = std::fs::read_to_string(&marker).unwrap_or_default();
+    if !previous.is_empty() && previous.trim() != info.sha {
+        std::fs::remove_dir_all(&tmp).map_err(io(format!("cannot clear {}", tmp.display())))?;
+        std::fs::create_dir_all(&tmp).map_err(io(format!("cannot create {}", tmp.display())))?;
+    }
+    std::fs::write(&marker, &info.sha).map_err(io("cannot write the download marker"))?;
+
+    let mut progress = Progress::new(p.progress, total);
+    let mut resumed = 0u64;
+    for w in &wanted {
+        resumed += fetch_file(&client, &p.repo, &info.sha, w, &tmp, &mut progress).await?;
+    }
+    progress.finish();
+    let _ = std::fs::remove_file(&marker);
+    let source = serde_json::json!({
+        "repo": p.repo,
+        "revision": p.revision,
+        "commit": info.sha,
+        "endpoint": client.endpoint.as_str(),
+        "files": wanted.iter().map(|w| serde_json::json!({
+            "path": w.path,
+            "size": w.size,
+            match &w.check { Check::Sha256(_) => "sha256", Check::GitBlob(_) => "git_blob" }:
+                match &w.check { Check::Sha256(h) | Check::GitBlob(h) => h },
+        })).collect::<Vec<_>>(),
+    });
+    std::fs::write(
+        tmp.join("pictor-source.json"),
+        serde_json::to_vec_pretty(&source).unwrap_or_default(),
+    )
+    .map_err(io("cannot write pictor-source.json"))?;
+    std::fs::rename(&tmp, &p.dest).map_err(io(format!(
+        "cannot move the download to {}",
+        p.dest.display()
+    )))?;
+    Ok(PullReport {
+        repo: p.repo.clone(),
+        commit: info.sha,
+        files: wanted.len(),
+        bytes: total,
+        resumed_bytes: resumed,
+        path: p.dest.clone(),
+    })
+}
+
+fn url_escape(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// Hashes what is already in `path` (a partial file from before).
+fn hash_existing(path: &Path, hasher: &mut Hasher) -> std::io::Result<u64> {
+    use std::io::Read;
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf)?;
+        if k == 0 {
+            return Ok(n);
+        }
+        hasher.update(&buf[..k]);
+        n += k as u64;
+    }
+}
+
+/// Fetches one file into `dir` (resuming a `.part`), checks it and moves it into place.
+/// Returns how many bytes were already on disk.
+async fn fetch_file(
+    client: &Client,
+    repo: &str,
+    commit: &str,
+    w: &Wanted,
+    dir: &Path,
+    progress: &mut Progress,
+) -> Result<u64, PullError> {
+    let dest = dir.join(&w.path);
+    if let Some(folder) = dest.parent() {
+        std::fs::create_dir_all(folder).map_err(io(format!("cannot create {}", folder.display())))?;
+    }
+    // Already fetched and checked by an earlier run.
+    if std::fs::metadata(&dest).is_ok_and(|m| m.len() == w.size) {
+        progress.advance(w.size, &w.path);
+        progress.file_done(&w.path);
+        return Ok(w.size);
+    }
+    let part = dir.join(format!("{}.part", w.path));
+    let resolve = client.url(&format!(
+        "/{repo}/resolve/{commit}/{}",
+        w.path
+            .split('/')
+            .map(url_escape)
+            .collect::<Vec<_>>()
+            .join("/")
+    ))?;
+
+    // The hub's own headers, before any redirect.
+    let head = client
+        .auth(client.head.head(resolve.clone()), &resolve)
+        .send()
+        .await
+        .map_err(|e| PullError::Http(format!("{}: {e}", w.path)))?;
+    if !(head.status().is_success() || head.status().is_redirection()) {
+        return Err(http_error(&w.path, &head));
+    }
+    if let Some(c) = header(&head, "x-repo-commit")
+        && !c.eq_ignore_ascii_case(commit)
+    {
+        return Err(PullError::Http(format!(
+            "{}: the hub served commit {c}, not {commit}",
+            w.path
+        )));
+    }
+    let etag = header(&head, "x-linked-etag")
+        .or_else(|| header(&head, "etag"))
+        .map(bare_etag);
+    let expected = match &w.check {
+        Check::Sha256(h) | Check::GitBlob(h) => h.clone(),
+    };
+    if let Some(e) = &etag
+        && *e != expected
+    {
+        return Err(PullError::Checksum(format!(
+            "{}: the hub's ETag {e} disagrees with its listing ({expected})",
+            w.path
+        )));
+    }
+    if let Some(size) = header(&head, "x-linked-size").and_then(|v| v.parse::<u64>().ok())
+        && size != w.size
+    {
+        return Err(PullError::Checksum(format!(
+            "{}: the hub says {size} bytes, its listing {}",
+            w.path, w.size
+        )));
+    }
+    let download = match header(&head, "location") {
+        Some(loc) if head.status().is_redirection() => resolve
+            .join(loc)
+            .map_err(|e| PullError::Http(format!("{}: bad redirect {loc:?}: {e}", w.path)))?,
+        _ => resolve.clone(),
+    };
+
+    let mut hasher = Hasher::new(&w.check, w.size);
+    let mut have =
+        hash_existing(&part, &mut hasher).map_err(io(format!("cannot read {}", part.display())))?;
+    if have > w.size {
+        let _ = std::fs::remove_file(&part);
+        hasher = Hasher::new(&w.check, w.size);
+        have = 0;
+    }
+    let resumed = have;
+    progress.advance(have, &w.path);
+    let mut tries = 0;
+    while have < w.size {
+        tries += 1;
+        let mut req = client.auth(client.http.get(download.clone()), &download);
+        if have > 0 {
+            req = req.header(reqwest::header::RANGE, format!("bytes={have}-"));
+        }
+        let outcome = async {
+            let mut resp = req.send().await.map_err(|e| e.to_string())?;
+            match resp.status().as_u16() {
+                206 => {
+                    let start = header(&resp, "content-range")
+                        .and_then(|v| v.strip_prefix("bytes "))
+                        .and_then(|v| v.split('-').next())
+                        .and_then(|v| v.parse::<u64>().ok());
+                    if start != Some(have) {
+                        return Err(format!("the server resumed at {start:?}, not {have}"));
+                    }
+                }
+                200 => {
+                    // The server ignored the range: start over.
+                    if have > 0 {
+                        progress.done -= have;
+                        have = 0;
+                        hasher = Hasher::new(&w.check, w.size);
+                        let _ = std::fs::remove_file(&part);
+                    }
+                }
+                _ => return Err(format!("HTTP {}", resp.status())),
+            }
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&part)
+                .map_err(|e| format!("cannot write {}: {e}", part.display()))?;
+            while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
+                if have + chunk.len() as u64 > w.size {
+                    return Err("more bytes than the hub said the file has".into());
+                }
+                file.write_all(&chunk)
+                    .map_err(|e| format!("cannot write {}: {e}", part.display()))?;
+                hasher.update(&chunk);
+                have += chunk.len() as u64;
+                progress.advance(chunk.len() as u64, &w.path);
+            }
+            file.sync_all()
+                .map_err(|e| format!("cannot write {}: {e}", part.display()))?;
+            Ok(())
+        }
+        .await;
+        match outcome {
+            Ok(()) if have == w.size => break,
+            Ok(()) => {}
+            Err(e) if tries >= TRIES => {
+                return Err(PullError::Http(format!(
+                    "{}: giving up after {TRIES} tries ({have} of {} bytes, kept for next time): {e}",
+                    w.path, w.size
+                )));
+            }
+            Err(e) => {
+                tracing::warn!(file = %w.path, have, error = %e, "download interrupted; resuming");
+                tokio::time::sleep(Duration::from_millis(200 * u64::from(tries))).await;
+            }
+        }
+        if tries >= TRIES && have < w.size {
+            return Err(PullError::Http(format!(
+                "{}: the server keeps ending the download early ({have} of {} bytes, kept for next time)",
+                w.path, w.size
+            )));
+        }
+    }
+    let got = hasher.hex();
+    if got != expected {
+        let _ = std::fs::remove_file(&part);
+        return Err(PullError::Checksum(format!(
+            "{}: checksum mismatch (got {got}, the hub says {expected}); the file was deleted, run the pull again",
+            w.path
+        )));
+    }
+    std::fs::rename(&part, &dest).map_err(io(format!("cannot move {}", dest.display())))?;
+    progress.file_done(&w.path);
+    Ok(resumed)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn sib(name: &str, lfs: bool) -> Sibling {
+        Sibling {
+            rfilename: name.into(),
+            size: Some(10),
+            blob_id: Some("ab".into()),
+            lfs: lfs.then(|| Lfs {
+                sha256: "cd".into(),
+                size: 10,
+            }),
+        }
+    }
+
+    #[test]
+    fn one_variant_of_the_pipeline_files() {
+        let files = [
+            sib("model_index.json", false),
+            sib("README.md", false),
+            sib("unet/config.json", false),
+            sib("unet/diffusion_pytorch_model.safetensors", true),
+            sib("unet/diffusion_pytorch_model.fp16.safetensors", true),
+            sib("unet/diffusion_pytorch_model.bin", true),
+            sib("vae/diffusion_pytorch_model.fp16.safetensors", true),
+            sib("text_encoder/model.safetensors", true),
+            sib("tokenizer/merges.txt", false),
+            sib("safety_checker/model.safetensors", true),
+            sib("v1-5-pruned.ckpt", true),
+        ];
+        let plain: Vec<String> = select(&files, None).unwrap().into_iter().map(|w| w.path).collect();
+        assert!(plain.contains(&"unet/diffusion_pytorch_model.safetensors".to_string()));
+        assert!(!plain.iter().any(|p| p.ends_with(".bin") || p.ends_with(".ckpt") || p.contains("safety")));
+        // Only an fp16 VAE exists: that one.
+        assert!(plain.contains(&"vae/diffusion_pytorch_model.fp16.safetensors".to_string()));
+        let fp16: Vec<String> = select(&files, Some("fp16")).unwrap().into_iter().map(|w| w.path).collect();
+        assert!(fp16.contains(&"unet/diffusion_pytorch_model.fp16.safetensors".to_string()));
+        assert!(!fp16.contains(&"unet/diffusion_pytorch_model.safetensors".to_string()));
+        assert!(select(&[sib("../x", false)], None).is_err());
+        assert!(select(&[sib("unet/a.safetensors", true)], None).is_err(), "no model_index.json");
+    }
+
+    #[test]
+    fn variants_and_repo_ids() {
+        assert_eq!(variant_of("diffusion_pytorch_model.fp16.safetensors").as_deref(), Some("fp16"));
+        assert_eq!(variant_of("model.fp16-00001-of-00002.safetensors").as_deref(), Some("fp16"));
+        assert_eq!(variant_of("model.safetensors"), None);
+        assert!(check_repo("stabilityai/sd-turbo").is_ok());
+        assert!(check_repo("../etc").is_err());
+        assert!(check_repo("a/b/c").is_err());
+    }
+}

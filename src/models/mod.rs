@@ -1,0 +1,417 @@
+//! Diffusion models on the user's disk: what a folder or file is (its layout and architecture,
+//! read from its configuration and tensor names, never from its file name), and fetching
+//! diffusers repositories from the Hugging Face hub ([`hub`]).
+//!
+//! Two layouts are understood:
+//! - a **diffusers folder**: `model_index.json`, `unet/`, `vae/`, `text_encoder/` (+
+//!   `text_encoder_2/` for SDXL), `tokenizer/` (+ `tokenizer_2/`), `scheduler/`, weights as
+//!   `.safetensors`;
+//! - a **single-file checkpoint** as AUTOMATIC1111 and ComfyUI users have them: one
+//!   `.safetensors` with the original Stability key names (`model.diffusion_model.*`,
+//!   `first_stage_model.*`, `cond_stage_model.*` / `conditioner.embedders.*`).
+//!
+//! Pickle weights (`.bin`, `.ckpt`, `.pt`) are refused: loading them can run code.
+
+pub mod hub;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A Stable Diffusion architecture family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arch {
+    /// SD 1.x (CLIP ViT-L text encoder, 768-wide context).
+    Sd1,
+    /// SD 2.x and SD-Turbo (OpenCLIP ViT-H, 1024-wide context).
+    Sd2,
+    /// SDXL and SDXL-Turbo (two text encoders, 2048-wide context, size conditioning).
+    Sdxl,
+}
+
+impl Arch {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Arch::Sd1 => "sd1",
+            Arch::Sd2 => "sd2",
+            Arch::Sdxl => "sdxl",
+        }
+    }
+}
+
+/// How the weights are laid out on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    Diffusers,
+    SingleFile,
+}
+
+/// What inspection found out about a model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    pub layout: Layout,
+    pub arch: Arch,
+    /// `epsilon` or `v_prediction`, when the scheduler configuration says.
+    pub prediction: Option<String>,
+    /// Bytes of weights.
+    pub weight_bytes: u64,
+    /// Tensors in the weights.
+    pub tensors: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ModelError + '_ {
+    move |err| ModelError::Io {
+        path: path.to_path_buf(),
+        err,
+    }
+}
+
+fn invalid(m: impl Into<String>) -> ModelError {
+    ModelError::Invalid(m.into())
+}
+
+/// One tensor's entry in a safetensors header.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TensorInfo {
+    pub dtype: String,
+    pub shape: Vec<u64>,
+    pub data_offsets: [u64; 2],
+}
+
+/// Largest safetensors header read (the format allows 100 MB).
+const MAX_HEADER: u64 = 100 * 1024 * 1024;
+
+/// Reads the header of a `.safetensors` file (8-byte little-endian length, then JSON) and checks
+/// that every tensor lies inside the file. Only the header is read.
+pub fn safetensors_header(path: &Path) -> Result<BTreeMap<String, TensorInfo>, ModelError> {
+    let mut f = std::fs::File::open(path).map_err(io(path))?;
+    let len = f.metadata().map_err(io(path))?.len();
+    let mut n = [0u8; 8];
+    f.read_exact(&mut n).map_err(io(path))?;
+    let n = u64::from_le_bytes(n);
+    if n > MAX_HEADER || n + 8 > len {
+        return Err(invalid(format!(
+            "{} is not a safetensors file (header length {n})",
+            path.display()
+        )));
+    }
+    let mut header = vec![0u8; n as usize];
+    f.read_exact(&mut header).map_err(io(path))?;
+    let raw: BTreeMap<String, Value> = serde_json::from_slice(&header).map_err(|e| {
+        invalid(format!(
+            "{} has an unreadable safetensors header: {e}",
+            path.display()
+        ))
+    })?;
+    let data_len = len - 8 - n;
+    let mut out = BTreeMap::new();
+    for (name, v) in raw {
+        if name == "__metadata__" {
+            continue;
+        }
+        let info: TensorInfo = serde_json::from_value(v).map_err(|e| {
+            invalid(format!("{}: tensor {name}: {e}", path.display()))
+        })?;
+        if info.data_offsets[0] > info.data_offsets[1] || info.data_offsets[1] > data_len {
+            return Err(invalid(format!(
+                "{}: tensor {name} lies outside the file (truncated download?)",
+                path.display()
+            )));
+        }
+        out.insert(name, info);
+    }
+    Ok(out)
+}
+
+fn read_json(path: &Path) -> Result<Value, ModelError> {
+    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    serde_json::from_str(&text).map_err(|e| invalid(format!("{}: {e}", path.display())))
+}
+
+fn refuse_pickle(path: &Path) -> Result<(), ModelError> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if matches!(ext.as_str(), "bin" | "ckpt" | "pt" | "pth" | "pkl") {
+        return Err(invalid(format!(
+            "{} is a pickle file, which can run code when loaded; use a .safetensors version of the model",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The `.safetensors` weights of one component folder (all shards of one variant).
+fn component_weights(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
+    let mut st = Vec::new();
+    let mut pickles = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+        let p = entry.map_err(io(dir))?.path();
+        match p.extension().and_then(|e| e.to_str()) {
+            Some("safetensors") => st.push(p),
+            Some("bin" | "ckpt" | "pt" | "pth") => pickles.push(p),
+            _ => {}
+        }
+    }
+    if st.is_empty() {
+        return Err(match pickles.first() {
+            Some(p) => refuse_pickle(p).err().unwrap_or_else(|| invalid("pickle weights")),
+            None => invalid(format!("{} has no .safetensors weights", dir.display())),
+        });
+    }
+    st.sort();
+    Ok(st)
+}
+
+/// Tells what `path` is: a diffusers folder or a single-file checkpoint, and of which
+/// architecture. Reads configuration files and safetensors headers only.
+pub fn inspect(path: &Path) -> Result<ModelInfo, ModelError> {
+    let meta = std::fs::metadata(path).map_err(io(path))?;
+    if meta.is_dir() {
+        inspect_diffusers(path)
+    } else {
+        refuse_pickle(path)?;
+        if path.extension().and_then(|e| e.to_str()) != Some("safetensors") {
+            return Err(invalid(format!(
+                "{} is neither a diffusers folder nor a .safetensors checkpoint",
+                path.display()
+            )));
+        }
+        inspect_single_file(path, meta.len())
+    }
+}
+
+fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
+    let index_path = dir.join("model_index.json");
+    if !index_path.is_file() {
+        return Err(invalid(format!(
+            "{} has no model_index.json: not a diffusers model folder",
+            dir.display()
+        )));
+    }
+    let index = read_json(&index_path)?;
+    let unet_config = read_json(&dir.join("unet").join("config.json"))?;
+    let context = unet_config
+        .get("cross_attention_dim")
+        .and_then(Value::as_u64);
+    let text_time = unet_config.get("addition_embed_type").and_then(Value::as_str) == Some("text_time");
+    let arch = match (context, text_time) {
+        (_, true) | (Some(2048), _) => Arch::Sdxl,
+        (Some(1024), _) => Arch::Sd2,
+        (Some(768), _) => Arch::Sd1,
+        (other, _) => {
+            return Err(invalid(format!(
+                "{}: unsupported UNet (cross_attention_dim {other:?}); Stable Diffusion 1.x, 2.x and SDXL are supported",
+                dir.display()
+            )));
+        }
+    };
+    let mut components = vec!["unet", "vae", "text_encoder", "tokenizer", "scheduler"];
+    if arch == Arch::Sdxl {
+        components.extend(["text_encoder_2", "tokenizer_2"]);
+    }
+    for c in &components {
+        if !dir.join(c).is_dir() {
+            return Err(invalid(format!("{} has no {c}/ folder", dir.display())));
+        }
+        if index.get(*c).is_none() {
+            return Err(invalid(format!(
+                "{}: model_index.json does not name a {c}",
+                dir.display()
+            )));
+        }
+    }
+    let (mut bytes, mut tensors) = (0u64, 0usize);
+    for c in ["unet", "vae", "text_encoder", "text_encoder_2"] {
+        if !components.contains(&c) {
+            continue;
+        }
+        for w in component_weights(&dir.join(c))? {
+            let header = safetensors_header(&w)?;
+            tensors += header.len();
+            bytes += std::fs::metadata(&w).map_err(io(&w))?.len();
+        }
+    }
+    let prediction = read_json(&dir.join("scheduler").join("scheduler_config.json"))
+        .ok()
+        .and_then(|v| v.get("prediction_type").and_then(Value::as_str).map(str::to_string));
+    Ok(ModelInfo {
+        layout: Layout::Diffusers,
+        arch,
+        prediction,
+        weight_bytes: bytes,
+        tensors,
+    })
+}
+
+fn inspect_single_file(path: &Path, len: u64) -> Result<ModelInfo, ModelError> {
+    let header = safetensors_header(path)?;
+    let has = |prefix: &str| header.keys().any(|k| k.starts_with(prefix));
+    if !has("model.diffusion_model.") {
+        return Err(invalid(format!(
+            "{} has no model.diffusion_model.* tensors: not a Stable Diffusion checkpoint",
+            path.display()
+        )));
+    }
+    let arch = if has("conditioner.embedders.1.") {
+        Arch::Sdxl
+    } else if has("cond_stage_model.model.") {
+        Arch::Sd2
+    } else if has("cond_stage_model.transformer.") {
+        Arch::Sd1
+    } else {
+        return Err(invalid(format!(
+            "{}: no text encoder weights (cond_stage_model.* or conditioner.embedders.*)",
+            path.display()
+        )));
+    };
+    if !has("first_stage_model.") {
+        return Err(invalid(format!(
+            "{}: no autoencoder weights (first_stage_model.*)",
+            path.display()
+        )));
+    }
+    Ok(ModelInfo {
+        layout: Layout::SingleFile,
+        arch,
+        prediction: None,
+        weight_bytes: len,
+        tensors: header.len(),
+    })
+}
+
+/// A model name as used in `pictor models …` and the configuration: 1–64 of `a-z 0-9 . _ -`.
+pub fn check_name(name: &str) -> Result<(), ModelError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "model name {name:?}: use 1-64 lower-case letters, digits, '.', '_' or '-'"
+        )))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Tiny model files with real headers (zero-filled tensors), for the tests of inspection.
+    use std::path::Path;
+
+    pub fn write_safetensors(path: &Path, tensors: &[(&str, &[u64])]) {
+        let mut header = serde_json::Map::new();
+        let mut offset = 0u64;
+        for (name, shape) in tensors {
+            let bytes = shape.iter().product::<u64>() * 4;
+            header.insert(
+                name.to_string(),
+                serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + bytes]}),
+            );
+            offset += bytes;
+        }
+        let text = serde_json::to_vec(&header).unwrap_or_default();
+        let mut out = (text.len() as u64).to_le_bytes().to_vec();
+        out.extend(text);
+        out.extend(vec![0u8; offset as usize]);
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(path, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::testing::write_safetensors;
+    use super::*;
+
+    fn diffusers(dir: &Path, context: u64) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(
+            dir.join("model_index.json"),
+            r#"{"_class_name":"StableDiffusionPipeline","unet":["diffusers","UNet2DConditionModel"],"vae":["diffusers","AutoencoderKL"],"text_encoder":["transformers","CLIPTextModel"],"tokenizer":["transformers","CLIPTokenizer"],"scheduler":["diffusers","EulerDiscreteScheduler"]}"#,
+        )
+        .unwrap();
+        for c in ["unet", "vae", "text_encoder", "tokenizer", "scheduler"] {
+            std::fs::create_dir_all(dir.join(c)).unwrap();
+        }
+        std::fs::write(
+            dir.join("unet/config.json"),
+            format!(r#"{{"cross_attention_dim": {context}}}"#),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("scheduler/scheduler_config.json"),
+            r#"{"prediction_type":"v_prediction"}"#,
+        )
+        .unwrap();
+        write_safetensors(&dir.join("unet/diffusion_pytorch_model.safetensors"), &[("conv_in.weight", &[4, 4, 3, 3])]);
+        write_safetensors(&dir.join("vae/diffusion_pytorch_model.safetensors"), &[("decoder.conv_in.weight", &[4, 4, 3, 3])]);
+        write_safetensors(&dir.join("text_encoder/model.safetensors"), &[("text_model.embeddings.token_embedding.weight", &[16, 8])]);
+    }
+
+    #[test]
+    fn diffusers_folders_by_their_unet_config() {
+        let d = tempfile::tempdir().unwrap();
+        diffusers(d.path(), 1024);
+        let info = inspect(d.path()).unwrap();
+        assert_eq!((info.layout, info.arch), (Layout::Diffusers, Arch::Sd2));
+        assert_eq!(info.prediction.as_deref(), Some("v_prediction"));
+        assert_eq!(info.tensors, 3);
+        // Pickle-only weights are refused, with the reason.
+        std::fs::remove_file(d.path().join("vae/diffusion_pytorch_model.safetensors")).unwrap();
+        std::fs::write(d.path().join("vae/diffusion_pytorch_model.bin"), b"x").unwrap();
+        let e = inspect(d.path()).unwrap_err().to_string();
+        assert!(e.contains("pickle"), "{e}");
+    }
+
+    #[test]
+    fn single_files_by_their_tensor_names() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("model.safetensors");
+        write_safetensors(
+            &p,
+            &[
+                ("model.diffusion_model.input_blocks.0.0.weight", &[4, 4, 3, 3]),
+                ("first_stage_model.decoder.conv_in.weight", &[4, 4, 3, 3]),
+                ("cond_stage_model.transformer.text_model.embeddings.token_embedding.weight", &[16, 8]),
+            ],
+        );
+        assert_eq!(inspect(&p).unwrap().arch, Arch::Sd1);
+        // A truncated file is caught from its header.
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &bytes[..bytes.len() - 10]).unwrap();
+        assert!(inspect(&p).unwrap_err().to_string().contains("outside the file"));
+        let ckpt = d.path().join("model.ckpt");
+        std::fs::write(&ckpt, b"x").unwrap();
+        assert!(inspect(&ckpt).unwrap_err().to_string().contains("pickle"));
+    }
+
+    #[test]
+    fn names() {
+        assert!(check_name("sd-turbo").is_ok());
+        assert!(check_name("SD").is_err());
+        assert!(check_name("../x").is_err());
+        assert!(check_name(".hidden").is_err());
+    }
+}

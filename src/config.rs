@@ -523,11 +523,13 @@ pub fn resolve(layers: &Layers) -> Result<(Config, Vec<Effective>), ConfigError>
             ("trusted_proxies", None) => "(none: the socket peer is the client)".to_string(),
             ("forwarded_header", Some((v, s))) => {
                 config.trusted_proxies.header =
-                    crate::net::ForwardedHeader::parse(&v).map_err(|reason| ConfigError::Invalid {
-                        key: key.name.into(),
-                        value: v.clone(),
-                        origin: s,
-                        reason,
+                    crate::net::ForwardedHeader::parse(&v).map_err(|reason| {
+                        ConfigError::Invalid {
+                            key: key.name.into(),
+                            value: v.clone(),
+                            origin: s,
+                            reason,
+                        }
                     })?;
                 v
             }

@@ -63,21 +63,24 @@ impl TrustedProxies {
             };
             nets.push(net);
         }
-        Ok(TrustedProxies(nets))
+        Ok(TrustedProxies {
+            nets,
+            header: ForwardedHeader::default(),
+        })
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.nets.is_empty()
     }
 
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = canonical(ip);
-        self.0.iter().any(|n| n.contains(&ip))
+        self.nets.iter().any(|n| n.contains(&ip))
     }
 
     /// The list as configured, for `pictor config show`.
     pub fn describe(&self) -> String {
-        self.0
+        self.nets
             .iter()
             .map(|n| n.to_string())
             .collect::<Vec<_>>()
@@ -110,7 +113,10 @@ fn parse_node(node: &str) -> Option<IpAddr> {
 
 /// The hops the proxy chain reports in `header`, nearest last; `None` for a hop that names no
 /// address. A header that is not text ends the chain with an unknown hop.
-fn forwarded_chain(headers: &poem::http::HeaderMap, header: ForwardedHeader) -> Vec<Option<IpAddr>> {
+fn forwarded_chain(
+    headers: &poem::http::HeaderMap,
+    header: ForwardedHeader,
+) -> Vec<Option<IpAddr>> {
     let mut hops = Vec::new();
     for value in headers.get_all(header.name()) {
         let Ok(value) = value.to_str() else {

@@ -633,13 +633,17 @@ async fn prompt_login_and_max_age_force_a_fresh_sign_in() {
     let r = b.post(&s.url("/login"), &f).await;
     let r = b.follow(&s.base, r).await;
     assert!(
-        r.location.as_deref().is_some_and(|l| l.starts_with(REDIRECT)),
+        r.location
+            .as_deref()
+            .is_some_and(|l| l.starts_with(REDIRECT)),
         "{:?} {}",
         r.location,
         r.status
     );
     // prompt="login consent": after the fresh sign-in, consent is still asked.
-    let page = b.get(&authorize_url(&s, &app, "&prompt=login%20consent")).await;
+    let page = b
+        .get(&authorize_url(&s, &app, "&prompt=login%20consent"))
+        .await;
     let loc = page.location.unwrap();
     let page = b.get(&s.url(&loc)).await;
     let mut f = form_fields(&page.body, "/login");
@@ -648,7 +652,10 @@ async fn prompt_login_and_max_age_force_a_fresh_sign_in() {
     let r = b.post(&s.url("/login"), &f).await;
     let r = b.follow(&s.base, r).await;
     assert_eq!(r.status, 200, "{:?}", r.location);
-    assert!(r.body.contains("action=\"/oauth/authorize\""), "consent page");
+    assert!(
+        r.body.contains("action=\"/oauth/authorize\""),
+        "consent page"
+    );
     // A bad max_age goes back to the client as invalid_request.
     let page = b.get(&authorize_url(&s, &app, "&max_age=soon")).await;
     assert_eq!(

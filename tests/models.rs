@@ -49,14 +49,20 @@ fn repo_files() -> BTreeMap<String, (Vec<u8>, bool)> {
     let mut text = |p: &str, s: &str| {
         f.insert(p.to_string(), (s.as_bytes().to_vec(), false));
     };
-    text("model_index.json", r#"{"_class_name":"StableDiffusionPipeline","unet":["diffusers","UNet2DConditionModel"],"vae":["diffusers","AutoencoderKL"],"text_encoder":["transformers","CLIPTextModel"],"tokenizer":["transformers","CLIPTokenizer"],"scheduler":["diffusers","EulerDiscreteScheduler"]}"#);
+    text(
+        "model_index.json",
+        r#"{"_class_name":"StableDiffusionPipeline","unet":["diffusers","UNet2DConditionModel"],"vae":["diffusers","AutoencoderKL"],"text_encoder":["transformers","CLIPTextModel"],"tokenizer":["transformers","CLIPTokenizer"],"scheduler":["diffusers","EulerDiscreteScheduler"]}"#,
+    );
     text("README.md", "# tiny");
     text("unet/config.json", r#"{"cross_attention_dim": 768}"#);
     text("vae/config.json", "{}");
     text("text_encoder/config.json", "{}");
     text("tokenizer/vocab.json", "{}");
     text("tokenizer/merges.txt", "#version: 0.2\n");
-    text("scheduler/scheduler_config.json", r#"{"prediction_type":"epsilon"}"#);
+    text(
+        "scheduler/scheduler_config.json",
+        r#"{"prediction_type":"epsilon"}"#,
+    );
     // 1.5 MB of UNet, so a connection can drop half-way.
     f.insert(
         "unet/diffusion_pytorch_model.safetensors".into(),
@@ -72,7 +78,10 @@ fn repo_files() -> BTreeMap<String, (Vec<u8>, bool)> {
     );
     f.insert(
         "vae/diffusion_pytorch_model.safetensors".into(),
-        (safetensors(&[("decoder.conv_in.weight", &[32, 4, 3, 3])], 3), true),
+        (
+            safetensors(&[("decoder.conv_in.weight", &[32, 4, 3, 3])], 3),
+            true,
+        ),
     );
     f.insert(
         "text_encoder/model.safetensors".into(),
@@ -114,9 +123,7 @@ type Hub = Arc<HubState>;
 
 fn authorized(state: &HubState, headers: &HeaderMap) -> bool {
     !state.gated
-        || headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
+        || headers.get("authorization").and_then(|v| v.to_str().ok())
             == Some(&format!("Bearer {TOKEN}"))
 }
 
@@ -138,7 +145,8 @@ fn api(
         .map(|(p, (bytes, lfs))| {
             let mut s = json!({"rfilename": p, "size": bytes.len(), "blobId": git_blob(bytes)});
             if *lfs {
-                s["lfs"] = json!({"sha256": sha256_hex(bytes), "size": bytes.len(), "pointerSize": 134});
+                s["lfs"] =
+                    json!({"sha256": sha256_hex(bytes), "size": bytes.len(), "pointerSize": 134});
             }
             s
         })
@@ -163,9 +171,21 @@ fn resolve(
     }
     if *lfs {
         let sha = sha256_hex(bytes);
+        // LFS storage is another host, as on the real hub (there a CDN): `localhost` for the
+        // `127.0.0.1` the hub is reached at.
+        let port = req
+            .headers()
+            .get("host")
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.rsplit(':').next())
+            .unwrap_or_default()
+            .to_string();
         Response::builder()
             .status(StatusCode::FOUND)
-            .header("location", format!("/lfs-storage/{sha}?path={path}"))
+            .header(
+                "location",
+                format!("http://localhost:{port}/lfs-storage/{sha}?path={path}"),
+            )
             .header("x-linked-etag", format!("\"{sha}\""))
             .header("x-linked-size", bytes.len().to_string())
             .header("x-repo-commit", COMMIT)
@@ -315,7 +335,12 @@ async fn pull_resumes_checks_every_file_and_installs() {
     let env = [("HF_ENDPOINT", endpoint.as_str()), ("HF_TOKEN", TOKEN)];
 
     // Without the token, a gated repository says why.
-    let (code, _, err) = cli(&data, &["models", "pull", REPO], &[("HF_ENDPOINT", endpoint.as_str())]).await;
+    let (code, _, err) = cli(
+        &data,
+        &["models", "pull", REPO],
+        &[("HF_ENDPOINT", endpoint.as_str())],
+    )
+    .await;
     assert_ne!(code, 0);
     assert!(err.contains("401") && err.contains("HF_TOKEN"), "{err}");
 
@@ -325,9 +350,11 @@ async fn pull_resumes_checks_every_file_and_installs() {
     assert_ne!(code, 0, "{err}");
     assert!(err.contains("checksum mismatch"), "{err}");
     assert!(!data.join("models/tiny-sd").exists());
-    assert!(!data
-        .join("models/.partial-tiny-sd/vae/diffusion_pytorch_model.safetensors.part")
-        .exists());
+    assert!(
+        !data
+            .join("models/.partial-tiny-sd/vae/diffusion_pytorch_model.safetensors.part")
+            .exists()
+    );
     let (_, out, _) = cli(&data, &["models", "list", "--json"], &[]).await;
     let listed: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(listed["models"], json!([]));
@@ -338,7 +365,10 @@ async fn pull_resumes_checks_every_file_and_installs() {
             .filter(|(p, _, _)| p == "unet/diffusion_pytorch_model.safetensors")
             .map(|(_, r, _)| r)
             .collect();
-        let half = repo_files()["unet/diffusion_pytorch_model.safetensors"].0.len() / 2;
+        let half = repo_files()["unet/diffusion_pytorch_model.safetensors"]
+            .0
+            .len()
+            / 2;
         assert_eq!(
             unet,
             vec![&None, &Some(format!("bytes={half}-"))],
@@ -357,7 +387,10 @@ async fn pull_resumes_checks_every_file_and_installs() {
     let v: Value = serde_json::from_str(out.trim()).unwrap();
     let files = repo_files();
     let unet_len = files["unet/diffusion_pytorch_model.safetensors"].0.len() as u64;
-    assert!(v["pull"]["resumed_bytes"].as_u64().unwrap() >= unet_len, "{v}");
+    assert!(
+        v["pull"]["resumed_bytes"].as_u64().unwrap() >= unet_len,
+        "{v}"
+    );
     assert_eq!(v["model"]["name"], "tiny-sd");
     assert_eq!(v["model"]["arch"], "sd1");
     assert_eq!(v["model"]["source"], format!("{REPO}@{COMMIT}"));
@@ -382,7 +415,12 @@ async fn pull_resumes_checks_every_file_and_installs() {
     assert_ne!(code, 0);
     assert!(err.contains("already"), "{err}");
     // Removing it with its files.
-    let (code, _, err) = cli(&data, &["models", "remove", "tiny-sd", "--delete-files"], &[]).await;
+    let (code, _, err) = cli(
+        &data,
+        &["models", "remove", "tiny-sd", "--delete-files"],
+        &[],
+    )
+    .await;
     assert_eq!(code, 0, "{err}");
     assert!(!installed.exists());
 }
@@ -414,22 +452,36 @@ async fn add_list_and_remove_models_on_disk() {
     }
     std::fs::write(
         xl.join("text_encoder_2/model.safetensors"),
-        safetensors(&[("text_model.embeddings.token_embedding.weight", &[8, 8])], 0),
+        safetensors(
+            &[("text_model.embeddings.token_embedding.weight", &[8, 8])],
+            0,
+        ),
     )
     .unwrap();
     let index = r#"{"unet":[],"vae":[],"text_encoder":[],"text_encoder_2":[],"tokenizer":[],"tokenizer_2":[],"scheduler":[]}"#;
     std::fs::write(xl.join("model_index.json"), index).unwrap();
-    let (code, out, err) = cli(&data, &["models", "add", "xl", xl.to_str().unwrap(), "--json"], &[]).await;
+    let (code, out, err) = cli(
+        &data,
+        &["models", "add", "xl", xl.to_str().unwrap(), "--json"],
+        &[],
+    )
+    .await;
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!((v["model"]["arch"].as_str(), v["model"]["layout"].as_str()), (Some("sdxl"), Some("diffusers")));
+    assert_eq!(
+        (v["model"]["arch"].as_str(), v["model"]["layout"].as_str()),
+        (Some("sdxl"), Some("diffusers"))
+    );
 
     let ckpt = dir.path().join("v2-1_512.safetensors");
     std::fs::write(
         &ckpt,
         safetensors(
             &[
-                ("model.diffusion_model.input_blocks.0.0.weight", &[8, 4, 3, 3]),
+                (
+                    "model.diffusion_model.input_blocks.0.0.weight",
+                    &[8, 4, 3, 3],
+                ),
                 ("first_stage_model.decoder.conv_in.weight", &[8, 4, 3, 3]),
                 ("cond_stage_model.model.token_embedding.weight", &[16, 8]),
             ],
@@ -437,15 +489,32 @@ async fn add_list_and_remove_models_on_disk() {
         ),
     )
     .unwrap();
-    let (code, out, err) = cli(&data, &["models", "add", "turbo", ckpt.to_str().unwrap(), "--json"], &[]).await;
+    let (code, out, err) = cli(
+        &data,
+        &["models", "add", "turbo", ckpt.to_str().unwrap(), "--json"],
+        &[],
+    )
+    .await;
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!((v["model"]["arch"].as_str(), v["model"]["layout"].as_str()), (Some("sd2"), Some("single_file")));
+    assert_eq!(
+        (v["model"]["arch"].as_str(), v["model"]["layout"].as_str()),
+        (Some("sd2"), Some("single_file"))
+    );
     // Bad input changes nothing.
     for (args, why) in [
-        (vec!["models", "add", "Bad Name", ckpt.to_str().unwrap()], "model name"),
-        (vec!["models", "add", "turbo", ckpt.to_str().unwrap()], "already installed"),
-        (vec!["models", "add", "x", "/nonexistent/model"], "cannot find"),
+        (
+            vec!["models", "add", "Bad Name", ckpt.to_str().unwrap()],
+            "model name",
+        ),
+        (
+            vec!["models", "add", "turbo", ckpt.to_str().unwrap()],
+            "already installed",
+        ),
+        (
+            vec!["models", "add", "x", "/nonexistent/model"],
+            "cannot find",
+        ),
     ] {
         let (code, _, err) = cli(&data, &args, &[]).await;
         assert_ne!(code, 0);
@@ -453,7 +522,12 @@ async fn add_list_and_remove_models_on_disk() {
     }
     let pickle = dir.path().join("model.ckpt");
     std::fs::write(&pickle, b"x").unwrap();
-    let (code, _, err) = cli(&data, &["models", "add", "p", pickle.to_str().unwrap()], &[]).await;
+    let (code, _, err) = cli(
+        &data,
+        &["models", "add", "p", pickle.to_str().unwrap()],
+        &[],
+    )
+    .await;
     assert_ne!(code, 0);
     assert!(err.contains("pickle"), "{err}");
 
@@ -462,7 +536,12 @@ async fn add_list_and_remove_models_on_disk() {
     let (code, out, _) = cli(&data, &["models", "list", "--json"], &[]).await;
     assert_eq!(code, 0);
     let v: Value = serde_json::from_str(out.trim()).unwrap();
-    let names: Vec<&str> = v["models"].as_array().unwrap().iter().filter_map(|m| m["name"].as_str()).collect();
+    let names: Vec<&str> = v["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["name"].as_str())
+        .collect();
     assert_eq!(names, vec!["turbo", "xl"]);
     // Files outside the data folder are never deleted.
     let (code, _, err) = cli(&data, &["models", "remove", "xl", "--delete-files"], &[]).await;

@@ -420,7 +420,9 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
                 },
             )
             .await?;
-            print(&v, *json, |v| format!("installed {}", describe_model(&v["model"])));
+            print(&v, *json, |v| {
+                format!("installed {}", describe_model(&v["model"]))
+            });
             Ok(())
         }
         ModelsCommand::List { json } => {
@@ -430,7 +432,11 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
                 if models.is_empty() {
                     "no models installed (pictor models add NAME PATH, or pictor models pull OWNER/NAME)".into()
                 } else {
-                    models.iter().map(describe_model).collect::<Vec<_>>().join("\n")
+                    models
+                        .iter()
+                        .map(describe_model)
+                        .collect::<Vec<_>>()
+                        .join("\n")
                 }
             });
             Ok(())
@@ -440,12 +446,18 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
             delete_files,
             json,
         } => {
-            let v = run_admin(dir.clone(), AdminRequest::ModelRemove { name: name.clone() }).await?;
+            let v = run_admin(
+                dir.clone(),
+                AdminRequest::ModelRemove { name: name.clone() },
+            )
+            .await?;
             let path = PathBuf::from(v["removed"]["path"].as_str().unwrap_or_default());
             let mut deleted = false;
             if *delete_files {
                 let root = std::fs::canonicalize(dir.join("models")).ok();
-                let inside = root.as_ref().is_some_and(|r| path.starts_with(r) && path != *r);
+                let inside = root
+                    .as_ref()
+                    .is_some_and(|r| path.starts_with(r) && path != *r);
                 if !inside {
                     bail!(
                         "unregistered {name}, but did not delete {}: only models pulled into the data folder's models/ are deleted",

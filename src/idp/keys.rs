@@ -93,7 +93,9 @@ pub fn ensure_key(store: &Store, secrets: &SecretBox, now: Millis) -> Result<(),
         // The plain copy may linger in the file's free pages and in old backups: retire that
         // key (it stays in the JWKS until the tokens it signed expire) and sign with a new one.
         store.add_signing_key(generate(now, secrets)?, now)?;
-        tracing::warn!("signing keys stored in plain text were sealed; the current key was rotated");
+        tracing::warn!(
+            "signing keys stored in plain text were sealed; the current key was rotated"
+        );
     } else if store.signing_keys()?.iter().all(|k| k.retired_at.is_some()) {
         store.add_signing_key(generate(now, secrets)?, now)?;
     }

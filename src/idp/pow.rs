@@ -147,8 +147,9 @@ mod tests {
         let cs = Challenges::default();
         let now = 1_700_000_000_000;
         let c = cs.issue(&k, 10, now);
-        // Short enough for the page script's one-block SHA-256 (message under 56 bytes).
-        assert!(c.challenge.len() + 1 + 20 < 56, "{}", c.challenge);
+        // Short enough for the page script's one-block SHA-256 (message under 56 bytes, with
+        // nonces of up to 12 digits — far more than 2^28 tries).
+        assert!(c.challenge.len() + 1 + 12 < 56, "{}", c.challenge);
         let n = solve(&c);
         let other = cs.issue(&k, 10, now);
         assert!(!cs.verify(&k, &other.challenge, "not-a-number", now));
@@ -156,7 +157,10 @@ mod tests {
         assert!(!cs.verify(&k, &c.challenge, &n, now + 1), "single use");
         let late = cs.issue(&k, 10, now);
         let n = solve(&late);
-        assert!(!cs.verify(&k, &late.challenge, &n, now + TTL_MS + 1), "expired");
+        assert!(
+            !cs.verify(&k, &late.challenge, &n, now + TTL_MS + 1),
+            "expired"
+        );
         // Forged: the difficulty byte lowered, or another server's key.
         let (_d2, other_key) = secrets();
         let foreign = cs.issue(&other_key, 10, now);

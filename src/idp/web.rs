@@ -439,8 +439,7 @@ impl Throttle {
         }
         let mut accounts = lock(&self.per_account);
         let everyone = recent(&mut accounts, &account, now, FAILURE_WINDOW_MS);
-        let challenge =
-            failures >= CHALLENGE_AFTER_FAILURES || everyone >= ACCOUNT_CHALLENGE_AFTER;
+        let challenge = failures >= CHALLENGE_AFTER_FAILURES || everyone >= ACCOUNT_CHALLENGE_AFTER;
         record(&mut sources, key, now, FAILURE_WINDOW_MS);
         record(&mut accounts, account, now, FAILURE_WINDOW_MS);
         Verdict::Allowed { challenge }
@@ -457,8 +456,12 @@ impl Throttle {
             FAILURE_WINDOW_MS,
         );
         from_source >= CHALLENGE_AFTER_FAILURES
-            || recent(&mut lock(&self.per_account), &account, now, FAILURE_WINDOW_MS)
-                >= ACCOUNT_CHALLENGE_AFTER
+            || recent(
+                &mut lock(&self.per_account),
+                &account,
+                now,
+                FAILURE_WINDOW_MS,
+            ) >= ACCOUNT_CHALLENGE_AFTER
     }
 
     /// The password or code was right: that source's failures are forgiven and this attempt no
@@ -543,7 +546,10 @@ mod tests {
         let ip = Some("198.51.100.1".parse().unwrap());
         // Five attempts in flight at once, none finished: the sixth waits.
         for _ in 0..5 {
-            assert!(matches!(t.attempt(ip, "a@x", 1000), Verdict::Allowed { .. }));
+            assert!(matches!(
+                t.attempt(ip, "a@x", 1000),
+                Verdict::Allowed { .. }
+            ));
         }
         assert!(matches!(t.attempt(ip, "a@x", 1000), Verdict::Limited(_)));
         // Successes are taken back.
@@ -562,11 +568,17 @@ mod tests {
         let t = Throttle::default();
         for i in 0..IP_ATTEMPTS_PER_MINUTE {
             let ip: IpAddr = format!("2001:db8::{:x}", i + 1).parse().unwrap();
-            assert!(matches!(t.attempt(Some(ip), "c@x", 1), Verdict::Allowed { .. }));
+            assert!(matches!(
+                t.attempt(Some(ip), "c@x", 1),
+                Verdict::Allowed { .. }
+            ));
             t.succeed(Some(ip), "c@x");
         }
         let other: IpAddr = "2001:db8::ffff".parse().unwrap();
-        assert!(matches!(t.attempt(Some(other), "c@x", 2), Verdict::Limited(_)));
+        assert!(matches!(
+            t.attempt(Some(other), "c@x", 2),
+            Verdict::Limited(_)
+        ));
     }
 
     #[test]

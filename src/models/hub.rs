@@ -134,8 +134,7 @@ fn check_repo(repo: &str) -> Result<(), PullError> {
                 && p != "."
                 && p != ".."
                 && p.len() <= 96
-                && p
-                    .bytes()
+                && p.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
         });
     if ok {
@@ -250,7 +249,10 @@ fn select(siblings: &[Sibling], variant: Option<&str>) -> Result<Vec<Wanted>, Pu
             });
         }
     }
-    if !out.iter().any(|w| w.path.starts_with("unet/") && w.path.ends_with(".safetensors")) {
+    if !out
+        .iter()
+        .any(|w| w.path.starts_with("unet/") && w.path.ends_with(".safetensors"))
+    {
         return Err(PullError::Invalid(
             "the repository has no .safetensors weights for its unet (pickle .bin weights are not downloaded)".into(),
         ));
@@ -382,7 +384,10 @@ impl Client {
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https"))
             .ok_or_else(|| {
-                PullError::Invalid(format!("HF_ENDPOINT {:?} is not an http(s) URL", p.endpoint))
+                PullError::Invalid(format!(
+                    "HF_ENDPOINT {:?} is not an http(s) URL",
+                    p.endpoint
+                ))
             })?;
         let build = |redirects: bool| {
             reqwest::Client::builder()
@@ -423,7 +428,9 @@ impl Client {
 fn http_error(what: &str, resp: &reqwest::Response) -> PullError {
     let status = resp.status();
     let hint = match status.as_u16() {
-        401 | 403 => " (a gated or private repository: accept its licence on the hub and set HF_TOKEN)",
+        401 | 403 => {
+            " (a gated or private repository: accept its licence on the hub and set HF_TOKEN)"
+        }
         404 => " (no such repository, revision or file)",
         _ => "",
     };
@@ -451,14 +458,20 @@ pub async fn pull(p: &Pull) -> Result<PullReport, PullError> {
         .await
         .map_err(|e| PullError::Http(format!("cannot reach {}: {e}", client.endpoint)))?;
     if !resp.status().is_success() {
-        return Err(http_error(&format!("listing {}@{}", p.repo, p.revision), &resp));
+        return Err(http_error(
+            &format!("listing {}@{}", p.repo, p.revision),
+            &resp,
+        ));
     }
     let info: RepoInfo = resp
         .json()
         .await
         .map_err(|e| PullError::Http(format!("the hub's listing is not readable: {e}")))?;
     if info.sha.len() < 7 || !info.sha.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(PullError::Http(format!("the hub gave a bad commit id {:?}", info.sha)));
+        return Err(PullError::Http(format!(
+            "the hub gave a bad commit id {:?}",
+            info.sha
+        )));
     }
     let wanted = select(&info.siblings, p.variant.as_deref())?;
     let total: u64 = wanted.iter().map(|w| w.size).sum();
@@ -557,7 +570,8 @@ async fn fetch_file(
 ) -> Result<u64, PullError> {
     let dest = dir.join(&w.path);
     if let Some(folder) = dest.parent() {
-        std::fs::create_dir_all(folder).map_err(io(format!("cannot create {}", folder.display())))?;
+        std::fs::create_dir_all(folder)
+            .map_err(io(format!("cannot create {}", folder.display())))?;
     }
     // Already fetched and checked by an earlier run.
     if std::fs::metadata(&dest).is_ok_and(|m| m.len() == w.size) {
@@ -747,22 +761,43 @@ mod tests {
             sib("safety_checker/model.safetensors", true),
             sib("v1-5-pruned.ckpt", true),
         ];
-        let plain: Vec<String> = select(&files, None).unwrap().into_iter().map(|w| w.path).collect();
+        let plain: Vec<String> = select(&files, None)
+            .unwrap()
+            .into_iter()
+            .map(|w| w.path)
+            .collect();
         assert!(plain.contains(&"unet/diffusion_pytorch_model.safetensors".to_string()));
-        assert!(!plain.iter().any(|p| p.ends_with(".bin") || p.ends_with(".ckpt") || p.contains("safety")));
+        assert!(
+            !plain
+                .iter()
+                .any(|p| p.ends_with(".bin") || p.ends_with(".ckpt") || p.contains("safety"))
+        );
         // Only an fp16 VAE exists: that one.
         assert!(plain.contains(&"vae/diffusion_pytorch_model.fp16.safetensors".to_string()));
-        let fp16: Vec<String> = select(&files, Some("fp16")).unwrap().into_iter().map(|w| w.path).collect();
+        let fp16: Vec<String> = select(&files, Some("fp16"))
+            .unwrap()
+            .into_iter()
+            .map(|w| w.path)
+            .collect();
         assert!(fp16.contains(&"unet/diffusion_pytorch_model.fp16.safetensors".to_string()));
         assert!(!fp16.contains(&"unet/diffusion_pytorch_model.safetensors".to_string()));
         assert!(select(&[sib("../x", false)], None).is_err());
-        assert!(select(&[sib("unet/a.safetensors", true)], None).is_err(), "no model_index.json");
+        assert!(
+            select(&[sib("unet/a.safetensors", true)], None).is_err(),
+            "no model_index.json"
+        );
     }
 
     #[test]
     fn variants_and_repo_ids() {
-        assert_eq!(variant_of("diffusion_pytorch_model.fp16.safetensors").as_deref(), Some("fp16"));
-        assert_eq!(variant_of("model.fp16-00001-of-00002.safetensors").as_deref(), Some("fp16"));
+        assert_eq!(
+            variant_of("diffusion_pytorch_model.fp16.safetensors").as_deref(),
+            Some("fp16")
+        );
+        assert_eq!(
+            variant_of("model.fp16-00001-of-00002.safetensors").as_deref(),
+            Some("fp16")
+        );
         assert_eq!(variant_of("model.safetensors"), None);
         assert!(check_repo("stabilityai/sd-turbo").is_ok());
         assert!(check_repo("../etc").is_err());

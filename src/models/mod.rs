@@ -122,9 +122,8 @@ pub fn safetensors_header(path: &Path) -> Result<BTreeMap<String, TensorInfo>, M
         if name == "__metadata__" {
             continue;
         }
-        let info: TensorInfo = serde_json::from_value(v).map_err(|e| {
-            invalid(format!("{}: tensor {name}: {e}", path.display()))
-        })?;
+        let info: TensorInfo = serde_json::from_value(v)
+            .map_err(|e| invalid(format!("{}: tensor {name}: {e}", path.display())))?;
         if info.data_offsets[0] > info.data_offsets[1] || info.data_offsets[1] > data_len {
             return Err(invalid(format!(
                 "{}: tensor {name} lies outside the file (truncated download?)",
@@ -170,7 +169,9 @@ fn component_weights(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
     }
     if st.is_empty() {
         return Err(match pickles.first() {
-            Some(p) => refuse_pickle(p).err().unwrap_or_else(|| invalid("pickle weights")),
+            Some(p) => refuse_pickle(p)
+                .err()
+                .unwrap_or_else(|| invalid("pickle weights")),
             None => invalid(format!("{} has no .safetensors weights", dir.display())),
         });
     }
@@ -209,7 +210,10 @@ fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
     let context = unet_config
         .get("cross_attention_dim")
         .and_then(Value::as_u64);
-    let text_time = unet_config.get("addition_embed_type").and_then(Value::as_str) == Some("text_time");
+    let text_time = unet_config
+        .get("addition_embed_type")
+        .and_then(Value::as_str)
+        == Some("text_time");
     let arch = match (context, text_time) {
         (_, true) | (Some(2048), _) => Arch::Sdxl,
         (Some(1024), _) => Arch::Sd2,
@@ -249,7 +253,11 @@ fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
     }
     let prediction = read_json(&dir.join("scheduler").join("scheduler_config.json"))
         .ok()
-        .and_then(|v| v.get("prediction_type").and_then(Value::as_str).map(str::to_string));
+        .and_then(|v| {
+            v.get("prediction_type")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        });
     Ok(ModelInfo {
         layout: Layout::Diffusers,
         arch,
@@ -300,9 +308,9 @@ pub fn check_name(name: &str) -> Result<(), ModelError> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && !name.starts_with('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'));
+        && name.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+        });
     if ok {
         Ok(())
     } else {
@@ -365,9 +373,18 @@ mod tests {
             r#"{"prediction_type":"v_prediction"}"#,
         )
         .unwrap();
-        write_safetensors(&dir.join("unet/diffusion_pytorch_model.safetensors"), &[("conv_in.weight", &[4, 4, 3, 3])]);
-        write_safetensors(&dir.join("vae/diffusion_pytorch_model.safetensors"), &[("decoder.conv_in.weight", &[4, 4, 3, 3])]);
-        write_safetensors(&dir.join("text_encoder/model.safetensors"), &[("text_model.embeddings.token_embedding.weight", &[16, 8])]);
+        write_safetensors(
+            &dir.join("unet/diffusion_pytorch_model.safetensors"),
+            &[("conv_in.weight", &[4, 4, 3, 3])],
+        );
+        write_safetensors(
+            &dir.join("vae/diffusion_pytorch_model.safetensors"),
+            &[("decoder.conv_in.weight", &[4, 4, 3, 3])],
+        );
+        write_safetensors(
+            &dir.join("text_encoder/model.safetensors"),
+            &[("text_model.embeddings.token_embedding.weight", &[16, 8])],
+        );
     }
 
     #[test]
@@ -392,16 +409,27 @@ mod tests {
         write_safetensors(
             &p,
             &[
-                ("model.diffusion_model.input_blocks.0.0.weight", &[4, 4, 3, 3]),
+                (
+                    "model.diffusion_model.input_blocks.0.0.weight",
+                    &[4, 4, 3, 3],
+                ),
                 ("first_stage_model.decoder.conv_in.weight", &[4, 4, 3, 3]),
-                ("cond_stage_model.transformer.text_model.embeddings.token_embedding.weight", &[16, 8]),
+                (
+                    "cond_stage_model.transformer.text_model.embeddings.token_embedding.weight",
+                    &[16, 8],
+                ),
             ],
         );
         assert_eq!(inspect(&p).unwrap().arch, Arch::Sd1);
         // A truncated file is caught from its header.
         let bytes = std::fs::read(&p).unwrap();
         std::fs::write(&p, &bytes[..bytes.len() - 10]).unwrap();
-        assert!(inspect(&p).unwrap_err().to_string().contains("outside the file"));
+        assert!(
+            inspect(&p)
+                .unwrap_err()
+                .to_string()
+                .contains("outside the file")
+        );
         let ckpt = d.path().join("model.ckpt");
         std::fs::write(&ckpt, b"x").unwrap();
         assert!(inspect(&ckpt).unwrap_err().to_string().contains("pickle"));

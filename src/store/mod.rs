@@ -6,9 +6,9 @@
 
 mod codec;
 pub mod jobs;
-pub mod models;
 pub mod ledger;
 mod migrate;
+pub mod models;
 pub mod oauth;
 pub mod sessions;
 pub mod settings;

@@ -193,12 +193,10 @@ pub async fn login_post(
         Verdict::Allowed { challenge } => challenge,
     };
     if challenge
-        && !state.idp.challenges.verify(
-            &state.idp.secrets,
-            &f.pow_challenge,
-            &f.pow_nonce,
-            now,
-        )
+        && !state
+            .idp
+            .challenges
+            .verify(&state.idp.secrets, &f.pow_challenge, &f.pow_nonce, now)
     {
         state.idp.throttle.cancel(ip, &email);
         return login_page(

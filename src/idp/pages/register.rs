@@ -168,12 +168,11 @@ pub async fn register_post(
         state.idp.throttle.signup_failed(ip);
         again(msg, status)
     };
-    if !state.idp.challenges.verify(
-        &state.idp.secrets,
-        &f.pow_challenge,
-        &f.pow_nonce,
-        now,
-    ) {
+    if !state
+        .idp
+        .challenges
+        .verify(&state.idp.secrets, &f.pow_challenge, &f.pow_nonce, now)
+    {
         return again(
             "The bot check was not completed. Wait for it to finish (it needs JavaScript), then create the account again.",
             StatusCode::BAD_REQUEST,

@@ -699,6 +699,7 @@ mod desktop {
                 "add",
                 "--email",
                 "tray@example.com",
+                "--admin",
                 "--credits",
                 "10",
                 "--json",
@@ -713,7 +714,7 @@ mod desktop {
             .as_str()
             .unwrap()
             .to_string();
-        // A user now exists: the setup link is no use any more.
+        // An administrator now exists: the setup link is no use any more.
         tray.wait_for("the setup link disabled", |items| {
             items
                 .iter()

@@ -69,10 +69,6 @@ impl TrustedProxies {
         })
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.nets.is_empty()
-    }
-
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = canonical(ip);
         self.nets.iter().any(|n| n.contains(&ip))

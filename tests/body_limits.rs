@@ -341,12 +341,7 @@ async fn avatar_uploads_decode_within_a_bounded_allocation() {
         .find(|(k, _)| k == "csrf")
         .unwrap()
         .1;
-    let cookies = b
-        .cookies
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join("; ");
+    let cookies = b.cookie_header();
     let upload = |png: Vec<u8>| {
         let (base, csrf, cookies, http) =
             (base.clone(), csrf.clone(), cookies.clone(), b.http.clone());

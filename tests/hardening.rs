@@ -77,6 +77,24 @@ async fn refresh(s: &TestServer, client: &str, secret: &str, rt: &str) -> (u16, 
     .await
 }
 
+/// A person who signed in through a new client and allowed it: (browser, client id, client
+/// secret, the token response).
+async fn granted(
+    s: &TestServer,
+    email: &str,
+    password: &str,
+    client: &str,
+) -> (Browser, String, String, Value) {
+    s.person(email, password);
+    let (app, secret) = s.oauth_client(client, &[REDIRECT]);
+    let mut b = Browser::new();
+    let back = s
+        .sign_in_and_consent(&mut b, &authorize_url(s, &app, ""), email, password)
+        .await;
+    let tokens = exchange(s, &app, &secret, &back).await;
+    (b, app, secret, tokens)
+}
+
 async fn sign_in(s: &TestServer, b: &mut Browser, email: &str, password: &str) {
     let page = b.get(&s.url("/login")).await;
     let mut f = form_fields(&page.body, "/login");
@@ -136,14 +154,7 @@ async fn login_via(s: &TestServer, xff: &str, password: &str) -> u16 {
         .http
         .post(s.url("/login"))
         .header("x-forwarded-for", xff)
-        .header(
-            "cookie",
-            b.cookies
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join("; "),
-        )
+        .header("cookie", b.cookie_header())
         .form(&f)
         .send()
         .await
@@ -182,14 +193,7 @@ async fn forwarding_headers_count_only_from_trusted_proxies() {
             .http
             .post(s.url("/login"))
             .header("forwarded", format!("for=192.0.2.{i}"))
-            .header(
-                "cookie",
-                b.cookies
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            )
+            .header("cookie", b.cookie_header())
             .form(&f)
             .send()
             .await
@@ -408,14 +412,10 @@ async fn csrf_tokens_are_bound_to_the_session_and_the_exact_origin() {
     let token = good.iter().find(|(k, _)| k == "csrf").unwrap().1.clone();
     let post =
         |b: &Browser, fields: Vec<(String, String)>, headers: Vec<(&'static str, String)>| {
-            let mut req = b.http.post(s.url("/account/key")).header(
-                "cookie",
-                b.cookies
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            );
+            let mut req = b
+                .http
+                .post(s.url("/account/key"))
+                .header("cookie", b.cookie_header());
             for (k, v) in headers {
                 req = req.header(k, v);
             }
@@ -508,18 +508,8 @@ async fn csrf_tokens_are_bound_to_the_session_and_the_exact_origin() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_a_client_forgets_its_consents_codes_and_tokens() {
     let s = TestServer::start().await;
-    s.person("ivy@example.com", "ivy's password!!");
-    let (app, secret) = s.oauth_client("zine", &[REDIRECT]);
-    let mut b = Browser::new();
-    let back = s
-        .sign_in_and_consent(
-            &mut b,
-            &authorize_url(&s, &app, ""),
-            "ivy@example.com",
-            "ivy's password!!",
-        )
-        .await;
-    let tokens = exchange(&s, &app, &secret, &back).await;
+    let (mut b, app, _secret, tokens) =
+        granted(&s, "ivy@example.com", "ivy's password!!", "zine").await;
     // A second code, left pending.
     let page = b.get(&authorize_url(&s, &app, "")).await;
     let pending = page.location.unwrap();
@@ -570,20 +560,9 @@ async fn removing_a_client_forgets_its_consents_codes_and_tokens() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompt_login_and_max_age_force_a_fresh_sign_in() {
     let s = TestServer::start().await;
-    s.person("jo@example.com", "jo's password!!!");
-    let (app, secret) = s.oauth_client("fresh", &[REDIRECT]);
-    let mut b = Browser::new();
-    let back = s
-        .sign_in_and_consent(
-            &mut b,
-            &authorize_url(&s, &app, ""),
-            "jo@example.com",
-            "jo's password!!!",
-        )
-        .await;
-    let first = id_token_claims(&exchange(&s, &app, &secret, &back).await)["auth_time"]
-        .as_u64()
-        .unwrap();
+    let (mut b, app, secret, tokens) =
+        granted(&s, "jo@example.com", "jo's password!!!", "fresh").await;
+    let first = id_token_claims(&tokens)["auth_time"].as_u64().unwrap();
     s.clock.advance(120_000);
     // max_age=3600: the sign-in is recent enough, straight back with a code.
     let page = b.get(&authorize_url(&s, &app, "&max_age=3600")).await;
@@ -668,18 +647,8 @@ async fn prompt_login_and_max_age_force_a_fresh_sign_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_password_change_or_a_ban_ends_app_grants() {
     let s = TestServer::start().await;
-    s.person("kim@example.com", "kim's password!!");
-    let (app, secret) = s.oauth_client("grants", &[REDIRECT]);
-    let mut b = Browser::new();
-    let back = s
-        .sign_in_and_consent(
-            &mut b,
-            &authorize_url(&s, &app, ""),
-            "kim@example.com",
-            "kim's password!!",
-        )
-        .await;
-    let tokens = exchange(&s, &app, &secret, &back).await;
+    let (mut b, app, secret, tokens) =
+        granted(&s, "kim@example.com", "kim's password!!", "grants").await;
     let page = b.get(&s.url("/account")).await;
     let mut f = form_fields(&page.body, "/account/password");
     set_field(&mut f, "current_password", "kim's password!!");

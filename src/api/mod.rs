@@ -239,65 +239,21 @@ impl AllowTable {
 
 /// Bodies larger than this are not drained before the 413 (the connection is just closed).
 const DRAIN_CAP: u64 = 64 * 1024 * 1024;
-/// A body that sends nothing for this long is abandoned (slow-body defence).
-const BODY_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
-enum BodyRead {
-    Ok(Vec<u8>),
-    TooLarge,
-    Failed(String),
-}
-
-/// Reads the body up to [`MAX_BODY_BYTES`]. Past the limit it keeps reading and discarding (up to
-/// [`DRAIN_CAP`]) so the client, still sending, gets to read the 413 instead of a broken pipe.
-async fn read_limited(body: poem::Body) -> BodyRead {
-    use futures_util::StreamExt;
-    let mut stream = std::pin::pin!(body.into_bytes_stream());
-    let mut buf = Vec::new();
-    let mut total: u64 = 0;
-    loop {
-        let next = match tokio::time::timeout(BODY_IDLE_TIMEOUT, stream.next()).await {
-            Ok(next) => next,
-            Err(_) => {
-                return BodyRead::Failed(
-                    "the request body stalled (nothing received for 30 s)".into(),
-                );
-            }
-        };
-        let Some(chunk) = next else { break };
-        let chunk = match chunk {
-            Ok(c) => c,
-            Err(e) => return BodyRead::Failed(format!("could not read the request body: {e}")),
-        };
-        total += chunk.len() as u64;
-        if total > DRAIN_CAP {
-            return BodyRead::TooLarge;
-        }
-        if total <= MAX_BODY_BYTES as u64 {
-            buf.extend_from_slice(&chunk);
-        }
-    }
-    if total > MAX_BODY_BYTES as u64 {
-        BodyRead::TooLarge
-    } else {
-        BodyRead::Ok(buf)
-    }
-}
+/// How long a refused upload may go on sending before the connection is closed.
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Body limit + uniform JSON errors for everything under `/api/pictor`.
 async fn guard<E: Endpoint>(ep: std::sync::Arc<E>, mut req: Request) -> Response {
     let path = req.uri().path().to_string();
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        let declared = req
-            .headers()
-            .get(poem::http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > DRAIN_CAP) {
+        if crate::app::limits::declared_length(&req).is_some_and(|n| n > DRAIN_CAP) {
             return too_large();
         }
-        // Chunked bodies have no length up front: both kinds are read with a cap, so both get the JSON 413.
-        match read_limited(req.take_body()).await {
+        // Chunked bodies have no length up front: both kinds are read with a cap, so both get the
+        // JSON 413. Past the limit the rest is read and dropped (up to 64 MiB) so the client,
+        // still sending, gets to read the 413 instead of a broken pipe.
+        use crate::app::limits::{BodyRead, read_capped_draining};
+        match read_capped_draining(req.take_body(), MAX_BODY_BYTES, DRAIN_CAP, DRAIN_TIME).await {
             BodyRead::Ok(bytes) => req.set_body(bytes),
             BodyRead::TooLarge => return too_large(),
             BodyRead::Failed(message) => return json_response(codes::INVALID_REQUEST, &message),

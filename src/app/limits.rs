@@ -101,6 +101,17 @@ pub enum BodyRead {
 /// Reads `body` keeping at most `limit` bytes. Past the limit the rest is discarded (not kept)
 /// up to [`DRAIN_CAP`] bytes or [`DRAIN_TIME`], whichever comes first.
 pub async fn read_capped(body: Body, limit: usize) -> BodyRead {
+    read_capped_draining(body, limit, DRAIN_CAP, DRAIN_TIME).await
+}
+
+/// [`read_capped`] with its own drain bounds (the image API lets a 20–64 MiB upload finish
+/// sending so the client reads the JSON 413 instead of a broken pipe).
+pub async fn read_capped_draining(
+    body: Body,
+    limit: usize,
+    drain_cap: u64,
+    drain_time: Duration,
+) -> BodyRead {
     let mut stream = std::pin::pin!(body.into_bytes_stream());
     let mut buf = Vec::new();
     loop {
@@ -118,8 +129,9 @@ pub async fn read_capped(body: Body, limit: usize) -> BodyRead {
             Err(e) => return BodyRead::Failed(format!("could not read the request body: {e}")),
         };
         if buf.len() + chunk.len() > limit {
+            let seen = (buf.len() + chunk.len()) as u64;
             drop(buf);
-            drain(&mut stream, chunk.len() as u64).await;
+            drain(&mut stream, seen, drain_cap, drain_time).await;
             return BodyRead::TooLarge;
         }
         buf.extend_from_slice(&chunk);
@@ -127,12 +139,12 @@ pub async fn read_capped(body: Body, limit: usize) -> BodyRead {
     BodyRead::Ok(buf)
 }
 
-async fn drain<S>(stream: &mut S, mut seen: u64)
+async fn drain<S>(stream: &mut S, mut seen: u64, cap: u64, time: Duration)
 where
     S: futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Unpin,
 {
-    let deadline = tokio::time::Instant::now() + DRAIN_TIME;
-    while seen < DRAIN_CAP {
+    let deadline = tokio::time::Instant::now() + time;
+    while seen < cap {
         match tokio::time::timeout_at(deadline, stream.next()).await {
             Ok(Some(Ok(chunk))) => seen += chunk.len() as u64,
             _ => return,

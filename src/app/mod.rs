@@ -137,13 +137,8 @@ impl Server {
 
         // The link stays valid until an administrator exists (not merely a user: registration
         // is closed until then, and an account made by someone else must not kill the link).
-        let no_admin = !state
-            .store
-            .users()
-            .map(|u| u.iter().any(|u| u.admin && !u.banned))
-            .unwrap_or(true);
-        let setup_url =
-            no_admin.then(|| format!("{public_url}/setup?token={}", state.idp.new_setup_token()));
+        let setup_url = (!crate::idp::pages::setup_done(&state))
+            .then(|| format!("{public_url}/setup?token={}", state.idp.new_setup_token()));
 
         let resumed = engine.resume().await?;
         if resumed > 0 {

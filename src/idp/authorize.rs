@@ -479,7 +479,12 @@ pub async fn authorize_post(
         Checked::Ok(a) => a,
         Checked::Page(r) | Checked::Redirect(r) => return r,
     };
-    let Some(me) = signed_in(&state, jar) else {
+    // Signed out, or signed in before the request's `auth_after`: sign in (again) first.
+    let me = signed_in(&state, jar);
+    let stale = me
+        .as_ref()
+        .is_some_and(|m| authz.auth_after.is_some_and(|t| m.session.auth_time < t));
+    let Some(me) = me.filter(|_| !stale) else {
         let here = with_params(
             "/oauth/authorize",
             &carried(&params)
@@ -488,23 +493,11 @@ pub async fn authorize_post(
                 .collect::<Vec<_>>(),
         );
         return redirect(&format!(
-            "/login?{}",
-            serde_urlencoded::to_string([("return_to", here.as_str())]).unwrap_or_default()
+            "/login?{}{}",
+            serde_urlencoded::to_string([("return_to", here.as_str())]).unwrap_or_default(),
+            if stale { "&force=1" } else { "" }
         ));
     };
-    if authz.auth_after.is_some_and(|t| me.session.auth_time < t) {
-        let here = with_params(
-            "/oauth/authorize",
-            &carried(&params)
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect::<Vec<_>>(),
-        );
-        return redirect(&format!(
-            "/login?{}&force=1",
-            serde_urlencoded::to_string([("return_to", here.as_str())]).unwrap_or_default()
-        ));
-    }
     match params.get("decision").map(String::as_str) {
         Some("allow") => {
             let (uid, client, scopes, now) = (

@@ -159,6 +159,38 @@ fn variant_of(file: &str) -> Option<String> {
 }
 
 /// Chooses the files a diffusers pipeline needs, one weight variant per component.
+impl Sibling {
+    /// This file as something to fetch, with the size and checksum the hub lists for it.
+    fn wanted(&self) -> Result<Wanted, PullError> {
+        let size = self
+            .lfs
+            .as_ref()
+            .map(|l| l.size)
+            .or(self.size)
+            .ok_or_else(|| {
+                PullError::Http(format!(
+                    "the hub did not say the size of {}",
+                    self.rfilename
+                ))
+            })?;
+        let check = match (&self.lfs, &self.blob_id) {
+            (Some(l), _) => Check::Sha256(l.sha256.to_ascii_lowercase()),
+            (None, Some(b)) => Check::GitBlob(b.to_ascii_lowercase()),
+            (None, None) => {
+                return Err(PullError::Http(format!(
+                    "the hub gave no checksum for {}",
+                    self.rfilename
+                )));
+            }
+        };
+        Ok(Wanted {
+            path: self.rfilename.clone(),
+            size,
+            check,
+        })
+    }
+}
+
 fn select(siblings: &[Sibling], variant: Option<&str>) -> Result<Vec<Wanted>, PullError> {
     let mut out = Vec::new();
     let mut weights: std::collections::BTreeMap<&str, Vec<&Sibling>> = Default::default();
@@ -169,28 +201,8 @@ fn select(siblings: &[Sibling], variant: Option<&str>) -> Result<Vec<Wanted>, Pu
                 "the repository lists an unsafe path {f:?}"
             )));
         }
-        let keep_plain = |s: &Sibling| -> Result<Wanted, PullError> {
-            let size = s.lfs.as_ref().map(|l| l.size).or(s.size).ok_or_else(|| {
-                PullError::Http(format!("the hub did not say the size of {}", s.rfilename))
-            })?;
-            let check = match (&s.lfs, &s.blob_id) {
-                (Some(l), _) => Check::Sha256(l.sha256.to_ascii_lowercase()),
-                (None, Some(b)) => Check::GitBlob(b.to_ascii_lowercase()),
-                (None, None) => {
-                    return Err(PullError::Http(format!(
-                        "the hub gave no checksum for {}",
-                        s.rfilename
-                    )));
-                }
-            };
-            Ok(Wanted {
-                path: s.rfilename.clone(),
-                size,
-                check,
-            })
-        };
         if f == "model_index.json" {
-            out.push(keep_plain(s)?);
+            out.push(s.wanted()?);
             continue;
         }
         let Some((folder, name)) = f.split_once('/') else {
@@ -202,7 +214,7 @@ fn select(siblings: &[Sibling], variant: Option<&str>) -> Result<Vec<Wanted>, Pu
         if name.ends_with(".safetensors") {
             weights.entry(folder).or_default().push(s);
         } else if name.ends_with(".json") || name.ends_with(".txt") {
-            out.push(keep_plain(s)?);
+            out.push(s.wanted()?);
         }
     }
     if !out.iter().any(|w| w.path == "model_index.json") {
@@ -210,43 +222,18 @@ fn select(siblings: &[Sibling], variant: Option<&str>) -> Result<Vec<Wanted>, Pu
             "the repository has no model_index.json: not a diffusers pipeline (single-file checkpoints: download the .safetensors and use `pictor models add`)".into(),
         ));
     }
-    for (folder, files) in weights {
-        let matching: Vec<&&Sibling> = match variant {
-            Some(v) => files
-                .iter()
-                .filter(|s| variant_of(&s.rfilename).as_deref() == Some(v))
-                .collect(),
-            None => files
-                .iter()
-                .filter(|s| variant_of(&s.rfilename).is_none())
-                .collect(),
+    for files in weights.values() {
+        // The asked-for variant (or the plain weights); failing that, what there is (a
+        // repository with only fp16 weights, say).
+        let want = match files
+            .iter()
+            .any(|s| variant_of(&s.rfilename).as_deref() == variant)
+        {
+            true => variant.map(str::to_string),
+            false => files.first().and_then(|s| variant_of(&s.rfilename)),
         };
-        // Fall back to what there is (a repository with only fp16 weights, say).
-        let chosen: Vec<&&Sibling> = if matching.is_empty() {
-            let first = files.first().and_then(|s| variant_of(&s.rfilename));
-            files
-                .iter()
-                .filter(|s| variant_of(&s.rfilename) == first)
-                .collect()
-        } else {
-            matching
-        };
-        for s in chosen {
-            let size = s.lfs.as_ref().map(|l| l.size).or(s.size).unwrap_or(0);
-            let check = match (&s.lfs, &s.blob_id) {
-                (Some(l), _) => Check::Sha256(l.sha256.to_ascii_lowercase()),
-                (None, Some(b)) => Check::GitBlob(b.to_ascii_lowercase()),
-                (None, None) => {
-                    return Err(PullError::Http(format!(
-                        "the hub gave no checksum for {folder}/…"
-                    )));
-                }
-            };
-            out.push(Wanted {
-                path: s.rfilename.clone(),
-                size,
-                check,
-            });
+        for s in files.iter().filter(|s| variant_of(&s.rfilename) == want) {
+            out.push(s.wanted()?);
         }
     }
     if !out
@@ -692,12 +679,14 @@ async fn fetch_file(
             }
             file.sync_all()
                 .map_err(|e| format!("cannot write {}: {e}", part.display()))?;
+            if have < w.size {
+                return Err("the server ended the download early".to_string());
+            }
             Ok(())
         }
         .await;
         match outcome {
-            Ok(()) if have == w.size => break,
-            Ok(()) => {}
+            Ok(()) => break,
             Err(e) if tries >= TRIES => {
                 return Err(PullError::Http(format!(
                     "{}: giving up after {TRIES} tries ({have} of {} bytes, kept for next time): {e}",
@@ -708,12 +697,6 @@ async fn fetch_file(
                 tracing::warn!(file = %w.path, have, error = %e, "download interrupted; resuming");
                 tokio::time::sleep(Duration::from_millis(200 * u64::from(tries))).await;
             }
-        }
-        if tries >= TRIES && have < w.size {
-            return Err(PullError::Http(format!(
-                "{}: the server keeps ending the download early ({have} of {} bytes, kept for next time)",
-                w.path, w.size
-            )));
         }
     }
     let got = hasher.hex();

@@ -54,12 +54,6 @@ impl Store {
         Ok(out)
     }
 
-    pub fn model(&self, name: &str) -> Result<Option<ModelRecord>, StoreError> {
-        let txn = self.db().begin_read()?;
-        let t = txn.open_table(MODELS)?;
-        t.get(name)?.map(|v| codec::decode(v.value())).transpose()
-    }
-
     /// Unregisters a model and returns what it was (its files are the caller's business).
     pub fn remove_model(&self, name: &str) -> Result<ModelRecord, StoreError> {
         let txn = self.db().begin_write()?;

@@ -228,6 +228,11 @@ impl Store {
             .ok_or_else(|| StoreError::NotFound(format!("no user with e-mail {:?}", email.trim())))
     }
 
+    /// Whether an administrator who is not banned exists (first-start setup is done).
+    pub fn has_admin(&self) -> Result<bool, StoreError> {
+        Ok(self.users()?.iter().any(|u| u.admin && !u.banned))
+    }
+
     pub fn users(&self) -> Result<Vec<UserRecord>, StoreError> {
         let txn = self.db().begin_read()?;
         let users = txn.open_table(USERS)?;

@@ -447,7 +447,7 @@ impl Browser {
         }
     }
 
-    fn cookie_header(&self) -> String {
+    pub fn cookie_header(&self) -> String {
         self.cookies
             .iter()
             .map(|(k, v)| format!("{k}={v}"))

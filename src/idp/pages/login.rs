@@ -175,19 +175,26 @@ pub async fn login_post(
     let now = state.clock.now();
     let email = f.email.trim().to_lowercase();
     let ip = client_ip(&state, req);
+    // The form again, with an error.
+    let again = |error: &str, status| {
+        login_page(
+            &state,
+            req,
+            jar,
+            &return_to,
+            &email,
+            Some(error.to_string()),
+            status,
+            None,
+        )
+    };
     // Counted as a failure from here on, unless the password turns out right.
     let challenge = match state.idp.throttle.attempt(ip, &email, now) {
         Verdict::Limited(secs) => {
             state.idp.metrics_signin(false);
-            return login_page(
-                &state,
-                req,
-                jar,
-                &return_to,
-                &email,
-                Some(format!("Too many attempts. Try again in {secs} seconds.")),
+            return again(
+                &format!("Too many attempts. Try again in {secs} seconds."),
                 StatusCode::TOO_MANY_REQUESTS,
-                None,
             );
         }
         Verdict::Allowed { challenge } => challenge,
@@ -199,15 +206,9 @@ pub async fn login_post(
             .verify(&state.idp.secrets, &f.pow_challenge, &f.pow_nonce, now)
     {
         state.idp.throttle.cancel(ip, &email);
-        return login_page(
-            &state,
-            req,
-            jar,
-            &return_to,
-            &email,
-            Some("The bot check was not completed. Wait for it to finish (it needs JavaScript), then sign in again.".into()),
+        return again(
+            "The bot check was not completed. Wait for it to finish (it needs JavaScript), then sign in again.",
             StatusCode::BAD_REQUEST,
-            None,
         );
     }
     let user = state.store.user_by_email(&email).ok().flatten();
@@ -220,28 +221,10 @@ pub async fn login_post(
     let Some(user) = user.filter(|_| ok) else {
         state.idp.metrics_signin(false);
         tracing::info!(account = %sha256_hex(&email)[..12], "sign-in failed");
-        return login_page(
-            &state,
-            req,
-            jar,
-            &return_to,
-            &email,
-            Some("Wrong e-mail or password.".into()),
-            StatusCode::UNAUTHORIZED,
-            None,
-        );
+        return again("Wrong e-mail or password.", StatusCode::UNAUTHORIZED);
     };
     if user.banned {
-        return login_page(
-            &state,
-            req,
-            jar,
-            &return_to,
-            &email,
-            Some("This account is blocked.".into()),
-            StatusCode::FORBIDDEN,
-            None,
-        );
+        return again("This account is blocked.", StatusCode::FORBIDDEN);
     }
     // An imported (pbkdf2) hash is replaced by Argon2id now that we have the password.
     if user

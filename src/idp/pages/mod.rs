@@ -39,11 +39,7 @@ pub fn setup_done(state: &AppState) -> bool {
     if state.idp.admin_seen.load(Ordering::Relaxed) {
         return true;
     }
-    let done = state
-        .store
-        .users()
-        .map(|users| users.iter().any(|u| u.admin && !u.banned))
-        .unwrap_or(true);
+    let done = state.store.has_admin().unwrap_or(true);
     if done {
         state.idp.admin_seen.store(true, Ordering::Relaxed);
     }

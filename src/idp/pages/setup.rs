@@ -176,7 +176,7 @@ pub async fn setup_post(
     let created = state
         .store
         .call(move |s| {
-            if s.users()?.iter().any(|u| u.admin && !u.banned) {
+            if s.has_admin()? {
                 return Ok(None);
             }
             s.create_user(new, now).map(Some)

@@ -23,6 +23,7 @@ fn params(model: Model) -> PngParameters {
         seed: 7,
         model: model.id().into(),
         kind: "generate",
+        details: None,
     }
 }
 

@@ -37,6 +37,9 @@ pub struct Config {
     pub settings_overrides: Vec<(&'static str, u32)>,
     /// The `[backends]` table of the file, for the renderer's model backends.
     pub backends: Option<toml::Table>,
+    /// The `[diffusion]` table of the file: Pictor's model ids mapped to installed diffusion
+    /// models (see README "Diffusion models").
+    pub diffusion: Option<toml::Table>,
     /// Reverse proxies whose `Forwarded`/`X-Forwarded-For` headers name the client (see
     /// README, Deployment). Empty: the socket peer is the client.
     pub trusted_proxies: crate::net::TrustedProxies,
@@ -59,6 +62,7 @@ impl Config {
             retention_days: None,
             settings_overrides: Vec::new(),
             backends: None,
+            diffusion: None,
             trusted_proxies: crate::net::TrustedProxies::default(),
             metrics_token: None,
         }
@@ -275,6 +279,7 @@ pub struct Layers {
     /// Values from the file (flattened), and the file's `[backends]` table.
     pub file: BTreeMap<String, String>,
     pub backends: Option<toml::Table>,
+    pub diffusion: Option<toml::Table>,
     /// The file read, if any.
     pub file_path: Option<PathBuf>,
 }
@@ -284,6 +289,7 @@ fn flatten(
     table: &toml::Table,
     out: &mut BTreeMap<String, String>,
     backends: &mut Option<toml::Table>,
+    diffusion: &mut Option<toml::Table>,
 ) -> Result<(), String> {
     for (k, v) in table {
         let key = if prefix.is_empty() {
@@ -293,7 +299,8 @@ fn flatten(
         };
         match v {
             toml::Value::Table(t) if key == "backends" => *backends = Some(t.clone()),
-            toml::Value::Table(t) => flatten(&key, t, out, backends)?,
+            toml::Value::Table(t) if key == "diffusion" => *diffusion = Some(t.clone()),
+            toml::Value::Table(t) => flatten(&key, t, out, backends, diffusion)?,
             toml::Value::String(s) => {
                 out.insert(key, s.clone());
             }
@@ -349,8 +356,14 @@ impl Layers {
         let table: toml::Table = toml::from_str(text)
             .map_err(|e| ConfigError::Parse(path.to_path_buf(), e.message().to_string()))?;
         let mut flat = BTreeMap::new();
-        flatten("", &table, &mut flat, &mut self.backends)
-            .map_err(|e| ConfigError::Parse(path.to_path_buf(), e))?;
+        flatten(
+            "",
+            &table,
+            &mut flat,
+            &mut self.backends,
+            &mut self.diffusion,
+        )
+        .map_err(|e| ConfigError::Parse(path.to_path_buf(), e))?;
         for key in flat.keys() {
             check_known(key, &format!("in {}", path.display()))?;
         }
@@ -564,6 +577,7 @@ pub fn resolve(layers: &Layers) -> Result<(Config, Vec<Effective>), ConfigError>
         });
     }
     config.backends = layers.backends.clone();
+    config.diffusion = layers.diffusion.clone();
     Ok((config, effective))
 }
 

@@ -43,6 +43,7 @@ fn try_edit(instruction: &str) -> Result<image::RgbaImage, RenderError> {
         seed: 1,
         model: "fast".into(),
         kind: "edit",
+        details: None,
     };
     let png = pictor::render::finish(pic, false, &params).unwrap();
     Ok(image::load_from_memory(&png).unwrap().to_rgba8())

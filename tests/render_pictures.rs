@@ -23,6 +23,7 @@ fn png(prompt: &str, model: Model, ratio: Ratio, seed: u64) -> Vec<u8> {
         seed,
         model: model.id().into(),
         kind: "generate",
+        details: None,
     };
     finish(pic, true, &params).unwrap()
 }

@@ -44,6 +44,10 @@ pub struct ModelView {
     pub price: u32,
     /// Long side of the output in pixels.
     pub long_side: u32,
+    /// What renders this model on this server: `procedural` (the built-in painter, no model
+    /// weights), `diffusion:<installed model>` (the built-in Stable Diffusion engine), or
+    /// `a1111`/`openai` (a configured inference server).
+    pub engine: String,
 }
 
 #[derive(Object, Debug)]
@@ -148,6 +152,7 @@ pub(crate) fn model_list(state: &AppState) -> Result<ModelList, ApiError> {
                 aliases: m.aliases().iter().map(|a| a.to_string()).collect(),
                 price: settings.price(m),
                 long_side: m.long_side(),
+                engine: state.jobs.engine_for(m),
             })
             .collect(),
         edit_price: settings.price_edit,

@@ -56,6 +56,7 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<()> {
             seed: args.seed,
             model: model.id().into(),
             kind: "edit",
+            details: None,
         };
         (picture, params)
     } else {
@@ -88,6 +89,7 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<()> {
             seed: args.seed,
             model: model.id().into(),
             kind: "generate",
+            details: None,
         };
         (picture, params)
     };

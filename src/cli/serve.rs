@@ -87,7 +87,7 @@ pub fn backends_config(table: &toml::Table) -> anyhow::Result<BackendsConfig> {
 /// `PICTOR_DEBUG_FAIL_PROMPT` testing hooks are set.
 pub fn renderer_for(config: &Config) -> anyhow::Result<Arc<dyn Renderer>> {
     let procedural: Arc<dyn Renderer> = Arc::new(ProceduralRenderer);
-    let base: Arc<dyn Renderer> = match &config.backends {
+    let routed: Arc<dyn Renderer> = match &config.backends {
         Some(table) => {
             let cfg = backends_config(table)?;
             if cfg.is_empty() {
@@ -99,7 +99,173 @@ pub fn renderer_for(config: &Config) -> anyhow::Result<Arc<dyn Renderer>> {
         }
         None => procedural,
     };
+    let base = match &config.diffusion {
+        Some(table) => diffusion_renderer(config, table, routed)?,
+        None => routed,
+    };
     Ok(with_testing_hooks(base))
+}
+
+#[cfg(not(feature = "diffusion"))]
+fn diffusion_renderer(
+    _config: &Config,
+    _table: &toml::Table,
+    _fallback: Arc<dyn Renderer>,
+) -> anyhow::Result<Arc<dyn Renderer>> {
+    anyhow::bail!(
+        "[diffusion] in the config file needs a build with the `diffusion` feature (the default)"
+    )
+}
+
+/// The `[diffusion]` table: `[diffusion.fast]`, `[diffusion.artist]`, `[diffusion.0.2plus]`
+/// (or any alias) and `[diffusion.edit]` name an installed model and how to run it;
+/// `memory_budget_mb` bounds the models kept loaded. Names are resolved in the store now, so a
+/// typo fails the start with a clear message instead of failing jobs later.
+#[cfg(feature = "diffusion")]
+fn diffusion_renderer(
+    config: &Config,
+    table: &toml::Table,
+    fallback: Arc<dyn Renderer>,
+) -> anyhow::Result<Arc<dyn Renderer>> {
+    use crate::render::Model;
+    use crate::render::diffusion::scheduler::Sampler;
+    use crate::render::diffusion::{DiffusionRenderer, ModelMapping};
+
+    let installed = if config.db_path().exists() {
+        let store = crate::store::Store::open(&config.db_path())?;
+        store.models()?
+    } else {
+        Vec::new()
+    };
+    let mut budget_mb: u64 = 16 * 1024;
+    let mut models = std::collections::HashMap::new();
+    let mut edit = None;
+    for (key, value) in table {
+        if key == "memory_budget_mb" {
+            budget_mb = value.as_integer().filter(|v| *v > 0).ok_or_else(|| {
+                anyhow::anyhow!("[diffusion] memory_budget_mb must be a positive integer")
+            })? as u64;
+            continue;
+        }
+        let target = if key == "edit" {
+            None
+        } else {
+            Some(Model::parse(key).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "[diffusion.{key}]: not a model id (fast, artist, 0.2plus) or \"edit\""
+                )
+            })?)
+        };
+        let t = value
+            .as_table()
+            .ok_or_else(|| anyhow::anyhow!("[diffusion.{key}] must be a table"))?;
+        let name = t
+            .get("model")
+            .and_then(toml::Value::as_str)
+            .ok_or_else(|| {
+                anyhow::anyhow!("[diffusion.{key}]: model = \"<installed model name>\" is required")
+            })?;
+        let record = installed.iter().find(|r| r.name == name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "[diffusion.{key}]: no installed model is named {name:?} (see `pictor models list`; add one with `pictor models add {name} PATH`)"
+            )
+        })?;
+        if record.layout != crate::models::Layout::Diffusers {
+            anyhow::bail!(
+                "[diffusion.{key}]: {name:?} is a single-file checkpoint; the built-in engine loads diffusers folders for now (README, Diffusion models)"
+            );
+        }
+        let mut m = ModelMapping::new(name, PathBuf::from(&record.path));
+        m.hash = quick_hash(&record.path);
+        for (k, v) in t {
+            let bad = |what: &str| anyhow::anyhow!("[diffusion.{key}] {k}: {what}");
+            match k.as_str() {
+                "model" => {}
+                "steps" => {
+                    m.steps = v
+                        .as_integer()
+                        .filter(|s| (1..=150).contains(s))
+                        .ok_or_else(|| bad("an integer from 1 to 150"))?
+                        as usize
+                }
+                "guidance" => {
+                    m.guidance = v
+                        .as_float()
+                        .or(v.as_integer().map(|i| i as f64))
+                        .filter(|g| (0.0..=30.0).contains(g))
+                        .ok_or_else(|| bad("a number from 0 to 30"))?
+                }
+                "sampler" => {
+                    m.sampler = v
+                        .as_str()
+                        .and_then(Sampler::parse)
+                        .ok_or_else(|| bad("\"euler\" or \"euler_a\""))?
+                }
+                "size" => {
+                    m.size = Some(
+                        v.as_integer()
+                            .filter(|s| (64..=2048).contains(s) && s % 64 == 0)
+                            .ok_or_else(|| bad("a multiple of 64 from 64 to 2048"))?
+                            as usize,
+                    )
+                }
+                "negative_prompt" => {
+                    m.negative_prompt = v.as_str().ok_or_else(|| bad("a string"))?.to_owned()
+                }
+                "strength" => {
+                    m.strength = v
+                        .as_float()
+                        .filter(|s| *s > 0.0 && *s <= 1.0)
+                        .ok_or_else(|| bad("a number in (0, 1]"))?
+                }
+                _ => {
+                    return Err(bad(
+                        "unknown setting (model, steps, guidance, sampler, size, negative_prompt, strength)",
+                    ));
+                }
+            }
+        }
+        match target {
+            Some(model) => {
+                models.insert(model, m);
+            }
+            None => edit = Some(m),
+        }
+    }
+    tracing::info!(
+        models = ?models.iter().map(|(k, v)| format!("{k}={}", v.name)).collect::<Vec<_>>(),
+        edit = ?edit.as_ref().map(|m| m.name.clone()),
+        "diffusion models mapped"
+    );
+    Ok(Arc::new(DiffusionRenderer::new(
+        models,
+        edit,
+        fallback,
+        budget_mb * 1024 * 1024,
+    )))
+}
+
+/// A short, cheap fingerprint of a model (SHA-256 of the UNet weights' size and first MiB),
+/// shown as "Model hash" in the PNG parameters.
+#[cfg(feature = "diffusion")]
+fn quick_hash(path: &str) -> String {
+    use sha2::Digest;
+    use std::io::Read;
+    let dir = std::path::Path::new(path);
+    let file = crate::render::diffusion::load::weights_in(
+        &dir.join("unet"),
+        "diffusion_pytorch_model.safetensors",
+    )
+    .unwrap_or_else(|_| dir.to_path_buf());
+    let mut h = sha2::Sha256::new();
+    if let Ok(f) = std::fs::File::open(&file) {
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        h.update(len.to_le_bytes());
+        let mut buf = Vec::new();
+        let _ = f.take(1 << 20).read_to_end(&mut buf);
+        h.update(&buf);
+    }
+    hex::encode(&h.finalize()[..5])
 }
 
 fn with_testing_hooks(base: Arc<dyn Renderer>) -> Arc<dyn Renderer> {

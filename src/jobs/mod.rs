@@ -18,7 +18,8 @@ use tracing::{error, info, warn};
 
 use crate::clock::Clock;
 use crate::render::{
-    self, EditSpec, GenerateSpec, Model, PngParameters, Ratio, RenderError, RenderPool, Renderer,
+    self, EditSpec, GenerateSpec, Model, PngParameters, Ratio, RenderControl, RenderError,
+    RenderPool, Renderer,
 };
 use crate::store::{FinishOutcome, JobId, JobKind, JobRecord, StartOutcome, Store, StoreError};
 pub use watch::{JobWatchers, Subscription};
@@ -76,6 +77,11 @@ pub struct EngineStats {
 }
 
 impl JobEngine {
+    /// What renders `model` (see [`Renderer::engine`]).
+    pub fn engine_for(&self, model: Model) -> String {
+        self.inner.renderer.engine(model)
+    }
+
     pub fn new(
         store: Store,
         renderer: Arc<dyn Renderer>,
@@ -349,10 +355,12 @@ async fn run(inner: &Inner, job: JobRecord) {
     let images_dir = inner.images_dir.clone();
     let model_label = job.model.clone();
     let started = std::time::Instant::now();
+    // Progress and cancellation of this render (exposed through the jobs service).
+    let control = RenderControl::default();
     let rendered = inner
         .pool
         .run(slot, move || {
-            render_job(renderer.as_ref(), &job, source, &images_dir)
+            render_job(renderer.as_ref(), &job, source, &images_dir, &control)
         })
         .await;
     let outcome = match rendered {
@@ -421,6 +429,7 @@ fn render_job(
     job: &JobRecord,
     source: Option<Vec<u8>>,
     images_dir: &Path,
+    control: &RenderControl,
 ) -> Result<FinishOutcome, RenderFailure> {
     let rendered_prompt = job
         .enhanced_prompt
@@ -432,18 +441,24 @@ fn render_job(
             let ratio = Ratio::parse(&job.ratio)
                 .unwrap_or(Ratio::Square)
                 .resolve_auto(&rendered_prompt);
-            renderer.generate(&GenerateSpec {
-                prompt: rendered_prompt.clone(),
-                model,
-                ratio,
-                seed: job.seed,
-            })
+            renderer.generate_with(
+                &GenerateSpec {
+                    prompt: rendered_prompt.clone(),
+                    model,
+                    ratio,
+                    seed: job.seed,
+                },
+                control,
+            )
         }
-        Some(bytes) => renderer.edit(&EditSpec {
-            source: bytes,
-            instruction: job.prompt.clone(),
-            seed: job.seed,
-        }),
+        Some(bytes) => renderer.edit_with(
+            &EditSpec {
+                source: bytes,
+                instruction: job.prompt.clone(),
+                seed: job.seed,
+            },
+            control,
+        ),
     }
     .map_err(RenderFailure::Render)?;
     let params = PngParameters {
@@ -451,6 +466,7 @@ fn render_job(
         seed: job.seed,
         model: job.model.clone(),
         kind: job.kind.as_str(),
+        details: control.details(),
     };
     let (width, height) = (picture.width(), picture.height());
     let png = render::finish(picture, job.watermark, &params).map_err(RenderFailure::Render)?;

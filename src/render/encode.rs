@@ -57,10 +57,34 @@ pub fn png_with_parameters(
 pub fn parameters_text(params: &PngParameters, width: u32, height: u32) -> String {
     // NUL is not allowed in PNG text; other control characters are harmless.
     let prompt = params.prompt.replace('\0', " ");
-    let mut text = format!(
-        "{prompt}\nSteps: 1, Sampler: procedural, Seed: {}, Size: {width}x{height}, Model: {}",
-        params.seed, params.model
-    );
+    let mut text = match &params.details {
+        None => format!(
+            "{prompt}\nSteps: 1, Sampler: procedural, Seed: {}, Size: {width}x{height}, Model: {}",
+            params.seed, params.model
+        ),
+        Some(d) => {
+            let mut t = prompt.clone();
+            if !d.negative_prompt.is_empty() {
+                t.push_str("\nNegative prompt: ");
+                t.push_str(&d.negative_prompt.replace('\0', " "));
+            }
+            t.push_str(&format!(
+                "\nSteps: {}, Sampler: {}, CFG scale: {}, Seed: {}, Size: {}x{}, Model hash: {}, Model: {}",
+                d.steps, d.sampler, d.guidance, params.seed, d.size.0, d.size.1, d.model_hash, d.model_name
+            ));
+            if let Some(s) = d.strength {
+                t.push_str(&format!(", Denoising strength: {s}"));
+            }
+            if (d.size.0, d.size.1) != (width, height) {
+                t.push_str(&format!(", Output size: {width}x{height}"));
+            }
+            t.push_str(&format!(
+                ", RNG: {}, Pictor model: {}",
+                d.noise, params.model
+            ));
+            t
+        }
+    };
     if params.kind.eq_ignore_ascii_case("edit") {
         text.push_str(", Edit: yes");
     }
@@ -113,6 +137,7 @@ mod tests {
             seed: 123,
             model: "fast".to_owned(),
             kind,
+            details: None,
         }
     }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{EditSpec, GenerateSpec, Picture, RenderError, Renderer};
+use super::{EditSpec, GenerateSpec, Picture, RenderControl, RenderError, Renderer};
 
 pub struct FaultInjector {
     pub inner: Arc<dyn Renderer>,
@@ -39,6 +39,24 @@ impl Renderer for FaultInjector {
         self.check(&spec.instruction)?;
         self.inner.edit(spec)
     }
+
+    fn engine(&self, model: crate::render::Model) -> String {
+        self.inner.engine(model)
+    }
+
+    fn generate_with(
+        &self,
+        spec: &GenerateSpec,
+        control: &RenderControl,
+    ) -> Result<Picture, RenderError> {
+        self.check(&spec.prompt)?;
+        self.inner.generate_with(spec, control)
+    }
+
+    fn edit_with(&self, spec: &EditSpec, control: &RenderControl) -> Result<Picture, RenderError> {
+        self.check(&spec.instruction)?;
+        self.inner.edit_with(spec, control)
+    }
 }
 
 /// Draws generations as a flat colour of the exact size (edits go to `inner`): the job machinery
@@ -60,5 +78,13 @@ impl Renderer for FlatRenderer {
 
     fn edit(&self, spec: &EditSpec) -> Result<Picture, RenderError> {
         self.inner.edit(spec)
+    }
+
+    fn edit_with(&self, spec: &EditSpec, control: &RenderControl) -> Result<Picture, RenderError> {
+        self.inner.edit_with(spec, control)
+    }
+
+    fn engine(&self, model: crate::render::Model) -> String {
+        self.inner.engine(model)
     }
 }

@@ -8,6 +8,8 @@ pub mod avatar;
 pub mod backends;
 pub mod catalog;
 pub mod decode;
+#[cfg(feature = "diffusion")]
+pub mod diffusion;
 pub mod edit;
 pub mod encode;
 pub mod enhance;
@@ -90,9 +92,84 @@ pub enum RenderError {
     /// The backend is overloaded (queue full, 429/503 from a remote server).
     #[error("renderer overloaded: {0}")]
     Overloaded(String),
+    /// The job was cancelled while rendering.
+    #[error("cancelled")]
+    Cancelled,
     /// Any other fault while generating or editing.
     #[error("render failed: {0}")]
     Failed(String),
+}
+
+/// Progress, cancellation and what the renderer used, shared between a running job and its
+/// renderer. Cheap to clone; the default is a fresh control nobody watches.
+#[derive(Clone, Default)]
+pub struct RenderControl {
+    inner: std::sync::Arc<ControlInner>,
+}
+
+#[derive(Default)]
+struct ControlInner {
+    cancelled: std::sync::atomic::AtomicBool,
+    /// Progress in thousandths.
+    progress: std::sync::atomic::AtomicU32,
+    details: std::sync::Mutex<Option<RenderDetails>>,
+}
+
+/// How a model-based renderer made the picture, for the PNG `parameters` chunk.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderDetails {
+    pub negative_prompt: String,
+    pub steps: usize,
+    pub sampler: String,
+    pub guidance: f64,
+    /// The size the model rendered at (before fitting to the job's size).
+    pub size: (u32, u32),
+    pub model_name: String,
+    pub model_hash: String,
+    pub noise: &'static str,
+    /// img2img: how much of the schedule ran.
+    pub strength: Option<f64>,
+}
+
+impl RenderControl {
+    /// Asks the renderer to stop at its next checkpoint (between denoising steps).
+    pub fn cancel(&self) {
+        self.inner
+            .cancelled
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.inner
+            .cancelled
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Records progress in 0..=1 (never goes back).
+    pub fn set_progress(&self, p: f64) {
+        let v = (p.clamp(0.0, 1.0) * 1000.0).round() as u32;
+        self.inner
+            .progress
+            .fetch_max(v, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn progress(&self) -> f64 {
+        f64::from(
+            self.inner
+                .progress
+                .load(std::sync::atomic::Ordering::SeqCst),
+        ) / 1000.0
+    }
+
+    pub fn set_details(&self, d: RenderDetails) {
+        if let Ok(mut g) = self.inner.details.lock() {
+            *g = Some(d);
+        }
+    }
+
+    pub fn details(&self) -> Option<RenderDetails> {
+        self.inner.details.lock().ok().and_then(|g| g.clone())
+    }
 }
 
 /// A source of pictures. Implementations are synchronous and run on the blocking pool.
@@ -104,6 +181,29 @@ pub trait Renderer: Send + Sync + 'static {
     fn generate(&self, spec: &GenerateSpec) -> Result<Picture, RenderError>;
     /// Applies the instruction to the source image.
     fn edit(&self, spec: &EditSpec) -> Result<Picture, RenderError>;
+
+    /// [`Renderer::generate`] with progress, cancellation and details (`control`). Renderers
+    /// without checkpoints keep the default, which ignores it.
+    fn generate_with(
+        &self,
+        spec: &GenerateSpec,
+        control: &RenderControl,
+    ) -> Result<Picture, RenderError> {
+        let _ = control;
+        self.generate(spec)
+    }
+
+    /// What renders `model`: `procedural`, `diffusion:<name>`, `a1111`, `openai`.
+    fn engine(&self, model: Model) -> String {
+        let _ = model;
+        "procedural".into()
+    }
+
+    /// [`Renderer::edit`] with progress, cancellation and details.
+    fn edit_with(&self, spec: &EditSpec, control: &RenderControl) -> Result<Picture, RenderError> {
+        let _ = control;
+        self.edit(spec)
+    }
 }
 
 /// Metadata written into every PNG (`parameters` text chunk, AUTOMATIC1111 format).
@@ -113,6 +213,8 @@ pub struct PngParameters {
     pub seed: u64,
     pub model: String,
     pub kind: &'static str,
+    /// How a model-based renderer made it (steps, sampler, guidance, model hash…).
+    pub details: Option<RenderDetails>,
 }
 
 /// Shrinks a picture so that its long side is at most `max_side` (never enlarges).

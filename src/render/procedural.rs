@@ -421,6 +421,7 @@ mod tests {
             seed,
             model: "fast".to_owned(),
             kind: "generate",
+            details: None,
         };
         finish(pic, false, &params).unwrap()
     }
@@ -644,6 +645,7 @@ mod tests {
                 seed: 7,
                 model: model.id().to_owned(),
                 kind: "generate",
+                details: None,
             };
             let bytes = finish(pic, true, &params).unwrap();
             println!(

@@ -53,6 +53,38 @@ impl Router {
 }
 
 impl Renderer for Router {
+    fn engine(&self, model: Model) -> String {
+        match self.models.get(&model).map(|c| c.kind) {
+            Some(BackendKind::OpenAi) => "openai".into(),
+            Some(BackendKind::A1111) => "a1111".into(),
+            None => self.fallback.engine(model),
+        }
+    }
+
+    fn generate_with(
+        &self,
+        spec: &GenerateSpec,
+        control: &super::RenderControl,
+    ) -> Result<Picture, RenderError> {
+        if self.models.contains_key(&spec.model) {
+            self.generate(spec)
+        } else {
+            self.fallback.generate_with(spec, control)
+        }
+    }
+
+    fn edit_with(
+        &self,
+        spec: &EditSpec,
+        control: &super::RenderControl,
+    ) -> Result<Picture, RenderError> {
+        if self.edit.is_some() {
+            self.edit(spec)
+        } else {
+            self.fallback.edit_with(spec, control)
+        }
+    }
+
     fn generate(&self, spec: &GenerateSpec) -> Result<Picture, RenderError> {
         let Some(cfg) = self.models.get(&spec.model) else {
             return self.fallback.generate(spec);

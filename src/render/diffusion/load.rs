@@ -1,0 +1,292 @@
+//! Reading a model's configuration files into the networks' configurations.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::DiffusionError;
+use super::net::clip::{self, Activation};
+use super::net::unet_2d::{BlockConfig, TextTimeConfig, UNet2DConditionModelConfig};
+use super::net::vae::AutoEncoderKLConfig;
+
+fn bad(file: &str, m: impl std::fmt::Display) -> DiffusionError {
+    DiffusionError::Model(format!("{file}: {m}"))
+}
+
+fn usize_of(v: &Value, k: &str, d: usize) -> usize {
+    v.get(k).and_then(Value::as_u64).map_or(d, |x| x as usize)
+}
+
+/// An int or a per-block list (`attention_head_dim`, `transformer_layers_per_block`, …).
+fn per_block(
+    v: Option<&Value>,
+    n: usize,
+    file: &str,
+    key: &str,
+) -> Result<Option<Vec<usize>>, DiffusionError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(x)) => Ok(Some(vec![x.as_u64().unwrap_or(0) as usize; n])),
+        Some(Value::Array(a)) if a.len() == n => a
+            .iter()
+            .map(|x| {
+                x.as_u64()
+                    .map(|x| x as usize)
+                    .ok_or_else(|| bad(file, format!("{key} must hold integers")))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(_) => Err(bad(
+            file,
+            format!("{key} must be an integer or one per block"),
+        )),
+    }
+}
+
+/// What the UNet's `config.json` says, in candle's terms, plus its latent size.
+pub struct UNetShape {
+    pub config: UNet2DConditionModelConfig,
+    pub in_channels: usize,
+    pub out_channels: usize,
+    /// `sample_size`: the latent side the model was trained at.
+    pub sample_size: usize,
+}
+
+pub fn unet_config(v: &Value) -> Result<UNetShape, DiffusionError> {
+    const F: &str = "unet/config.json";
+    let channels: Vec<usize> = v
+        .get("block_out_channels")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_u64)
+                .map(|x| x as usize)
+                .collect()
+        })
+        .ok_or_else(|| bad(F, "no block_out_channels"))?;
+    let n = channels.len();
+    if n == 0 || n > 8 || channels.iter().any(|&c| c == 0 || c > 8192) {
+        return Err(bad(F, "implausible block_out_channels"));
+    }
+    let types = |k: &str| -> Vec<String> {
+        v.get(k)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let down = types("down_block_types");
+    let up = types("up_block_types");
+    if down.len() != n || up.len() != n {
+        return Err(bad(
+            F,
+            "down/up block types do not match block_out_channels",
+        ));
+    }
+    for (i, d) in down.iter().enumerate() {
+        let cross = d == "CrossAttnDownBlock2D";
+        if !cross && d != "DownBlock2D" {
+            return Err(bad(F, format!("down block {d:?} is not supported")));
+        }
+        let u = &up[n - 1 - i];
+        let ok = if cross {
+            u == "CrossAttnUpBlock2D"
+        } else {
+            u == "UpBlock2D"
+        };
+        if !ok {
+            return Err(bad(F, "up blocks must mirror the down blocks"));
+        }
+    }
+    for unsupported in ["class_embed_type", "time_cond_proj_dim", "encoder_hid_dim"] {
+        if v.get(unsupported).is_some_and(|x| !x.is_null()) {
+            return Err(bad(F, format!("{unsupported} is not supported")));
+        }
+    }
+    if let Some(m) = v.get("mid_block_type").and_then(Value::as_str)
+        && m != "UNetMidBlock2DCrossAttn"
+    {
+        return Err(bad(F, format!("mid block {m:?} is not supported")));
+    }
+    // diffusers: num_attention_heads defaults to attention_head_dim (a historical naming).
+    let heads = per_block(v.get("num_attention_heads"), n, F, "num_attention_heads")?
+        .or(per_block(
+            v.get("attention_head_dim"),
+            n,
+            F,
+            "attention_head_dim",
+        )?)
+        .unwrap_or_else(|| vec![8; n]);
+    let layers = per_block(
+        v.get("transformer_layers_per_block"),
+        n,
+        F,
+        "transformer_layers_per_block",
+    )?
+    .unwrap_or_else(|| vec![1; n]);
+    let cross_attention_dim = match v.get("cross_attention_dim") {
+        Some(Value::Number(x)) => x.as_u64().unwrap_or(0) as usize,
+        Some(Value::Array(a)) => a.first().and_then(Value::as_u64).unwrap_or(0) as usize,
+        _ => 1280,
+    };
+    let blocks = (0..n)
+        .map(|i| BlockConfig {
+            out_channels: channels[i],
+            use_cross_attn: (down[i] == "CrossAttnDownBlock2D").then_some(layers[i]),
+            attention_head_dim: heads[i],
+        })
+        .collect();
+    let text_time = match v.get("addition_embed_type").and_then(Value::as_str) {
+        None => None,
+        Some("text_time") => Some(TextTimeConfig {
+            time_embed_dim: usize_of(v, "addition_time_embed_dim", 256),
+            input_dim: usize_of(v, "projection_class_embeddings_input_dim", 2816),
+        }),
+        Some(other) => {
+            return Err(bad(
+                F,
+                format!("addition_embed_type {other:?} is not supported"),
+            ));
+        }
+    };
+    let f = |k: &str, d: f64| v.get(k).and_then(Value::as_f64).unwrap_or(d);
+    let config = UNet2DConditionModelConfig {
+        center_input_sample: v
+            .get("center_input_sample")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        flip_sin_to_cos: v
+            .get("flip_sin_to_cos")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+        freq_shift: f("freq_shift", 0.0),
+        blocks,
+        layers_per_block: usize_of(v, "layers_per_block", 2),
+        downsample_padding: usize_of(v, "downsample_padding", 1),
+        mid_block_scale_factor: f("mid_block_scale_factor", 1.0),
+        norm_num_groups: usize_of(v, "norm_num_groups", 32),
+        norm_eps: f("norm_eps", 1e-5),
+        cross_attention_dim,
+        sliced_attention_size: None,
+        use_linear_projection: v
+            .get("use_linear_projection")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        text_time,
+    };
+    Ok(UNetShape {
+        config,
+        in_channels: usize_of(v, "in_channels", 4),
+        out_channels: usize_of(v, "out_channels", 4),
+        sample_size: usize_of(v, "sample_size", 64),
+    })
+}
+
+/// The VAE's shape and its latent scaling factor.
+pub fn vae_config(v: &Value) -> Result<(AutoEncoderKLConfig, f64, usize, usize), DiffusionError> {
+    const F: &str = "vae/config.json";
+    let channels: Vec<usize> = v
+        .get("block_out_channels")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_u64)
+                .map(|x| x as usize)
+                .collect()
+        })
+        .ok_or_else(|| bad(F, "no block_out_channels"))?;
+    if channels.is_empty() || channels.len() > 8 {
+        return Err(bad(F, "implausible block_out_channels"));
+    }
+    let config = AutoEncoderKLConfig {
+        block_out_channels: channels,
+        layers_per_block: usize_of(v, "layers_per_block", 2),
+        latent_channels: usize_of(v, "latent_channels", 4),
+        norm_num_groups: usize_of(v, "norm_num_groups", 32),
+        use_quant_conv: v
+            .get("use_quant_conv")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+        use_post_quant_conv: v
+            .get("use_post_quant_conv")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+    };
+    let scale = v
+        .get("scaling_factor")
+        .and_then(Value::as_f64)
+        .unwrap_or(0.18215);
+    Ok((
+        config,
+        scale,
+        usize_of(v, "in_channels", 3),
+        usize_of(v, "out_channels", 3),
+    ))
+}
+
+/// A CLIP text encoder's configuration and whether it has a text projection.
+pub fn clip_config(v: &Value) -> Result<(clip::Config, bool), DiffusionError> {
+    const F: &str = "text_encoder/config.json";
+    let activation = match v
+        .get("hidden_act")
+        .and_then(Value::as_str)
+        .unwrap_or("quick_gelu")
+    {
+        "quick_gelu" => Activation::QuickGelu,
+        "gelu" => Activation::GeluErf,
+        "gelu_new" | "gelu_pytorch_tanh" => Activation::Gelu,
+        other => return Err(bad(F, format!("hidden_act {other:?} is not supported"))),
+    };
+    let eos = v.get("eos_token_id").and_then(Value::as_u64).unwrap_or(2) as u32;
+    let c = clip::Config {
+        vocab_size: usize_of(v, "vocab_size", 49408),
+        embed_dim: usize_of(v, "hidden_size", 768),
+        activation,
+        intermediate_size: usize_of(v, "intermediate_size", 3072),
+        max_position_embeddings: usize_of(v, "max_position_embeddings", 77),
+        num_hidden_layers: usize_of(v, "num_hidden_layers", 12),
+        num_attention_heads: usize_of(v, "num_attention_heads", 12),
+        projection_dim: usize_of(v, "projection_dim", 768),
+        layer_norm_eps: v
+            .get("layer_norm_eps")
+            .and_then(Value::as_f64)
+            .unwrap_or(1e-5),
+        eos_token_id: (eos != 2).then_some(eos),
+    };
+    if c.num_attention_heads == 0 || c.embed_dim % c.num_attention_heads != 0 {
+        return Err(bad(
+            F,
+            "hidden_size must be a multiple of num_attention_heads",
+        ));
+    }
+    let projection = v
+        .get("architectures")
+        .and_then(Value::as_array)
+        .is_some_and(|a| {
+            a.iter()
+                .any(|x| x.as_str() == Some("CLIPTextModelWithProjection"))
+        });
+    Ok((c, projection))
+}
+
+/// The weights file of a diffusers component folder: the plain name, else a variant
+/// (`*.fp16.safetensors`), else the only `.safetensors` there.
+pub fn weights_in(dir: &Path, plain: &str) -> Result<PathBuf, DiffusionError> {
+    let p = dir.join(plain);
+    if p.is_file() {
+        return Ok(p);
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| DiffusionError::Model(format!("{}: {e}", dir.display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .collect();
+    found.sort();
+    found.into_iter().next().ok_or_else(|| {
+        DiffusionError::Model(format!("no .safetensors weights in {}", dir.display()))
+    })
+}

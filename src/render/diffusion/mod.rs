@@ -1,0 +1,532 @@
+//! The built-in Stable Diffusion engine: SD 1.x, SD 2.x/Turbo and SDXL/Turbo models from the
+//! user's disk, run on the CPU (or an NVIDIA GPU with the `cuda` feature) by candle.
+//!
+//! - [`net`]: the networks (CLIP text encoders, UNet, VAE), candle-transformers' with the
+//!   changes listed there;
+//! - [`tokenizer`]: the CLIP tokenizer;
+//! - [`scheduler`]: Euler and Euler ancestral as diffusers defines them, with caller noise;
+//! - [`noise`]: a seed's noise (PyTorch's CPU generator);
+//! - [`Pipeline`]: one loaded model — text encoding, the denoising loop, decoding, img2img;
+//! - [`renderer`]: the [`crate::render::Renderer`] that maps Pictor's model ids to pipelines
+//!   and keeps them loaded within a memory budget.
+//!
+//! Everything here is synchronous and runs on the render pool's blocking threads.
+
+pub mod load;
+pub mod net;
+pub mod noise;
+pub mod renderer;
+pub mod scheduler;
+pub mod tokenizer;
+
+use std::path::{Path, PathBuf};
+
+use candle::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use serde_json::Value;
+
+use net::clip::ClipTextTransformer;
+use net::unet_2d::{TextTime, UNet2DConditionModel};
+use net::vae::AutoEncoderKL;
+use noise::NoiseSource;
+use scheduler::{Sampler, Schedule, SchedulerConfig};
+use tokenizer::ClipTokenizer;
+
+pub use renderer::{DiffusionRenderer, ModelMapping};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DiffusionError {
+    /// The model on disk is missing a part, or a part is not a supported shape.
+    #[error("model: {0}")]
+    Model(String),
+    /// The request asks for something the model cannot do (size, steps).
+    #[error("{0}")]
+    Invalid(String),
+    /// The engine failed while computing.
+    #[error("engine: {0}")]
+    Engine(#[from] candle::Error),
+    /// The job was cancelled between steps.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+pub(crate) fn read_text(path: &Path) -> Result<String, DiffusionError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| DiffusionError::Model(format!("{}: {e}", path.display())))
+}
+
+pub(crate) fn read_json(path: &Path) -> Result<Value, DiffusionError> {
+    serde_json::from_str(&read_text(path)?)
+        .map_err(|e| DiffusionError::Model(format!("{}: {e}", path.display())))
+}
+
+/// The device models run on: the first CUDA GPU when built with `cuda` and one is present,
+/// else the CPU.
+pub fn device() -> Device {
+    #[cfg(feature = "cuda")]
+    if let Ok(d) = Device::new_cuda(0) {
+        return d;
+    }
+    Device::Cpu
+}
+
+/// Progress and cancellation between denoising steps.
+pub trait StepControl {
+    /// Called after each step with (steps done, steps in all).
+    fn progress(&self, done: usize, total: usize);
+    /// Whether the job was cancelled; checked before every step.
+    fn cancelled(&self) -> bool;
+}
+
+/// No progress reports, never cancelled.
+pub struct NoControl;
+
+impl StepControl for NoControl {
+    fn progress(&self, _: usize, _: usize) {}
+    fn cancelled(&self) -> bool {
+        false
+    }
+}
+
+/// A text encoder and its tokenizer.
+struct TextEncoder {
+    tokenizer: ClipTokenizer,
+    model: ClipTextTransformer,
+}
+
+/// The text conditioning of one prompt (and its negative when guidance is on).
+pub struct Conditioning {
+    pub cond: Tensor,
+    pub uncond: Option<Tensor>,
+    /// SDXL: pooled text embeddings.
+    pub pooled: Option<Tensor>,
+    pub uncond_pooled: Option<Tensor>,
+}
+
+/// A loaded Stable Diffusion model.
+pub struct Pipeline {
+    encoders: Vec<TextEncoder>,
+    unet: UNet2DConditionModel,
+    vae: AutoEncoderKL,
+    vae_scale: f64,
+    /// SDXL: the size conditioning is used and an empty negative prompt means zeros.
+    sdxl: bool,
+    force_zeros_for_empty_prompt: bool,
+    pub scheduler: SchedulerConfig,
+    /// The latent side the UNet was trained at (`sample_size`); pictures are 8× that.
+    pub sample_size: usize,
+    latent_channels: usize,
+    device: Device,
+    /// Bytes of float32 weights held in memory.
+    pub resident_bytes: u64,
+}
+
+/// How one picture is made.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub prompt: String,
+    pub negative_prompt: String,
+    pub steps: usize,
+    pub guidance: f64,
+    pub sampler: Sampler,
+    pub width: usize,
+    pub height: usize,
+}
+
+/// Raw weights of the three parts, as variable builders.
+pub struct Weights<'a> {
+    pub unet: VarBuilder<'a>,
+    pub vae: VarBuilder<'a>,
+    pub text: Vec<VarBuilder<'a>>,
+}
+
+/// The configuration files of a model (a diffusers folder, or the folder a single-file checkpoint
+/// takes its configuration from).
+pub struct Configs {
+    pub unet: Value,
+    pub vae: Value,
+    pub text: Vec<Value>,
+    pub tokenizers: Vec<PathBuf>,
+    pub scheduler: Value,
+    pub model_index: Value,
+}
+
+impl Configs {
+    /// Reads the configuration files of a diffusers folder.
+    pub fn read(dir: &Path) -> Result<Configs, DiffusionError> {
+        let model_index = read_json(&dir.join("model_index.json"))?;
+        let mut text = vec![read_json(&dir.join("text_encoder/config.json"))?];
+        let mut tokenizers = vec![dir.join("tokenizer")];
+        if dir.join("text_encoder_2/config.json").is_file() {
+            text.push(read_json(&dir.join("text_encoder_2/config.json"))?);
+            tokenizers.push(dir.join("tokenizer_2"));
+        }
+        Ok(Configs {
+            unet: read_json(&dir.join("unet/config.json"))?,
+            vae: read_json(&dir.join("vae/config.json"))?,
+            text,
+            tokenizers,
+            scheduler: read_json(&dir.join("scheduler/scheduler_config.json"))?,
+            model_index,
+        })
+    }
+}
+
+impl Pipeline {
+    /// Loads a diffusers-layout folder (float32 in memory; f16/bf16 files are widened).
+    pub fn load_diffusers(dir: &Path, device: &Device) -> Result<Pipeline, DiffusionError> {
+        let configs = Configs::read(dir)?;
+        let files = |sub: &str, plain: &str| load::weights_in(&dir.join(sub), plain);
+        let unet_w = files("unet", "diffusion_pytorch_model.safetensors")?;
+        let vae_w = files("vae", "diffusion_pytorch_model.safetensors")?;
+        let mut text_w = vec![files("text_encoder", "model.safetensors")?];
+        if configs.text.len() > 1 {
+            text_w.push(files("text_encoder_2", "model.safetensors")?);
+        }
+        // SAFETY: the weight files are mapped read-only; Pictor does not write them, and the
+        // README tells users not to modify a model's files while the server is running.
+        let vb =
+            |p: &Path| unsafe { VarBuilder::from_mmaped_safetensors(&[p], DType::F32, device) };
+        let weights = Weights {
+            unet: vb(&unet_w)?,
+            vae: vb(&vae_w)?,
+            text: text_w
+                .iter()
+                .map(|p| vb(p))
+                .collect::<Result<Vec<_>, _>>()?,
+        };
+        let bytes = [&unet_w, &vae_w]
+            .into_iter()
+            .chain(text_w.iter())
+            .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+            .sum();
+        Self::build(&configs, weights, device, bytes)
+    }
+
+    /// Builds the networks from configurations and weights.
+    pub fn build(
+        configs: &Configs,
+        weights: Weights<'_>,
+        device: &Device,
+        file_bytes: u64,
+    ) -> Result<Pipeline, DiffusionError> {
+        let unet_shape = load::unet_config(&configs.unet)?;
+        let (vae_cfg, vae_scale, vae_in, vae_out) = load::vae_config(&configs.vae)?;
+        let latent_channels = vae_cfg.latent_channels;
+        if unet_shape.in_channels != latent_channels || unet_shape.out_channels != latent_channels {
+            return Err(DiffusionError::Model(
+                "the UNet and the VAE disagree on latent channels (inpainting models are not supported)".into(),
+            ));
+        }
+        let sdxl = unet_shape.config.text_time.is_some();
+        if configs.text.len() != configs.tokenizers.len() || (sdxl && configs.text.len() != 2) {
+            return Err(DiffusionError::Model(
+                "text encoders and tokenizers do not match the UNet".into(),
+            ));
+        }
+        let mut encoders = Vec::new();
+        for ((cfg, tok), vb) in configs
+            .text
+            .iter()
+            .zip(&configs.tokenizers)
+            .zip(weights.text)
+        {
+            let (c, projection) = load::clip_config(cfg)?;
+            encoders.push(TextEncoder {
+                tokenizer: ClipTokenizer::load(tok)?,
+                model: ClipTextTransformer::new(vb, &c, projection)?,
+            });
+        }
+        let unet = UNet2DConditionModel::new(
+            weights.unet,
+            unet_shape.in_channels,
+            unet_shape.out_channels,
+            unet_shape.config,
+        )?;
+        let vae = AutoEncoderKL::new(weights.vae, vae_in, vae_out, vae_cfg)?;
+        let force_zeros_for_empty_prompt = configs
+            .model_index
+            .get("force_zeros_for_empty_prompt")
+            .and_then(Value::as_bool)
+            .unwrap_or(sdxl);
+        Ok(Pipeline {
+            encoders,
+            unet,
+            vae,
+            vae_scale,
+            sdxl,
+            force_zeros_for_empty_prompt,
+            scheduler: SchedulerConfig::from_json(&configs.scheduler)?,
+            sample_size: unet_shape.sample_size,
+            latent_channels,
+            device: device.clone(),
+            resident_bytes: file_bytes,
+        })
+    }
+
+    pub fn is_sdxl(&self) -> bool {
+        self.sdxl
+    }
+
+    /// Token ids of `text` for each text encoder (`(1, 77)` u32 tensors).
+    pub fn token_ids(&self, text: &str) -> Result<Vec<Tensor>, DiffusionError> {
+        self.encoders
+            .iter()
+            .map(|e| {
+                let ids = e.tokenizer.encode(text);
+                Ok(Tensor::from_vec(
+                    ids,
+                    (1, e.tokenizer.max_len()),
+                    &self.device,
+                )?)
+            })
+            .collect()
+    }
+
+    /// diffusers `encode_prompt` for one text: SD 1/2 the last hidden state; SDXL the
+    /// penultimate hidden states of both encoders side by side, and the second's pooled output.
+    fn encode_one(&self, text: &str) -> Result<(Tensor, Option<Tensor>), DiffusionError> {
+        let ids = self.token_ids(text)?;
+        if !self.sdxl {
+            let out = self.encoders[0].model.encode(&ids[0], None)?;
+            return Ok((out.last, None));
+        }
+        let mut parts = Vec::new();
+        let mut pooled = None;
+        for (e, ids) in self.encoders.iter().zip(&ids) {
+            let out = e.model.encode(ids, Some(1))?;
+            let hidden = out
+                .hidden
+                .ok_or_else(|| DiffusionError::Model("the text encoder is too shallow".into()))?;
+            parts.push(hidden);
+            if out.pooled.is_some() {
+                pooled = out.pooled;
+            }
+        }
+        let pooled = pooled.ok_or_else(|| {
+            DiffusionError::Model("SDXL needs a text encoder with a projection".into())
+        })?;
+        Ok((Tensor::cat(&parts, 2)?, Some(pooled)))
+    }
+
+    /// The conditioning for a prompt; with `guidance`, also for the negative prompt.
+    pub fn encode_text(
+        &self,
+        prompt: &str,
+        negative: &str,
+        guidance: bool,
+    ) -> Result<Conditioning, DiffusionError> {
+        let (cond, pooled) = self.encode_one(prompt)?;
+        let (uncond, uncond_pooled) = if !guidance {
+            (None, None)
+        } else if self.sdxl && self.force_zeros_for_empty_prompt && negative.is_empty() {
+            (
+                Some(cond.zeros_like()?),
+                pooled.as_ref().map(Tensor::zeros_like).transpose()?,
+            )
+        } else {
+            let (u, p) = self.encode_one(negative)?;
+            (Some(u), p)
+        };
+        Ok(Conditioning {
+            cond,
+            uncond,
+            pooled,
+            uncond_pooled,
+        })
+    }
+
+    /// One UNet evaluation (batch 1) at timestep `t`.
+    pub fn unet(
+        &self,
+        x: &Tensor,
+        t: f64,
+        context: &Tensor,
+        pooled: Option<&Tensor>,
+        size: (usize, usize),
+    ) -> Result<Tensor, DiffusionError> {
+        let time_ids;
+        let text_time = match pooled {
+            Some(p) if self.sdxl => {
+                let (h, w) = (size.0 as f32, size.1 as f32);
+                time_ids = Tensor::new(&[[h, w, 0.0, 0.0, h, w]], &self.device)?;
+                Some(TextTime {
+                    text_embeds: p,
+                    time_ids: &time_ids,
+                })
+            }
+            _ => None,
+        };
+        Ok(self.unet.forward(x, t, context, text_time.as_ref())?)
+    }
+
+    /// The denoising loop from `latents` (already noised to `schedule.sigmas[start]`).
+    /// Classifier-free guidance runs the two halves one after the other (half the peak memory of
+    /// a batch of two, the same arithmetic).
+    #[allow(clippy::too_many_arguments)]
+    pub fn denoise(
+        &self,
+        cond: &Conditioning,
+        mut latents: Tensor,
+        schedule: &Schedule,
+        start: usize,
+        sampler: Sampler,
+        guidance: f64,
+        noise: &mut dyn NoiseSource,
+        size: (usize, usize),
+        control: &dyn StepControl,
+    ) -> Result<Tensor, DiffusionError> {
+        let total = schedule.len() - start;
+        for (done, i) in (start..schedule.len()).enumerate() {
+            if control.cancelled() {
+                return Err(DiffusionError::Cancelled);
+            }
+            let t = f64::from(schedule.timesteps[i]);
+            let x = schedule.scale_input(&latents, i)?;
+            let text = self.unet(&x, t, &cond.cond, cond.pooled.as_ref(), size)?;
+            let eps = match &cond.uncond {
+                Some(uncond) if guidance > 1.0 => {
+                    let un = self.unet(&x, t, uncond, cond.uncond_pooled.as_ref(), size)?;
+                    (&un + ((text - &un)? * guidance)?)?
+                }
+                _ => text,
+            };
+            let step_noise = match sampler {
+                Sampler::EulerAncestral => Some(self.randn(noise, latents.dims())?),
+                Sampler::Euler => None,
+            };
+            latents = schedule.step(sampler, &eps, i, &latents, step_noise.as_ref())?;
+            control.progress(done + 1, total);
+        }
+        Ok(latents)
+    }
+
+    /// Standard-normal noise of `shape` from `noise`.
+    pub fn randn(
+        &self,
+        noise: &mut dyn NoiseSource,
+        shape: &[usize],
+    ) -> Result<Tensor, DiffusionError> {
+        let n = shape.iter().product();
+        Ok(Tensor::from_vec(noise.randn(n), shape, &self.device)?)
+    }
+
+    /// The latent shape of a `width`×`height` picture.
+    pub fn latent_shape(&self, width: usize, height: usize) -> [usize; 4] {
+        [1, self.latent_channels, height / 8, width / 8]
+    }
+
+    /// Decodes latents to the VAE's raw output (`(1, 3, H, W)`, about -1..1).
+    pub fn decode_raw(&self, latents: &Tensor) -> Result<Tensor, DiffusionError> {
+        Ok(self.vae.decode(&(latents / self.vae_scale)?)?)
+    }
+
+    /// Encodes an image (`(1, 3, H, W)` in -1..1) to scaled latents, sampling the posterior
+    /// with `noise` as diffusers' `latent_dist.sample(generator)` does.
+    pub fn encode_image(
+        &self,
+        image: &Tensor,
+        noise: &mut dyn NoiseSource,
+    ) -> Result<Tensor, DiffusionError> {
+        let dist = self.vae.encode(image)?;
+        let eps = self.randn(noise, dist.mean().dims())?;
+        Ok((dist.sample_with(&eps)? * self.vae_scale)?)
+    }
+
+    fn check(&self, req: &Request) -> Result<(), DiffusionError> {
+        if req.width % 8 != 0 || req.height % 8 != 0 || req.width < 64 || req.height < 64 {
+            return Err(DiffusionError::Invalid(
+                "width and height must be multiples of 8, at least 64".into(),
+            ));
+        }
+        if req.width > 4096 || req.height > 4096 {
+            return Err(DiffusionError::Invalid(
+                "pictures are at most 4096 pixels a side".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Text to image: the picture as RGB8, `width * height * 3` bytes.
+    pub fn txt2img(
+        &self,
+        req: &Request,
+        noise: &mut dyn NoiseSource,
+        control: &dyn StepControl,
+    ) -> Result<Vec<u8>, DiffusionError> {
+        self.check(req)?;
+        let guided = req.guidance > 1.0;
+        let cond = self.encode_text(&req.prompt, &req.negative_prompt, guided)?;
+        let schedule = self.scheduler.schedule(req.steps)?;
+        let shape = self.latent_shape(req.width, req.height);
+        let latents = (self.randn(noise, &shape)? * f64::from(schedule.init_noise_sigma))?;
+        let latents = self.denoise(
+            &cond,
+            latents,
+            &schedule,
+            0,
+            req.sampler,
+            req.guidance,
+            noise,
+            (req.height, req.width),
+            control,
+        )?;
+        to_rgb8(&self.decode_raw(&latents)?)
+    }
+
+    /// Image to image: `image` is RGB8 of `req.width`×`req.height`; `strength` in (0, 1] is how
+    /// much of the schedule runs (diffusers `StableDiffusionImg2ImgPipeline`).
+    pub fn img2img(
+        &self,
+        req: &Request,
+        image: &[u8],
+        strength: f64,
+        noise: &mut dyn NoiseSource,
+        control: &dyn StepControl,
+    ) -> Result<Vec<u8>, DiffusionError> {
+        self.check(req)?;
+        if image.len() != req.width * req.height * 3 {
+            return Err(DiffusionError::Invalid(
+                "the source image has the wrong size".into(),
+            ));
+        }
+        let guided = req.guidance > 1.0;
+        let cond = self.encode_text(&req.prompt, &req.negative_prompt, guided)?;
+        let schedule = self.scheduler.schedule(req.steps)?;
+        let init = ((req.steps as f64 * strength.clamp(0.0, 1.0)) as usize).min(req.steps);
+        if init == 0 {
+            return Err(DiffusionError::Invalid(
+                "the edit strength leaves no step to run".into(),
+            ));
+        }
+        let start = req.steps - init;
+        let pixels = Tensor::from_vec(image.to_vec(), (req.height, req.width, 3), &self.device)?
+            .permute((2, 0, 1))?
+            .to_dtype(DType::F32)?
+            .unsqueeze(0)?;
+        let pixels = (((pixels / 255.0)? * 2.0)? - 1.0)?;
+        let clean = self.encode_image(&pixels, noise)?;
+        let eps = self.randn(noise, clean.dims())?;
+        let latents = schedule.add_noise(&clean, &eps, start)?;
+        let latents = self.denoise(
+            &cond,
+            latents,
+            &schedule,
+            start,
+            req.sampler,
+            req.guidance,
+            noise,
+            (req.height, req.width),
+            control,
+        )?;
+        to_rgb8(&self.decode_raw(&latents)?)
+    }
+}
+
+/// diffusers' post-processing: `(x / 2 + 0.5).clamp(0, 1)`, then `round(x * 255)` as u8, HWC.
+pub fn to_rgb8(raw: &Tensor) -> Result<Vec<u8>, DiffusionError> {
+    let img = ((raw / 2.0)? + 0.5)?.clamp(0f32, 1f32)?;
+    let img = (img * 255.0)?.round()?.to_dtype(DType::U8)?;
+    let img = img.squeeze(0)?.permute((1, 2, 0))?.contiguous()?;
+    Ok(img.flatten_all()?.to_vec1::<u8>()?)
+}

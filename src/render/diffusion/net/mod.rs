@@ -1,0 +1,24 @@
+//! The Stable Diffusion networks: CLIP text encoders, the conditional UNet and the KL autoencoder.
+//!
+//! Vendored from candle-transformers 0.11 (`models/stable_diffusion`, MIT OR Apache-2.0,
+//! Copyright the candle authors) and changed where parity with diffusers/transformers or Pictor
+//! needed it:
+//! - the UNet has SDXL's `text_time` add-embedding (candle's lacks it, so SDXL output differed);
+//! - CLIP configurations come from the model's `config.json` (candle's are private presets),
+//!   `"gelu"` is the exact GELU as in transformers (candle used the tanh one for SD 2.x), and the
+//!   encoder returns the penultimate hidden state and the projected pooled output;
+//! - the GEGLU feed-forward uses the exact GELU, as diffusers;
+//! - the VAE posterior is sampled with the caller's noise and its log-variance clamped as in
+//!   diffusers; sliced attention concatenates its slices (upstream stacked them) and keeps a
+//!   partial last slice;
+//! - no flash-attention path (CUDA-only and a separate crate).
+#![allow(clippy::too_many_arguments)]
+
+pub mod attention;
+pub mod clip;
+pub mod embeddings;
+pub mod resnet;
+pub mod unet_2d;
+pub mod unet_2d_blocks;
+pub mod vae;
+mod with_tracing;

@@ -1,0 +1,361 @@
+//! [`DiffusionRenderer`]: Pictor's model ids (`fast`, `artist`, `0.2plus`) mapped to installed
+//! diffusion models, the rest (and exact instruction edits) left to the fallback renderer.
+//!
+//! Loaded pipelines stay resident between jobs within a memory budget; the least recently used
+//! one is unloaded when another must load. Loading happens on the render thread that needs it,
+//! under a lock per model, so two jobs never load the same model twice.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use candle::Device;
+
+use super::noise::TorchCpu;
+use super::scheduler::Sampler;
+use super::{DiffusionError, Pipeline, Request, StepControl};
+use crate::render::backends::fit_exact;
+use crate::render::decode::{self, DecodeLimits};
+use crate::render::{
+    EditSpec, GenerateSpec, Model, Picture, RenderControl, RenderDetails, RenderError, Renderer,
+    edit,
+};
+
+/// One installed model as a Pictor model id (or the edit model) uses it.
+#[derive(Debug, Clone)]
+pub struct ModelMapping {
+    /// The installed model's name (`pictor models list`).
+    pub name: String,
+    /// Its diffusers folder.
+    pub path: PathBuf,
+    pub steps: usize,
+    pub guidance: f64,
+    pub sampler: Sampler,
+    /// Long side the model renders at; `None`: the model's native size.
+    pub size: Option<usize>,
+    pub negative_prompt: String,
+    /// img2img strength when the instruction does not say (edits only).
+    pub strength: f64,
+    /// Short hash shown as "Model hash" in the PNG parameters.
+    pub hash: String,
+}
+
+impl ModelMapping {
+    pub fn new(name: &str, path: PathBuf) -> ModelMapping {
+        ModelMapping {
+            name: name.to_owned(),
+            path,
+            steps: 20,
+            guidance: 7.0,
+            sampler: Sampler::EulerAncestral,
+            size: None,
+            negative_prompt: String::new(),
+            strength: 0.6,
+            hash: String::new(),
+        }
+    }
+}
+
+struct Loaded {
+    pipeline: Arc<Pipeline>,
+    last_used: u64,
+}
+
+/// The diffusion renderer (see the module documentation).
+pub struct DiffusionRenderer {
+    models: HashMap<Model, ModelMapping>,
+    edit: Option<ModelMapping>,
+    fallback: Arc<dyn Renderer>,
+    device: Device,
+    budget_bytes: u64,
+    loaded: Mutex<HashMap<String, Loaded>>,
+    /// One lock per model name: held while that model loads.
+    loading: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    clock: std::sync::atomic::AtomicU64,
+}
+
+struct Control<'a>(&'a RenderControl);
+
+impl StepControl for Control<'_> {
+    fn progress(&self, done: usize, total: usize) {
+        // Text encoding and decoding are outside the loop: steps cover 5%..95%.
+        self.0
+            .set_progress(0.05 + 0.9 * done as f64 / total.max(1) as f64);
+    }
+
+    fn cancelled(&self) -> bool {
+        self.0.is_cancelled()
+    }
+}
+
+fn failed(e: DiffusionError) -> RenderError {
+    match e {
+        DiffusionError::Cancelled => RenderError::Cancelled,
+        other => RenderError::Failed(other.to_string()),
+    }
+}
+
+/// A picture size for a model that renders `long` pixels on its long side: the job's aspect
+/// ratio, each side a multiple of 64 (the UNet halves the latent three times).
+pub fn working_size(long: usize, width: u32, height: u32) -> (usize, usize) {
+    let (w, h) = (f64::from(width.max(1)), f64::from(height.max(1)));
+    let scale = long as f64 / w.max(h);
+    let snap = |x: f64| (((x * scale) / 64.0).round() as usize).max(1) * 64;
+    (snap(w), snap(h))
+}
+
+impl DiffusionRenderer {
+    pub fn new(
+        models: HashMap<Model, ModelMapping>,
+        edit: Option<ModelMapping>,
+        fallback: Arc<dyn Renderer>,
+        budget_bytes: u64,
+    ) -> DiffusionRenderer {
+        DiffusionRenderer {
+            models,
+            edit,
+            fallback,
+            device: super::device(),
+            budget_bytes,
+            loaded: Mutex::new(HashMap::new()),
+            loading: Mutex::new(HashMap::new()),
+            clock: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Which installed model serves `model`, if any.
+    pub fn mapping(&self, model: Model) -> Option<&ModelMapping> {
+        self.models.get(&model)
+    }
+
+    fn tick(&self) -> u64 {
+        self.clock
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The loaded pipeline of `m`, loading it (and unloading others beyond the budget).
+    fn pipeline(&self, m: &ModelMapping) -> Result<Arc<Pipeline>, RenderError> {
+        let lock = {
+            let mut g = self
+                .loading
+                .lock()
+                .map_err(|_| RenderError::Failed("lock poisoned".into()))?;
+            g.entry(m.name.clone()).or_default().clone()
+        };
+        let _loading = lock
+            .lock()
+            .map_err(|_| RenderError::Failed("lock poisoned".into()))?;
+        if let Ok(mut g) = self.loaded.lock()
+            && let Some(l) = g.get_mut(&m.name)
+        {
+            l.last_used = self.tick();
+            return Ok(l.pipeline.clone());
+        }
+        let started = std::time::Instant::now();
+        let pipeline = Pipeline::load_diffusers(&m.path, &self.device)
+            .map_err(|e| RenderError::Failed(format!("could not load model {:?}: {e}", m.name)))?;
+        let pipeline = Arc::new(pipeline);
+        tracing::info!(model = %m.name, ms = started.elapsed().as_millis() as u64, bytes = pipeline.resident_bytes, "diffusion model loaded");
+        let mut g = self
+            .loaded
+            .lock()
+            .map_err(|_| RenderError::Failed("lock poisoned".into()))?;
+        // Unload the least recently used models until this one fits (it always stays).
+        loop {
+            let used: u64 = g.values().map(|l| l.pipeline.resident_bytes).sum();
+            if used + pipeline.resident_bytes <= self.budget_bytes || g.is_empty() {
+                break;
+            }
+            let Some(oldest) = g
+                .iter()
+                .min_by_key(|(_, l)| l.last_used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            tracing::info!(model = %oldest, "diffusion model unloaded (memory budget)");
+            g.remove(&oldest);
+        }
+        g.insert(
+            m.name.clone(),
+            Loaded {
+                pipeline: pipeline.clone(),
+                last_used: self.tick(),
+            },
+        );
+        Ok(pipeline)
+    }
+
+    fn details(&self, m: &ModelMapping, req: &Request, strength: Option<f64>) -> RenderDetails {
+        RenderDetails {
+            negative_prompt: req.negative_prompt.clone(),
+            steps: req.steps,
+            sampler: req.sampler.a1111_name().to_owned(),
+            guidance: req.guidance,
+            size: (req.width as u32, req.height as u32),
+            model_name: m.name.clone(),
+            model_hash: m.hash.clone(),
+            noise: "torch-cpu",
+            strength,
+        }
+    }
+}
+
+fn to_picture(
+    rgb: Vec<u8>,
+    w: usize,
+    h: usize,
+    out_w: u32,
+    out_h: u32,
+) -> Result<Picture, RenderError> {
+    let rgb = image::RgbImage::from_raw(w as u32, h as u32, rgb).ok_or_else(|| {
+        RenderError::Failed("the engine returned a picture of the wrong size".into())
+    })?;
+    let rgba = image::DynamicImage::ImageRgb8(rgb).to_rgba8();
+    Ok(Picture(fit_exact(rgba, out_w, out_h)))
+}
+
+/// img2img strength from the instruction's wording: small words keep more of the photo.
+pub fn strength_for(instruction: &str, default: f64) -> f64 {
+    let t = instruction.to_lowercase();
+    let has = |words: &[&str]| words.iter().any(|w| t.contains(w));
+    if has(&[
+        "slightly",
+        "a little",
+        "a bit",
+        "subtle",
+        "subtly",
+        "чуть",
+        "немного",
+        "слегка",
+    ]) {
+        0.35
+    } else if has(&[
+        "completely",
+        "entirely",
+        "totally",
+        "turn it into",
+        "turn into",
+        "redraw",
+        "полностью",
+        "преврати",
+    ]) {
+        0.8
+    } else {
+        default
+    }
+}
+
+impl Renderer for DiffusionRenderer {
+    fn engine(&self, model: Model) -> String {
+        match self.models.get(&model) {
+            Some(m) => format!("diffusion:{}", m.name),
+            None => self.fallback.engine(model),
+        }
+    }
+
+    fn generate(&self, spec: &GenerateSpec) -> Result<Picture, RenderError> {
+        self.generate_with(spec, &RenderControl::default())
+    }
+
+    fn edit(&self, spec: &EditSpec) -> Result<Picture, RenderError> {
+        self.edit_with(spec, &RenderControl::default())
+    }
+
+    fn generate_with(
+        &self,
+        spec: &GenerateSpec,
+        control: &RenderControl,
+    ) -> Result<Picture, RenderError> {
+        let Some(m) = self.models.get(&spec.model) else {
+            return self.fallback.generate_with(spec, control);
+        };
+        let (out_w, out_h) = spec.model.dimensions(spec.ratio.resolve_auto(&spec.prompt));
+        let pipeline = self.pipeline(m)?;
+        let long = m.size.unwrap_or(pipeline.sample_size * 8);
+        let (width, height) = working_size(long, out_w, out_h);
+        let req = Request {
+            prompt: spec.prompt.clone(),
+            negative_prompt: m.negative_prompt.clone(),
+            steps: m.steps,
+            guidance: m.guidance,
+            sampler: m.sampler,
+            width,
+            height,
+        };
+        control.set_progress(0.02);
+        let mut noise = TorchCpu::new(spec.seed);
+        let rgb = pipeline
+            .txt2img(&req, &mut noise, &Control(control))
+            .map_err(failed)?;
+        control.set_details(self.details(m, &req, None));
+        control.set_progress(1.0);
+        to_picture(rgb, width, height, out_w, out_h)
+    }
+
+    fn edit_with(&self, spec: &EditSpec, control: &RenderControl) -> Result<Picture, RenderError> {
+        let Some(m) = &self.edit else {
+            return self.fallback.edit_with(spec, control);
+        };
+        // What the instruction filters do exactly (rotate, crop, black and white…) stays theirs.
+        match edit::parse_instruction(&spec.instruction) {
+            Ok(_) => return self.fallback.edit_with(spec, control),
+            Err(RenderError::EditNotUnderstood(_)) => {}
+            Err(e) => return Err(e),
+        }
+        let source = decode::decode(&spec.source, &DecodeLimits::default())?;
+        let (out_w, out_h) = source.dimensions();
+        let pipeline = self.pipeline(m)?;
+        let long = m.size.unwrap_or(pipeline.sample_size * 8);
+        let (width, height) = working_size(long, out_w, out_h);
+        let resized = image::imageops::resize(
+            &image::DynamicImage::ImageRgba8(source).to_rgb8(),
+            width as u32,
+            height as u32,
+            image::imageops::FilterType::Lanczos3,
+        );
+        let req = Request {
+            prompt: spec.instruction.clone(),
+            negative_prompt: m.negative_prompt.clone(),
+            steps: m.steps,
+            guidance: m.guidance,
+            sampler: m.sampler,
+            width,
+            height,
+        };
+        let strength = strength_for(&spec.instruction, m.strength);
+        control.set_progress(0.02);
+        let mut noise = TorchCpu::new(spec.seed);
+        let rgb = pipeline
+            .img2img(
+                &req,
+                resized.as_raw(),
+                strength,
+                &mut noise,
+                &Control(control),
+            )
+            .map_err(failed)?;
+        control.set_details(self.details(m, &req, Some(strength)));
+        control.set_progress(1.0);
+        to_picture(rgb, width, height, out_w, out_h)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn working_sizes_keep_the_ratio_on_a_64_grid() {
+        assert_eq!(working_size(512, 1024, 1024), (512, 512));
+        assert_eq!(working_size(512, 1024, 576), (512, 320));
+        assert_eq!(working_size(1024, 683, 1024), (704, 1024));
+    }
+
+    #[test]
+    fn strength_follows_the_wording() {
+        assert_eq!(strength_for("make it slightly warmer", 0.6), 0.35);
+        assert_eq!(strength_for("turn it into a watercolor", 0.6), 0.8);
+        assert_eq!(strength_for("add a hat", 0.6), 0.6);
+    }
+}

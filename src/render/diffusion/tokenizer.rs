@@ -1,0 +1,253 @@
+//! The CLIP tokenizer, exactly as transformers' `CLIPTokenizer` (without ftfy) splits and
+//! encodes text: BasicTokenizer clean-up and lowercasing, CLIP's pre-split pattern, byte-level
+//! BPE with `</w>` word ends, `<|startoftext|>` … `<|endoftext|>`, padding to 77.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use regex::Regex;
+use serde_json::Value;
+
+use super::{DiffusionError, read_json, read_text};
+
+/// CLIP's pre-split pattern (transformers `CLIPTokenizer.pat`; the text is lowercased first).
+const PATTERN: &str =
+    r"<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+";
+const BOS: &str = "<|startoftext|>";
+const EOS: &str = "<|endoftext|>";
+/// transformers reads at most this many merges (`49152 - 256 - 2 + 1` lines).
+const MAX_MERGES: usize = 49152 - 256 - 2;
+
+pub struct ClipTokenizer {
+    vocab: HashMap<String, u32>,
+    ranks: HashMap<(String, String), usize>,
+    byte_encoder: [char; 256],
+    pattern: Regex,
+    bos: u32,
+    eos: u32,
+    pad: u32,
+    max_len: usize,
+    cache: Mutex<HashMap<String, Vec<String>>>,
+}
+
+/// transformers' `bytes_to_unicode`: printable bytes map to themselves, the rest to 256 + n.
+fn bytes_to_unicode() -> [char; 256] {
+    let mut table = ['\0'; 256];
+    let printable = |b: u32| {
+        (u32::from('!')..=u32::from('~')).contains(&b)
+            || (0xA1..=0xAC).contains(&b)
+            || (0xAE..=0xFF).contains(&b)
+    };
+    let mut n = 0;
+    for (b, slot) in table.iter_mut().enumerate() {
+        let b = b as u32;
+        let c = if printable(b) {
+            b
+        } else {
+            n += 1;
+            255 + n
+        };
+        *slot = char::from_u32(c).unwrap_or('\u{FFFD}');
+    }
+    table
+}
+
+fn token_text(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(o) => o.get("content").and_then(Value::as_str).map(str::to_owned),
+        _ => None,
+    }
+}
+
+impl ClipTokenizer {
+    /// Loads `vocab.json`, `merges.txt` and the pad token (`special_tokens_map.json` or
+    /// `tokenizer_config.json`; end-of-text when neither names one) from a tokenizer folder.
+    pub fn load(dir: &Path) -> Result<ClipTokenizer, DiffusionError> {
+        let vocab: HashMap<String, u32> =
+            serde_json::from_value(read_json(&dir.join("vocab.json"))?).map_err(|e| {
+                DiffusionError::Model(format!("{}: {e}", dir.join("vocab.json").display()))
+            })?;
+        let merges = read_text(&dir.join("merges.txt"))?;
+        let mut pad = None;
+        let mut max_len = 77;
+        for f in ["special_tokens_map.json", "tokenizer_config.json"] {
+            let p = dir.join(f);
+            if p.exists() {
+                let j = read_json(&p)?;
+                pad = pad.or_else(|| token_text(j.get("pad_token")));
+                if let Some(n) = j.get("model_max_length").and_then(Value::as_u64)
+                    && n > 0
+                    && n <= 1024
+                {
+                    max_len = n as usize;
+                }
+            }
+        }
+        Self::new(vocab, &merges, pad.as_deref(), max_len)
+    }
+
+    pub fn new(
+        vocab: HashMap<String, u32>,
+        merges: &str,
+        pad: Option<&str>,
+        max_len: usize,
+    ) -> Result<ClipTokenizer, DiffusionError> {
+        let mut ranks = HashMap::new();
+        for (i, line) in merges.trim().lines().skip(1).take(MAX_MERGES).enumerate() {
+            let mut parts = line.split(' ');
+            if let (Some(a), Some(b)) = (parts.next(), parts.next()) {
+                ranks.insert((a.to_owned(), b.to_owned()), i);
+            }
+        }
+        let id = |t: &str| {
+            vocab
+                .get(t)
+                .copied()
+                .ok_or_else(|| DiffusionError::Model(format!("the tokenizer has no {t:?} token")))
+        };
+        let bos = id(BOS)?;
+        let eos = id(EOS)?;
+        let pad = match pad {
+            Some(p) => id(p)?,
+            None => eos,
+        };
+        let pattern =
+            Regex::new(PATTERN).map_err(|e| DiffusionError::Model(format!("pattern: {e}")))?;
+        Ok(ClipTokenizer {
+            vocab,
+            ranks,
+            byte_encoder: bytes_to_unicode(),
+            pattern,
+            bos,
+            eos,
+            pad,
+            max_len: max_len.max(2),
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// transformers' BasicTokenizer (lowercase, accents kept, no punctuation split): control
+    /// characters dropped, whitespace normalised, CJK ideographs set apart.
+    fn clean(text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        for c in text.chars() {
+            if c == '\0' || c == '\u{FFFD}' {
+                continue;
+            }
+            let layout = c == '\t' || c == '\n' || c == '\r';
+            if !layout && (c.is_control() || is_format(c)) {
+                continue;
+            }
+            if layout || c.is_whitespace() {
+                out.push(' ');
+            } else if is_cjk(c) {
+                out.push(' ');
+                out.push(c);
+                out.push(' ');
+            } else {
+                out.push(c);
+            }
+        }
+        out.split_whitespace()
+            .map(str::to_lowercase)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    fn bpe(&self, token: &str) -> Vec<String> {
+        if let Ok(cache) = self.cache.lock()
+            && let Some(hit) = cache.get(token)
+        {
+            return hit.clone();
+        }
+        let chars: Vec<char> = token.chars().collect();
+        let Some((last, rest)) = chars.split_last() else {
+            return Vec::new();
+        };
+        let mut word: Vec<String> = rest.iter().map(|c| c.to_string()).collect();
+        word.push(format!("{last}</w>"));
+        while word.len() > 1 {
+            let best = word
+                .windows(2)
+                .filter_map(|w| {
+                    self.ranks
+                        .get(&(w[0].clone(), w[1].clone()))
+                        .map(|&r| (r, w))
+                })
+                .min_by_key(|(r, _)| *r)
+                .map(|(_, w)| (w[0].clone(), w[1].clone()));
+            let Some((first, second)) = best else { break };
+            let mut merged = Vec::with_capacity(word.len());
+            let mut i = 0;
+            while i < word.len() {
+                if i + 1 < word.len() && word[i] == first && word[i + 1] == second {
+                    merged.push(format!("{first}{second}"));
+                    i += 2;
+                } else {
+                    merged.push(word[i].clone());
+                    i += 1;
+                }
+            }
+            word = merged;
+        }
+        if let Ok(mut cache) = self.cache.lock() {
+            if cache.len() > 10_000 {
+                cache.clear();
+            }
+            cache.insert(token.to_owned(), word.clone());
+        }
+        word
+    }
+
+    /// Token ids without the start/end tokens.
+    pub fn tokenize(&self, text: &str) -> Vec<u32> {
+        let text = Self::clean(text);
+        let mut ids = Vec::new();
+        for m in self.pattern.find_iter(&text) {
+            let piece = m.as_str();
+            if piece == BOS || piece == EOS {
+                ids.push(if piece == BOS { self.bos } else { self.eos });
+                continue;
+            }
+            let mapped: String = piece
+                .bytes()
+                .map(|b| self.byte_encoder[b as usize])
+                .collect();
+            for t in self.bpe(&mapped) {
+                ids.push(self.vocab.get(&t).copied().unwrap_or(self.eos));
+            }
+        }
+        ids
+    }
+
+    /// `tokenizer(text, padding="max_length", truncation=True)`: start, at most 75 tokens, end,
+    /// then the pad token up to 77.
+    pub fn encode(&self, text: &str) -> Vec<u32> {
+        let mut ids = Vec::with_capacity(self.max_len);
+        ids.push(self.bos);
+        let body = self.tokenize(text);
+        ids.extend(body.into_iter().take(self.max_len - 2));
+        ids.push(self.eos);
+        ids.resize(self.max_len, self.pad);
+        ids
+    }
+
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+}
+
+/// Unicode "Cf" (format) characters that BasicTokenizer drops, the common ones.
+fn is_format(c: char) -> bool {
+    matches!(c, '\u{AD}' | '\u{600}'..='\u{605}' | '\u{61C}' | '\u{6DD}' | '\u{70F}'
+        | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+}
+
+/// The CJK ideograph blocks BasicTokenizer surrounds with spaces.
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x20000..=0x2A6DF | 0x2A700..=0x2B73F
+        | 0x2B740..=0x2B81F | 0x2B820..=0x2CEAF | 0xF900..=0xFAFF | 0x2F800..=0x2FA1F)
+}

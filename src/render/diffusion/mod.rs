@@ -484,6 +484,19 @@ impl Pipeline {
         noise: &mut dyn NoiseSource,
         control: &dyn StepControl,
     ) -> Result<Vec<u8>, DiffusionError> {
+        let latents = self.img2img_latents(req, image, strength, noise, control)?;
+        to_rgb8(&self.decode_raw(&latents)?)
+    }
+
+    /// [`Pipeline::img2img`] up to the final latents.
+    pub fn img2img_latents(
+        &self,
+        req: &Request,
+        image: &[u8],
+        strength: f64,
+        noise: &mut dyn NoiseSource,
+        control: &dyn StepControl,
+    ) -> Result<Tensor, DiffusionError> {
         self.check(req)?;
         if image.len() != req.width * req.height * 3 {
             return Err(DiffusionError::Invalid(
@@ -508,7 +521,7 @@ impl Pipeline {
         let clean = self.encode_image(&pixels, noise)?;
         let eps = self.randn(noise, clean.dims())?;
         let latents = schedule.add_noise(&clean, &eps, start)?;
-        let latents = self.denoise(
+        self.denoise(
             &cond,
             latents,
             &schedule,
@@ -518,8 +531,7 @@ impl Pipeline {
             noise,
             (req.height, req.width),
             control,
-        )?;
-        to_rgb8(&self.decode_raw(&latents)?)
+        )
     }
 }
 

@@ -1,6 +1,8 @@
-//! The CLIP tokenizer, exactly as transformers' `CLIPTokenizer` (without ftfy) splits and
-//! encodes text: BasicTokenizer clean-up and lowercasing, CLIP's pre-split pattern, byte-level
-//! BPE with `</w>` word ends, `<|startoftext|>` … `<|endoftext|>`, padding to 77.
+//! The CLIP tokenizer, as transformers' `CLIPTokenizer` (5.x, the `tokenizers`-backed one)
+//! splits and encodes text: whitespace collapsed and lowercased, special tokens (start, end, and
+//! a pad token such as SD 2's `!`) split out first, CLIP's pre-split pattern, byte-level BPE
+//! with `</w>` word ends, `<|startoftext|>` … `<|endoftext|>`, padding to 77. Not done: NFC
+//! normalisation (prompts in decomposed Unicode may tokenize differently).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -27,6 +29,9 @@ pub struct ClipTokenizer {
     bos: u32,
     eos: u32,
     pad: u32,
+    /// The pad token's text when it is a token of its own (SD 2's `!`): split out of the text
+    /// before BPE, as transformers does with added special tokens.
+    pad_text: Option<String>,
     max_len: usize,
     cache: Mutex<HashMap<String, Vec<String>>>,
 }
@@ -109,9 +114,10 @@ impl ClipTokenizer {
         };
         let bos = id(BOS)?;
         let eos = id(EOS)?;
-        let pad = match pad {
-            Some(p) => id(p)?,
-            None => eos,
+        let (pad, pad_text) = match pad {
+            Some(p) if p != BOS && p != EOS => (id(p)?, Some(p.to_owned())),
+            Some(p) => (id(p)?, None),
+            None => (eos, None),
         };
         let pattern =
             Regex::new(PATTERN).map_err(|e| DiffusionError::Model(format!("pattern: {e}")))?;
@@ -123,6 +129,7 @@ impl ClipTokenizer {
             bos,
             eos,
             pad,
+            pad_text,
             max_len: max_len.max(2),
             cache: Mutex::new(HashMap::new()),
         })
@@ -141,10 +148,6 @@ impl ClipTokenizer {
                 continue;
             }
             if layout || c.is_whitespace() {
-                out.push(' ');
-            } else if is_cjk(c) {
-                out.push(' ');
-                out.push(c);
                 out.push(' ');
             } else {
                 out.push(c);
@@ -205,7 +208,22 @@ impl ClipTokenizer {
     pub fn tokenize(&self, text: &str) -> Vec<u32> {
         let text = Self::clean(text);
         let mut ids = Vec::new();
-        for m in self.pattern.find_iter(&text) {
+        match &self.pad_text {
+            Some(p) if !p.is_empty() => {
+                for (i, part) in text.split(p.as_str()).enumerate() {
+                    if i > 0 {
+                        ids.push(self.pad);
+                    }
+                    self.tokenize_part(part, &mut ids);
+                }
+            }
+            _ => self.tokenize_part(&text, &mut ids),
+        }
+        ids
+    }
+
+    fn tokenize_part(&self, text: &str, ids: &mut Vec<u32>) {
+        for m in self.pattern.find_iter(text) {
             let piece = m.as_str();
             if piece == BOS || piece == EOS {
                 ids.push(if piece == BOS { self.bos } else { self.eos });
@@ -219,7 +237,6 @@ impl ClipTokenizer {
                 ids.push(self.vocab.get(&t).copied().unwrap_or(self.eos));
             }
         }
-        ids
     }
 
     /// `tokenizer(text, padding="max_length", truncation=True)`: start, at most 75 tokens, end,
@@ -244,10 +261,4 @@ fn is_format(c: char) -> bool {
     matches!(c, '\u{AD}' | '\u{600}'..='\u{605}' | '\u{61C}' | '\u{6DD}' | '\u{70F}'
         | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
         | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
-}
-
-/// The CJK ideograph blocks BasicTokenizer surrounds with spaces.
-fn is_cjk(c: char) -> bool {
-    matches!(c as u32, 0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0x20000..=0x2A6DF | 0x2A700..=0x2B73F
-        | 0x2B740..=0x2B81F | 0x2B820..=0x2CEAF | 0xF900..=0xFAFF | 0x2F800..=0x2FA1F)
 }

@@ -11,6 +11,7 @@
 //! - the VAE posterior is sampled with the caller's noise and its log-variance clamped as in
 //!   diffusers; sliced attention concatenates its slices (upstream stacked them) and keeps a
 //!   partial last slice;
+//! - the plain down/up blocks' resnets use the configured group count (upstream: always 32);
 //! - no flash-attention path (CUDA-only and a separate crate).
 #![allow(clippy::too_many_arguments)]
 

@@ -508,6 +508,7 @@ impl DownBlock2D {
             eps: config.resnet_eps,
             output_scale_factor: config.output_scale_factor,
             temb_channels,
+            groups: config.resnet_groups,
             ..Default::default()
         };
         let resnets = (0..config.num_layers)
@@ -703,6 +704,7 @@ impl UpBlock2D {
         let resnet_cfg = ResnetBlock2DConfig {
             out_channels: Some(out_channels),
             temb_channels,
+            groups: config.resnet_groups,
             eps: config.resnet_eps,
             output_scale_factor: config.output_scale_factor,
             ..Default::default()

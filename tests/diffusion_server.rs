@@ -1,0 +1,240 @@
+//! End to end: a tiny diffusion model (the SD 1.5-architecture parity fixture) installed with
+//! `pictor models add`, mapped to `fast` and to edits in the config file, and used through the
+//! HTTP API of the real binary: generation, determinism by seed, img2img edits, the PNG
+//! parameters, `/v1/models` naming the engine, and the books.
+#![cfg(feature = "diffusion")]
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{cli_json, run_cli, spawn_server};
+use serde_json::{Value, json};
+
+fn fixture_model() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/sd15/model")
+}
+
+async fn finish(http: &reqwest::Client, base: &str, key: &str, job: &str) -> Value {
+    for _ in 0..60 {
+        let v: Value = http
+            .get(format!("{base}/api/pictor/v1/jobs/{job}?wait=30"))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if v["status"] == "done" || v["status"] == "failed" {
+            return v;
+        }
+    }
+    panic!("job {job} did not finish");
+}
+
+async fn png(http: &reqwest::Client, url: &str) -> Vec<u8> {
+    let r = http.get(url).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.bytes().await.unwrap().to_vec()
+}
+
+#[tokio::test]
+async fn diffusion_model_serves_generate_and_edit_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let model = fixture_model();
+    let added = cli_json(
+        &d,
+        &["models", "add", "tiny", model.to_str().unwrap(), "--json"],
+        None,
+    );
+    assert_eq!(added["name"], "tiny", "{added}");
+    let config = d.join("config.toml");
+    std::fs::write(
+        &config,
+        "[diffusion.fast]\nmodel = \"tiny\"\nsteps = 4\nguidance = 7.5\nsampler = \"euler_a\"\nnegative_prompt = \"blurry\"\n\n[diffusion.edit]\nmodel = \"tiny\"\nsteps = 4\nguidance = 7.5\n",
+    )
+    .unwrap();
+    cli_json(
+        &d,
+        &[
+            "user",
+            "add",
+            "--email",
+            "d@example.com",
+            "--credits",
+            "50",
+            "--json",
+        ],
+        None,
+    );
+    let key = cli_json(
+        &d,
+        &["key", "issue", "--email", "d@example.com", "--json"],
+        None,
+    )["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let server = spawn_server(&d, &[("PICTOR_CONFIG", config.to_str().unwrap())]);
+    let base = server.base.clone();
+    let http = reqwest::Client::new();
+
+    // /v1/models names the engine of each model.
+    let models: Value = http
+        .get(format!("{base}/api/pictor/v1/models"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let engine = |id: &str| {
+        models["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == id)
+            .unwrap()["engine"]
+            .clone()
+    };
+    assert_eq!(engine("fast"), "diffusion:tiny", "{models}");
+    assert_eq!(engine("artist"), "procedural", "{models}");
+
+    let mut pictures = Vec::new();
+    for seed in [7u64, 7, 8] {
+        let r: Value = http
+            .post(format!("{base}/api/pictor/v1/generate"))
+            .bearer_auth(&key)
+            .json(&json!({"prompt": "a photo of a red car", "model": "fast", "seed": seed}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let job = r["job_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{r}"))
+            .to_string();
+        let done = finish(&http, &base, &key, &job).await;
+        assert_eq!(done["status"], "done", "{done}");
+        let bytes = png(&http, done["photo_url"].as_str().unwrap()).await;
+        let params = pictor::render::encode::read_parameters(&bytes).unwrap();
+        assert!(params.starts_with("a photo of a red car\nNegative prompt: blurry\nSteps: 4, Sampler: Euler a, CFG scale: 7.5, "), "{params}");
+        assert!(
+            params.contains(&format!("Seed: {seed}, Size: 64x64, Model hash: ")),
+            "{params}"
+        );
+        assert!(
+            params.contains("Model: tiny") && params.contains("RNG: torch-cpu"),
+            "{params}"
+        );
+        let img = image::load_from_memory(&bytes).unwrap().to_rgb8();
+        assert_eq!(img.dimensions(), (1024, 1024));
+        pictures.push(img);
+    }
+    assert_eq!(
+        pictures[0].as_raw(),
+        pictures[1].as_raw(),
+        "the same seed gives the same picture"
+    );
+    assert_ne!(
+        pictures[0].as_raw(),
+        pictures[2].as_raw(),
+        "another seed gives another picture"
+    );
+    // A real picture, not a flat fill: the pixels vary.
+    let px = pictures[0].as_raw();
+    let mean = px.iter().map(|&v| f64::from(v)).sum::<f64>() / px.len() as f64;
+    let var = px
+        .iter()
+        .map(|&v| (f64::from(v) - mean).powi(2))
+        .sum::<f64>()
+        / px.len() as f64;
+    assert!(var > 10.0, "variance {var}");
+
+    // An edit the instruction filters cannot do goes through img2img; one they can stays exact.
+    let source = {
+        let img = image::RgbImage::from_fn(96, 64, |x, y| {
+            image::Rgb([(x * 2) as u8, (y * 3) as u8, 128])
+        });
+        let mut out = Vec::new();
+        img.write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png)
+            .unwrap();
+        out
+    };
+    for (instruction, diffusion) in [("add a small red hat", true), ("rotate 90 degrees", false)] {
+        let form = reqwest::multipart::Form::new()
+            .text("prompt", instruction)
+            .part(
+                "image",
+                reqwest::multipart::Part::bytes(source.clone())
+                    .file_name("s.png")
+                    .mime_str("image/png")
+                    .unwrap(),
+            );
+        let r: Value = http
+            .post(format!("{base}/api/pictor/v1/edit"))
+            .bearer_auth(&key)
+            .multipart(form)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let job = r["job_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{r}"))
+            .to_string();
+        let done = finish(&http, &base, &key, &job).await;
+        assert_eq!(done["status"], "done", "{instruction}: {done}");
+        let bytes = png(&http, done["photo_url"].as_str().unwrap()).await;
+        let params = pictor::render::encode::read_parameters(&bytes).unwrap();
+        assert_eq!(
+            params.contains("Denoising strength: 0.6"),
+            diffusion,
+            "{instruction}: {params}"
+        );
+        let img = image::load_from_memory(&bytes).unwrap();
+        let expected = if diffusion { (96, 64) } else { (64, 96) };
+        assert_eq!((img.width(), img.height()), expected, "{instruction}");
+    }
+
+    // Three generations at 1 credit and two edits at the edit price were charged, nothing else.
+    let me: Value = http
+        .get(format!("{base}/api/pictor/v1/me"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let edit_price = models["edit_price"].as_i64().unwrap();
+    assert_eq!(
+        me["balance"].as_i64().unwrap(),
+        50 - 3 - 2 * edit_price,
+        "{me}"
+    );
+    drop(server);
+
+    // A mapping to a model that is not installed stops the start with a clear message.
+    std::fs::write(&config, "[diffusion.fast]\nmodel = \"missing\"\n").unwrap();
+    let mut cmd = common::pictor_cmd(&d);
+    let out = cmd
+        .env("PICTOR_CONFIG", &config)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no installed model is named \"missing\""),
+        "{err}"
+    );
+    let _ = run_cli;
+}

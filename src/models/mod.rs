@@ -218,6 +218,16 @@ fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
         (_, true) | (Some(2048), _) => Arch::Sdxl,
         (Some(1024), _) => Arch::Sd2,
         (Some(768), _) => Arch::Sd1,
+        // Other widths (distilled or test models): the text encoder tells the family, OpenCLIP
+        // (SD 2) using the exact GELU and CLIP ViT-L (SD 1) the quick one.
+        (Some(_), _) if dir.join("text_encoder/config.json").is_file() => {
+            let text = read_json(&dir.join("text_encoder").join("config.json"))?;
+            if text.get("hidden_act").and_then(Value::as_str) == Some("gelu") {
+                Arch::Sd2
+            } else {
+                Arch::Sd1
+            }
+        }
         (other, _) => {
             return Err(invalid(format!(
                 "{}: unsupported UNet (cross_attention_dim {other:?}); Stable Diffusion 1.x, 2.x and SDXL are supported",

@@ -3,29 +3,31 @@
 //! HTTP API of the real binary: generation, determinism by seed, img2img edits, the PNG
 //! parameters, `/v1/models` naming the engine, and the books.
 #![cfg(feature = "diffusion")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
 use std::path::PathBuf;
 
-use common::{cli_json, run_cli, spawn_server};
+use common::{cli_json, spawn_server};
 use serde_json::{Value, json};
 
 fn fixture_model() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/sd15/model")
 }
 
+/// Sends a request and reads its JSON body.
+async fn json_of(req: reqwest::RequestBuilder) -> Value {
+    req.send().await.unwrap().json().await.unwrap()
+}
+
 async fn finish(http: &reqwest::Client, base: &str, key: &str, job: &str) -> Value {
     for _ in 0..60 {
-        let v: Value = http
-            .get(format!("{base}/api/pictor/v1/jobs/{job}?wait=30"))
-            .bearer_auth(key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v: Value = json_of(
+            http.get(format!("{base}/api/pictor/v1/jobs/{job}?wait=30"))
+                .bearer_auth(key),
+        )
+        .await;
         if v["status"] == "done" || v["status"] == "failed" {
             return v;
         }
@@ -83,14 +85,7 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
     let http = reqwest::Client::new();
 
     // /v1/models names the engine of each model.
-    let models: Value = http
-        .get(format!("{base}/api/pictor/v1/models"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let models: Value = json_of(http.get(format!("{base}/api/pictor/v1/models"))).await;
     let engine = |id: &str| {
         models["models"]
             .as_array()
@@ -105,16 +100,12 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
 
     let mut pictures = Vec::new();
     for seed in [7u64, 7, 8] {
-        let r: Value = http
-            .post(format!("{base}/api/pictor/v1/generate"))
-            .bearer_auth(&key)
-            .json(&json!({"prompt": "a photo of a red car", "model": "fast", "seed": seed}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let r: Value = json_of(
+            http.post(format!("{base}/api/pictor/v1/generate"))
+                .bearer_auth(&key)
+                .json(&json!({"prompt": "a photo of a red car", "model": "fast", "seed": seed})),
+        )
+        .await;
         let job = r["job_id"]
             .as_str()
             .unwrap_or_else(|| panic!("{r}"))
@@ -182,16 +173,12 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
                     .mime_str("image/png")
                     .unwrap(),
             );
-        let r: Value = http
-            .post(format!("{base}/api/pictor/v1/edit"))
-            .bearer_auth(&key)
-            .multipart(form)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let r: Value = json_of(
+            http.post(format!("{base}/api/pictor/v1/edit"))
+                .bearer_auth(&key)
+                .multipart(form),
+        )
+        .await;
         let job = r["job_id"]
             .as_str()
             .unwrap_or_else(|| panic!("{r}"))
@@ -211,15 +198,11 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
     }
 
     // Three generations at 1 credit and two edits at the edit price were charged, nothing else.
-    let me: Value = http
-        .get(format!("{base}/api/pictor/v1/me"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let me: Value = json_of(
+        http.get(format!("{base}/api/pictor/v1/me"))
+            .bearer_auth(&key),
+    )
+    .await;
     let edit_price = models["edit_price"].as_i64().unwrap();
     assert_eq!(
         me["balance"].as_i64().unwrap(),
@@ -242,5 +225,4 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
         err.contains("no installed model is named \"missing\""),
         "{err}"
     );
-    let _ = run_cli;
 }

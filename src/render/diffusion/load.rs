@@ -26,13 +26,18 @@ fn per_block(
 ) -> Result<Option<Vec<usize>>, DiffusionError> {
     match v {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(x)) => Ok(Some(vec![x.as_u64().unwrap_or(0) as usize; n])),
+        Some(Value::Number(x)) => match x.as_u64() {
+            Some(x @ 1..=1024) => Ok(Some(vec![x as usize; n])),
+            _ => Err(bad(file, format!("{key} must be from 1 to 1024"))),
+        },
         Some(Value::Array(a)) if a.len() == n => a
             .iter()
-            .map(|x| {
-                x.as_u64()
-                    .map(|x| x as usize)
-                    .ok_or_else(|| bad(file, format!("{key} must hold integers")))
+            .map(|x| match x.as_u64() {
+                Some(x @ 1..=1024) => Ok(x as usize),
+                _ => Err(bad(
+                    file,
+                    format!("{key} must hold integers from 1 to 1024"),
+                )),
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
@@ -41,6 +46,24 @@ fn per_block(
             format!("{key} must be an integer or one per block"),
         )),
     }
+}
+
+/// `block_out_channels`: 1 to 8 widths, each 1..=8192.
+fn block_out_channels(v: &Value, file: &str) -> Result<Vec<usize>, DiffusionError> {
+    let channels: Vec<usize> = v
+        .get("block_out_channels")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_u64)
+                .map(|x| x as usize)
+                .collect()
+        })
+        .ok_or_else(|| bad(file, "no block_out_channels"))?;
+    if channels.is_empty() || channels.len() > 8 || channels.iter().any(|&c| c == 0 || c > 8192) {
+        return Err(bad(file, "implausible block_out_channels"));
+    }
+    Ok(channels)
 }
 
 /// What the UNet's `config.json` says, in candle's terms, plus its latent size.
@@ -54,20 +77,8 @@ pub struct UNetShape {
 
 pub fn unet_config(v: &Value) -> Result<UNetShape, DiffusionError> {
     const F: &str = "unet/config.json";
-    let channels: Vec<usize> = v
-        .get("block_out_channels")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_u64)
-                .map(|x| x as usize)
-                .collect()
-        })
-        .ok_or_else(|| bad(F, "no block_out_channels"))?;
+    let channels = block_out_channels(v, F)?;
     let n = channels.len();
-    if n == 0 || n > 8 || channels.iter().any(|&c| c == 0 || c > 8192) {
-        return Err(bad(F, "implausible block_out_channels"));
-    }
     let types = |k: &str| -> Vec<String> {
         v.get(k)
             .and_then(Value::as_array)
@@ -189,19 +200,7 @@ pub fn unet_config(v: &Value) -> Result<UNetShape, DiffusionError> {
 /// The VAE's shape and its latent scaling factor.
 pub fn vae_config(v: &Value) -> Result<(AutoEncoderKLConfig, f64, usize, usize), DiffusionError> {
     const F: &str = "vae/config.json";
-    let channels: Vec<usize> = v
-        .get("block_out_channels")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_u64)
-                .map(|x| x as usize)
-                .collect()
-        })
-        .ok_or_else(|| bad(F, "no block_out_channels"))?;
-    if channels.is_empty() || channels.len() > 8 {
-        return Err(bad(F, "implausible block_out_channels"));
-    }
+    let channels = block_out_channels(v, F)?;
     let config = AutoEncoderKLConfig {
         block_out_channels: channels,
         layers_per_block: usize_of(v, "layers_per_block", 2),
@@ -257,7 +256,7 @@ pub fn clip_config(v: &Value) -> Result<(clip::Config, bool), DiffusionError> {
             .unwrap_or(1e-5),
         eos_token_id: (eos != 2).then_some(eos),
     };
-    if c.num_attention_heads == 0 || c.embed_dim % c.num_attention_heads != 0 {
+    if c.num_attention_heads == 0 || !c.embed_dim.is_multiple_of(c.num_attention_heads) {
         return Err(bad(
             F,
             "hidden_size must be a multiple of num_attention_heads",

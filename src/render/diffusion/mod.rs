@@ -195,11 +195,17 @@ impl Pipeline {
                 .map(|p| vb(p))
                 .collect::<Result<Vec<_>, _>>()?,
         };
-        let bytes = [&unet_w, &vae_w]
-            .into_iter()
-            .chain(text_w.iter())
-            .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
-            .sum();
+        // What the weights take once widened to float32 (an fp16 file doubles), from the
+        // safetensors headers alone: the number the memory budget counts.
+        let mut bytes = 0u64;
+        for p in [&unet_w, &vae_w].into_iter().chain(text_w.iter()) {
+            let header = crate::models::safetensors_header(p)
+                .map_err(|e| DiffusionError::Model(e.to_string()))?;
+            bytes += header
+                .values()
+                .map(|t| t.shape.iter().product::<u64>() * 4)
+                .sum::<u64>();
+        }
         Self::build(&configs, weights, device, bytes)
     }
 
@@ -208,7 +214,7 @@ impl Pipeline {
         configs: &Configs,
         weights: Weights<'_>,
         device: &Device,
-        file_bytes: u64,
+        resident_bytes: u64,
     ) -> Result<Pipeline, DiffusionError> {
         let unet_shape = load::unet_config(&configs.unet)?;
         let (vae_cfg, vae_scale, vae_in, vae_out) = load::vae_config(&configs.vae)?;
@@ -260,7 +266,7 @@ impl Pipeline {
             sample_size: unet_shape.sample_size,
             latent_channels,
             device: device.clone(),
-            resident_bytes: file_bytes,
+            resident_bytes,
         })
     }
 
@@ -434,7 +440,11 @@ impl Pipeline {
     }
 
     fn check(&self, req: &Request) -> Result<(), DiffusionError> {
-        if req.width % 8 != 0 || req.height % 8 != 0 || req.width < 64 || req.height < 64 {
+        if !req.width.is_multiple_of(8)
+            || !req.height.is_multiple_of(8)
+            || req.width < 64
+            || req.height < 64
+        {
             return Err(DiffusionError::Invalid(
                 "width and height must be multiples of 8, at least 64".into(),
             ));

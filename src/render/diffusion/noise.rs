@@ -107,7 +107,7 @@ impl NoiseSource for TorchCpu {
             Self::fill_16(&mut data[i..i + 16]);
             i += 16;
         }
-        if n % 16 != 0 {
+        if !n.is_multiple_of(16) {
             let tail = &mut data[n - 16..];
             for x in tail.iter_mut() {
                 *x = self.uniform();

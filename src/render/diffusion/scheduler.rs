@@ -129,9 +129,11 @@ impl SchedulerConfig {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
         };
-        if !(2..=100_000).contains(&c.num_train_timesteps)
-            || !(c.beta_start > 0.0 && c.beta_end > c.beta_start && c.beta_end < 1.0)
-        {
+        let plausible = (2..=100_000).contains(&c.num_train_timesteps)
+            && c.beta_start > 0.0
+            && c.beta_end > c.beta_start
+            && c.beta_end < 1.0;
+        if !plausible {
             return Err(bad("implausible training schedule".into()));
         }
         Ok(c)
@@ -181,7 +183,7 @@ impl SchedulerConfig {
                 let ratio = t / n;
                 (0..n)
                     .rev()
-                    .map(|i| (i * ratio) as f64 as f32 as f64 + self.steps_offset as f64)
+                    .map(|i| (i * ratio + self.steps_offset) as f64)
                     .collect()
             }
             Spacing::Trailing => {

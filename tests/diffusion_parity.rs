@@ -25,11 +25,36 @@ struct Fixture {
     json: Value,
 }
 
-fn fixture(arch: &str) -> Fixture {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+fn fixture_dir(arch: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/diffusion")
-        .join(arch);
-    let pipe = Pipeline::load_diffusers(&dir.join("model"), &Device::Cpu).unwrap();
+        .join(arch)
+}
+
+fn fixture(arch: &str) -> Fixture {
+    let dir = fixture_dir(arch);
+    let pipe =
+        Pipeline::load_diffusers(&dir.join("model"), &Default::default(), &Device::Cpu).unwrap();
+    with_pipeline(arch, pipe)
+}
+
+/// The same model as a single-file checkpoint in the original Stability naming (fp16, exactly
+/// the folder's weights), its configuration and tokenizer from the folder, as diffusers'
+/// `from_single_file(config=...)` loads it.
+fn single_file_fixture(arch: &str) -> Fixture {
+    let dir = fixture_dir(arch);
+    let pipe = Pipeline::load_single_file(
+        &dir.join("single_file.safetensors"),
+        Some(&dir.join("model")),
+        &Default::default(),
+        &Device::Cpu,
+    )
+    .unwrap();
+    with_pipeline(arch, pipe)
+}
+
+fn with_pipeline(arch: &str, pipe: Pipeline) -> Fixture {
+    let dir = fixture_dir(arch);
     let t = candle::safetensors::load(dir.join("reference.safetensors"), &Device::Cpu).unwrap();
     let json = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
         .unwrap();
@@ -126,7 +151,10 @@ fn ids(v: &Value) -> Vec<u32> {
 }
 
 fn check_arch(arch: &str) {
-    let f = fixture(arch);
+    check(arch, &fixture(arch));
+}
+
+fn check(arch: &str, f: &Fixture) {
     let sdxl = arch == "sdxl";
 
     // Tokenizer(s): every case, exactly.
@@ -274,6 +302,59 @@ fn sd21_v_prediction_matches_diffusers() {
 #[test]
 fn sdxl_matches_diffusers() {
     check_arch("sdxl");
+}
+
+#[test]
+fn sd15_single_file_matches_diffusers() {
+    check("sd15", &single_file_fixture("sd15"));
+}
+
+#[test]
+fn sd21_single_file_matches_diffusers() {
+    check("sd21", &single_file_fixture("sd21"));
+}
+
+#[test]
+fn sdxl_single_file_matches_diffusers() {
+    check("sdxl", &single_file_fixture("sdxl"));
+}
+
+/// The single file holds exactly the folder's weights: the same UNet output, bit for bit.
+#[test]
+fn single_file_and_folder_agree_exactly() {
+    for arch in ["sd15", "sd21", "sdxl"] {
+        let folder = fixture(arch);
+        let single = single_file_fixture(arch);
+        let t = f64::from(folder.get("unet_t").to_vec1::<f32>().unwrap()[0]);
+        let run = |f: &Fixture| {
+            f.pipe
+                .unet(
+                    f.get("unet_in"),
+                    t,
+                    f.get("prompt_embeds"),
+                    (arch == "sdxl").then(|| f.get("pooled_prompt_embeds")),
+                    (64, 64),
+                )
+                .unwrap()
+        };
+        assert_eq!(max_diff(&run(&folder), &run(&single)), 0.0, "{arch} UNet");
+        let a = folder.pipe.encode_text("a red car", "", true).unwrap();
+        let b = single.pipe.encode_text("a red car", "", true).unwrap();
+        assert_eq!(max_diff(&a.cond, &b.cond), 0.0, "{arch} text encoder");
+        if arch == "sdxl" {
+            let (pa, pb) = (a.pooled.unwrap(), b.pooled.unwrap());
+            assert_eq!(max_diff(&pa, &pb), 0.0, "sdxl pooled");
+        }
+        let z = folder.get("vae_decode_in");
+        assert_eq!(
+            max_diff(
+                &folder.pipe.decode_raw(z).unwrap(),
+                &single.pipe.decode_raw(z).unwrap()
+            ),
+            0.0,
+            "{arch} VAE"
+        );
+    }
 }
 
 #[test]

@@ -52,10 +52,27 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
         None,
     );
     assert_eq!(added["model"]["name"], "tiny", "{added}");
+    // The same model as an A1111-style single file, its configuration from the folder.
+    let single = model.parent().unwrap().join("single_file.safetensors");
+    let added = cli_json(
+        &d,
+        &[
+            "models",
+            "add",
+            "tinyfile",
+            single.to_str().unwrap(),
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(added["model"]["layout"], "single_file", "{added}");
     let config = d.join("config.toml");
+    let run = "steps = 4\nguidance = 7.5\nsampler = \"euler_a\"\nnegative_prompt = \"blurry\"\n";
     std::fs::write(
         &config,
-        "[diffusion.fast]\nmodel = \"tiny\"\nsteps = 4\nguidance = 7.5\nsampler = \"euler_a\"\nnegative_prompt = \"blurry\"\n\n[diffusion.edit]\nmodel = \"tiny\"\nsteps = 4\nguidance = 7.5\n",
+        format!(
+            "[diffusion.fast]\nmodel = \"tiny\"\n{run}\n[diffusion.artist]\nmodel = \"tinyfile\"\nconfig = \"tiny\"\n{run}\n[diffusion.edit]\nmodel = \"tiny\"\nsteps = 4\nguidance = 7.5\n"
+        ),
     )
     .unwrap();
     cli_json(
@@ -96,7 +113,8 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
             .clone()
     };
     assert_eq!(engine("fast"), "diffusion:tiny", "{models}");
-    assert_eq!(engine("artist"), "procedural", "{models}");
+    assert_eq!(engine("artist"), "diffusion:tinyfile", "{models}");
+    assert_eq!(engine("0.2plus"), "procedural", "{models}");
 
     let mut pictures = Vec::new();
     for seed in [7u64, 7, 8] {
@@ -142,6 +160,41 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
         pictures[0].as_raw(),
         pictures[2].as_raw(),
         "another seed gives another picture"
+    );
+    // The single file, same settings and seed: the very same picture as the folder.
+    let r: Value = json_of(
+        http.post(format!("{base}/api/pictor/v1/generate"))
+            .bearer_auth(&key)
+            .json(&json!({"prompt": "a photo of a red car", "model": "artist", "seed": 7})),
+    )
+    .await;
+    let job = r["job_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    let done = finish(&http, &base, &key, &job).await;
+    assert_eq!(done["status"], "done", "{done}");
+    let bytes = png(&http, done["photo_url"].as_str().unwrap()).await;
+    let params = pictor::render::encode::read_parameters(&bytes).unwrap();
+    assert!(params.contains("Model: tinyfile"), "{params}");
+    // artist is delivered larger (1536²) than fast (1024²): both are the same 64² render
+    // scaled up, so scaled back down to 64² they agree within resampling rounding.
+    let small = |img: &image::RgbImage| {
+        image::imageops::resize(img, 64, 64, image::imageops::FilterType::Triangle).into_raw()
+    };
+    let from_file = image::load_from_memory(&bytes).unwrap().to_rgb8();
+    let (a, b) = (small(&from_file), small(&pictures[0]));
+    let worst = a.iter().zip(&b).map(|(x, y)| x.abs_diff(*y)).max().unwrap();
+    let other = small(&pictures[2]);
+    let apart = a
+        .iter()
+        .zip(&other)
+        .map(|(x, y)| x.abs_diff(*y))
+        .max()
+        .unwrap();
+    assert!(
+        worst <= 4 && apart > 40,
+        "the single file renders the folder's picture: {worst} (another seed: {apart})"
     );
     // A real picture, not a flat fill: the pixels vary.
     let px = pictures[0].as_raw();
@@ -197,16 +250,26 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
         assert_eq!((img.width(), img.height()), expected, "{instruction}");
     }
 
-    // Three generations at 1 credit and two edits at the edit price were charged, nothing else.
+    // Three fast generations, one artist generation and two edits were charged, nothing else.
     let me: Value = json_of(
         http.get(format!("{base}/api/pictor/v1/me"))
             .bearer_auth(&key),
     )
     .await;
     let edit_price = models["edit_price"].as_i64().unwrap();
+    let price = |id: &str| {
+        models["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == id)
+            .unwrap()["price"]
+            .as_i64()
+            .unwrap()
+    };
     assert_eq!(
         me["balance"].as_i64().unwrap(),
-        50 - 3 - 2 * edit_price,
+        50 - 3 * price("fast") - price("artist") - 2 * edit_price,
         "{me}"
     );
     drop(server);

@@ -129,7 +129,7 @@ fn diffusion_renderer(
 ) -> anyhow::Result<Arc<dyn Renderer>> {
     use crate::render::Model;
     use crate::render::diffusion::scheduler::Sampler;
-    use crate::render::diffusion::{DiffusionRenderer, ModelMapping};
+    use crate::render::diffusion::{DiffusionRenderer, ModelMapping, ModelSource};
 
     let installed = if config.db_path().exists() {
         let store = crate::store::Store::open(&config.db_path())?;
@@ -170,17 +170,60 @@ fn diffusion_renderer(
                 "[diffusion.{key}]: no installed model is named {name:?} (see `pictor models list`; add one with `pictor models add {name} PATH`)"
             )
         })?;
-        if record.layout != crate::models::Layout::Diffusers {
-            anyhow::bail!(
-                "[diffusion.{key}]: {name:?} is a single-file checkpoint; the built-in engine loads diffusers folders for now (README, Diffusion models)"
-            );
-        }
-        let mut m = ModelMapping::new(name, PathBuf::from(&record.path));
+        let source = match record.layout {
+            crate::models::Layout::Diffusers => ModelSource::Diffusers(PathBuf::from(&record.path)),
+            crate::models::Layout::SingleFile => {
+                // `config`: a diffusers folder (an installed model's name, or a path) whose
+                // configuration and tokenizers the checkpoint uses instead of the inferred ones.
+                let config = match t.get("config") {
+                    None => None,
+                    Some(v) => {
+                        let c = v.as_str().ok_or_else(|| {
+                            anyhow::anyhow!("[diffusion.{key}] config: a model name or a folder")
+                        })?;
+                        let dir = match installed.iter().find(|r| r.name == c) {
+                            Some(r) => PathBuf::from(&r.path),
+                            None => PathBuf::from(c),
+                        };
+                        if !dir.join("model_index.json").is_file() {
+                            anyhow::bail!(
+                                "[diffusion.{key}] config: {c:?} is neither an installed diffusers model nor a diffusers folder"
+                            );
+                        }
+                        Some(dir)
+                    }
+                };
+                ModelSource::SingleFile {
+                    path: PathBuf::from(&record.path),
+                    config,
+                }
+            }
+        };
+        let mut m = ModelMapping::new(name, source);
         m.hash = quick_hash(&record.path);
         for (k, v) in t {
             let bad = |what: &str| anyhow::anyhow!("[diffusion.{key}] {k}: {what}");
             match k.as_str() {
                 "model" => {}
+                "config" if record.layout == crate::models::Layout::SingleFile => {}
+                "prediction" => {
+                    m.overrides.prediction = Some(
+                        match v.as_str() {
+                            Some("epsilon" | "eps") => "epsilon",
+                            Some("v_prediction" | "v") => "v_prediction",
+                            _ => return Err(bad("\"epsilon\" or \"v_prediction\"")),
+                        }
+                        .to_owned(),
+                    )
+                }
+                "timestep_spacing" => {
+                    m.overrides.timestep_spacing = Some(
+                        v.as_str()
+                            .filter(|s| matches!(*s, "leading" | "trailing" | "linspace"))
+                            .ok_or_else(|| bad("\"leading\", \"trailing\" or \"linspace\""))?
+                            .to_owned(),
+                    )
+                }
                 "steps" => {
                     m.steps = v
                         .as_integer()
@@ -220,7 +263,7 @@ fn diffusion_renderer(
                 }
                 _ => {
                     return Err(bad(
-                        "unknown setting (model, steps, guidance, sampler, size, negative_prompt, strength)",
+                        "unknown setting (model, steps, guidance, sampler, size, negative_prompt, strength, prediction, timestep_spacing; config for single files)",
                     ));
                 }
             }
@@ -252,6 +295,7 @@ fn quick_hash(path: &str) -> String {
     use sha2::Digest;
     use std::io::Read;
     let dir = std::path::Path::new(path);
+    // A diffusers folder: its UNet weights; a single file: itself.
     let file = crate::render::diffusion::load::weights_in(
         &dir.join("unet"),
         "diffusion_pytorch_model.safetensors",

@@ -308,13 +308,13 @@ def unet_config(arch):
             common,
             down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
             up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-            cross_attention_dim=64,
+            cross_attention_dim=32 + 48,
             attention_head_dim=(2, 4),
             use_linear_projection=True,
             transformer_layers_per_block=(1, 2),
             addition_embed_type="text_time",
             addition_time_embed_dim=8,
-            projection_class_embeddings_input_dim=8 * 6 + 32,
+            projection_class_embeddings_input_dim=8 * 6 + 40,
         )
     raise ValueError(arch)
 
@@ -334,16 +334,16 @@ def vae_config(arch):
     )
 
 
-def text_config(vocab, pad_token, hidden_act, layers):
+def text_config(vocab, pad_token, hidden_act, layers, hidden=32, projection=32):
     return CLIPTextConfig(
-        hidden_size=32,
+        hidden_size=hidden,
         intermediate_size=37,
         num_hidden_layers=layers,
         num_attention_heads=4,
         max_position_embeddings=MAX_LEN,
         vocab_size=len(vocab),
         hidden_act=hidden_act,
-        projection_dim=32,
+        projection_dim=projection,
         bos_token_id=vocab["<|startoftext|>"],
         eos_token_id=vocab["<|endoftext|>"],
         pad_token_id=vocab[pad_token],
@@ -390,7 +390,10 @@ def build_pipeline(arch, vocab, merges):
         te1 = CLIPTextModel(text_config(vocab, "<|endoftext|>", "quick_gelu", 2))
         perturb_and_round(te1, base + 13)
         torch.manual_seed(base + 4)
-        te2 = CLIPTextModelWithProjection(text_config(vocab, "!", "gelu", 3))
+        # A wider second encoder with a non-square projection, as SDXL's (768 vs 1280 -> 1280):
+        # diffusers' single-file loader tells the two encoders apart by width, and a transposed
+        # projection cannot go unnoticed.
+        te2 = CLIPTextModelWithProjection(text_config(vocab, "!", "gelu", 3, hidden=48, projection=40))
         perturb_and_round(te2, base + 14)
         pipe = StableDiffusionXLPipeline(
             vae=vae,
@@ -900,9 +903,11 @@ def clip_to_ldm_v1(sd):
     return {"cond_stage_model.transformer." + k: v for k, v in sd.items()}
 
 
-def clip_to_openclip_v2(sd):
+def clip_to_openclip_v2(sd, prefix="cond_stage_model.model."):
     """HF CLIPTextModel -> OpenCLIP `cond_stage_model.model.*` with fused in_proj (what
-    convert_text_enc_state_dict_v20 writes; no text_projection / logit_scale, same layer count)."""
+    convert_text_enc_state_dict_v20 writes; no logit_scale, same layer count). SDXL's second
+    encoder (CLIPTextModelWithProjection, `conditioner.embedders.1.model.*`) also has the
+    projection, stored transposed as OpenCLIP's `text_projection` (x @ P)."""
     out = {}
     qkv = collections.defaultdict(dict)
     for k, v in sd.items():
@@ -912,6 +917,8 @@ def clip_to_openclip_v2(sd):
             out["positional_embedding"] = v
         elif k.startswith("text_model.final_layer_norm."):
             out["ln_final." + k.split(".")[-1]] = v
+        elif k == "text_projection.weight":
+            out["text_projection"] = v.t().contiguous()
         elif k.startswith("text_model.encoder.layers."):
             rest = k[len("text_model.encoder.layers."):]
             idx, sub = rest.split(".", 1)
@@ -932,7 +939,7 @@ def clip_to_openclip_v2(sd):
             raise KeyError(k)
     for (pre, kind), d in qkv.items():
         out[pre + f"attn.in_proj_{kind}"] = torch.cat([d["q"], d["k"], d["v"]], 0)
-    return {"cond_stage_model.model." + k: v for k, v in out.items()}
+    return {prefix + k: v for k, v in out.items()}
 
 
 def inverse_check(ldm, hf_sd, mapping_fn, cfg=None, fused_qkv=False):
@@ -950,10 +957,12 @@ def inverse_check(ldm, hf_sd, mapping_fn, cfg=None, fused_qkv=False):
         (lk, lv), = single.items()
         assert lk in ldm, f"missing {lk}"
         got = ldm[lk].to(torch.float32)
+        if lk.endswith(".text_projection"):
+            got = got.t()
         assert got.numel() == v.numel() and torch.equal(got.reshape(v.shape), v.to(torch.float32)), k
         used.add(lk)
     for (layer, kind), parts in qkv.items():
-        lk = f"cond_stage_model.model.transformer.resblocks.{layer}.attn.in_proj_{kind}"
+        lk = f"{fused_qkv}transformer.resblocks.{layer}.attn.in_proj_{kind}"
         q, k_, v_ = ldm[lk].to(torch.float32).chunk(3, 0)
         assert torch.equal(q, parts[0]) and torch.equal(k_, parts[1]) and torch.equal(v_, parts[2]), lk
         used.add(lk)
@@ -967,10 +976,19 @@ def write_single_file(pipe, arch, model_dir, out_path, dtype):
     ckpt = {}
     ckpt.update(unet_diffusers_to_ldm(unet_sd, dict(pipe.unet.config)))
     ckpt.update(vae_diffusers_to_ldm(vae_sd, dict(pipe.vae.config)))
-    ckpt.update(clip_to_ldm_v1(te_sd) if arch == "sd15" else clip_to_openclip_v2(te_sd))
+    if arch == "sd15":
+        ckpt.update(clip_to_ldm_v1(te_sd))
+    elif arch == "sd21":
+        ckpt.update(clip_to_openclip_v2(te_sd))
+    else:  # sdxl: CLIP ViT-L in HF naming, OpenCLIP bigG with projection
+        ckpt.update({"conditioner.embedders.0.transformer." + k: v for k, v in te_sd.items()})
+        te2_sd = load_file(model_dir / "text_encoder_2" / "model.safetensors")
+        ckpt.update(clip_to_openclip_v2(te2_sd, "conditioner.embedders.1.model."))
     n_in = len(unet_sd) + len(vae_sd) + len(te_sd)
     if arch == "sd21":
         n_in -= 2 * 2 * pipe.text_encoder.config.num_hidden_layers  # q,k,v (w,b) fused into in_proj (w,b)
+    if arch == "sdxl":
+        n_in += len(te2_sd) - 2 * 2 * pipe.text_encoder_2.config.num_hidden_layers
     assert len(ckpt) == n_in, (len(ckpt), n_in)
     cast = {k: v.to(dtype).contiguous() for k, v in sorted(ckpt.items())}
     for k, v in cast.items():  # an fp16 export must be lossless (weights were rounded to the fp16 grid)
@@ -993,23 +1011,40 @@ def verify_single_file(arch, single_path, model_dir, pipe, refs):
     used |= inverse_check(ldm, vae_sd, vae_diffusers_to_ldm, dict(pipe.vae.config))
     if arch == "sd15":
         used |= inverse_check(ldm, te_sd, clip_to_ldm_v1)
+    elif arch == "sd21":
+        used |= inverse_check(ldm, te_sd, lambda d: clip_to_openclip_v2(d), fused_qkv="cond_stage_model.model.")
     else:
-        used |= inverse_check(ldm, te_sd, lambda d: clip_to_openclip_v2(d), fused_qkv=True)
+        used |= inverse_check(ldm, te_sd, lambda d: {"conditioner.embedders.0.transformer." + k: v for k, v in d.items()})
+        te2_sd = load_file(model_dir / "text_encoder_2" / "model.safetensors")
+        used |= inverse_check(
+            ldm, te2_sd, lambda d: clip_to_openclip_v2(d, "conditioner.embedders.1.model."),
+            fused_qkv="conditioner.embedders.1.model.",
+        )
     assert used == set(ldm), sorted(set(ldm) - used)[:10]
     report["inverse_mapping"] = "ok: every single-file tensor maps back bit-exactly onto exactly one diffusers tensor (q/k/v re-split from in_proj)"
     # 2) diffusers from_single_file
-    sf = StableDiffusionPipeline.from_single_file(
-        str(single_path), config=str(model_dir), local_files_only=True, dtype=torch.float32,
-        safety_checker=None, requires_safety_checker=False,
-    )
-    for name in ("unet", "vae", "text_encoder"):
+    if arch == "sdxl":
+        sf = StableDiffusionXLPipeline.from_single_file(
+            str(single_path), config=str(model_dir), local_files_only=True, dtype=torch.float32,
+        )
+    else:
+        sf = StableDiffusionPipeline.from_single_file(
+            str(single_path), config=str(model_dir), local_files_only=True, dtype=torch.float32,
+            safety_checker=None, requires_safety_checker=False,
+        )
+    for name in ("unet", "vae", "text_encoder") + (("text_encoder_2",) if arch == "sdxl" else ()):
         a, b = getattr(sf, name).state_dict(), getattr(pipe, name).state_dict()
         missing = sorted(set(b) - set(a))
         diff = [k for k in b if k in a and not torch.equal(a[k].float(), b[k].float())]
         assert not missing and not diff, (name, missing[:5], diff[:5])
     with torch.no_grad():
-        u = sf.unet(refs["unet_in"], refs["unet_t"][0], encoder_hidden_states=refs["prompt_embeds"], return_dict=False)[0]
-        pe, ne = sf.encode_prompt(PROMPT, torch.device("cpu"), 1, True, NEGATIVE)
+        if arch == "sdxl":
+            added = {"text_embeds": refs["pooled_prompt_embeds"], "time_ids": refs["add_time_ids"]}
+            u = sf.unet(refs["unet_in"], refs["unet_t"][0], encoder_hidden_states=refs["prompt_embeds"], added_cond_kwargs=added, return_dict=False)[0]
+            pe, ne, _, _ = sf.encode_prompt(PROMPT, device=torch.device("cpu"), num_images_per_prompt=1, do_classifier_free_guidance=True, negative_prompt=NEGATIVE)
+        else:
+            u = sf.unet(refs["unet_in"], refs["unet_t"][0], encoder_hidden_states=refs["prompt_embeds"], return_dict=False)[0]
+            pe, ne = sf.encode_prompt(PROMPT, torch.device("cpu"), 1, True, NEGATIVE)
         d = sf.vae.decode(refs["vae_decode_in"], return_dict=False)[0]
     report["from_single_file"] = {
         "unet_out_max_abs_diff": float((u - refs["unet_out"]).abs().max()),
@@ -1177,7 +1212,7 @@ def generate_arch(arch, out_root, vocab, merges, weights_from=None):
             "force_zeros_for_empty_prompt": pipe.config.force_zeros_for_empty_prompt,
         }
 
-    if arch in ("sd15", "sd21"):
+    if arch in ("sd15", "sd21", "sdxl"):
         single = out / "single_file.safetensors"
         dtype = SINGLE_FILE_DTYPE
         ckpt = write_single_file(pipe, arch, model_dir, single, dtype)
@@ -1186,7 +1221,11 @@ def generate_arch(arch, out_root, vocab, merges, weights_from=None):
             "dtype": str(dtype).replace("torch.", ""),
             "n_tensors": len(ckpt),
             "layout": "original Stability/LDM keys: model.diffusion_model.*, first_stage_model.*, "
-            + ("cond_stage_model.transformer.text_model.* (HF CLIP)" if arch == "sd15" else "cond_stage_model.model.* (OpenCLIP, fused attn.in_proj_weight/bias)"),
+            + {
+                "sd15": "cond_stage_model.transformer.text_model.* (HF CLIP)",
+                "sd21": "cond_stage_model.model.* (OpenCLIP, fused attn.in_proj_weight/bias)",
+                "sdxl": "conditioner.embedders.0.transformer.text_model.* (HF CLIP), conditioner.embedders.1.model.* (OpenCLIP, fused in_proj, text_projection transposed)",
+            }[arch],
             "verification": verify_single_file(arch, single, model_dir, pipe, tensors),
         }
 

@@ -17,6 +17,7 @@ pub mod net;
 pub mod noise;
 pub mod renderer;
 pub mod scheduler;
+pub mod single_file;
 pub mod tokenizer;
 
 use std::path::{Path, PathBuf};
@@ -33,6 +34,7 @@ use scheduler::{Sampler, Schedule, SchedulerConfig};
 use tokenizer::ClipTokenizer;
 
 pub use renderer::{DiffusionRenderer, ModelMapping};
+pub use single_file::Overrides;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DiffusionError {
@@ -146,9 +148,40 @@ pub struct Configs {
     pub unet: Value,
     pub vae: Value,
     pub text: Vec<Value>,
-    pub tokenizers: Vec<PathBuf>,
+    pub tokenizers: Vec<TokenizerSource>,
     pub scheduler: Value,
     pub model_index: Value,
+}
+
+/// Where a text encoder's tokenizer comes from.
+#[derive(Debug, Clone)]
+pub enum TokenizerSource {
+    /// A diffusers `tokenizer/` folder.
+    Folder(PathBuf),
+    /// The built-in CLIP tokenizer with this pad token (`None`: end of text).
+    Builtin(Option<String>),
+}
+
+impl TokenizerSource {
+    fn load(&self) -> Result<ClipTokenizer, DiffusionError> {
+        match self {
+            TokenizerSource::Folder(dir) => ClipTokenizer::load(dir),
+            TokenizerSource::Builtin(pad) => ClipTokenizer::builtin(pad.as_deref()),
+        }
+    }
+}
+
+/// Where a model's weights are and how to read its configuration.
+#[derive(Debug, Clone)]
+pub enum ModelSource {
+    /// A diffusers folder.
+    Diffusers(PathBuf),
+    /// A single-file checkpoint; its configuration read off its shapes, or taken from
+    /// `config` (a diffusers folder of the same architecture) when given.
+    SingleFile {
+        path: PathBuf,
+        config: Option<PathBuf>,
+    },
 }
 
 impl Configs {
@@ -156,10 +189,10 @@ impl Configs {
     pub fn read(dir: &Path) -> Result<Configs, DiffusionError> {
         let model_index = read_json(&dir.join("model_index.json"))?;
         let mut text = vec![read_json(&dir.join("text_encoder/config.json"))?];
-        let mut tokenizers = vec![dir.join("tokenizer")];
+        let mut tokenizers = vec![TokenizerSource::Folder(dir.join("tokenizer"))];
         if dir.join("text_encoder_2/config.json").is_file() {
             text.push(read_json(&dir.join("text_encoder_2/config.json"))?);
-            tokenizers.push(dir.join("tokenizer_2"));
+            tokenizers.push(TokenizerSource::Folder(dir.join("tokenizer_2")));
         }
         Ok(Configs {
             unet: read_json(&dir.join("unet/config.json"))?,
@@ -172,10 +205,86 @@ impl Configs {
     }
 }
 
+impl Configs {
+    /// Applies the per-model scheduler overrides (prediction type, timestep spacing).
+    pub fn override_scheduler(&mut self, o: &single_file::Overrides) {
+        if let Some(obj) = self.scheduler.as_object_mut() {
+            if let Some(p) = &o.prediction {
+                obj.insert("prediction_type".into(), Value::String(p.clone()));
+            }
+            if let Some(s) = &o.timestep_spacing {
+                obj.insert("timestep_spacing".into(), Value::String(s.clone()));
+            }
+        }
+    }
+}
+
 impl Pipeline {
+    /// Loads a model from its source, with the per-model scheduler overrides.
+    pub fn load(
+        source: &ModelSource,
+        overrides: &single_file::Overrides,
+        device: &Device,
+    ) -> Result<Pipeline, DiffusionError> {
+        match source {
+            ModelSource::Diffusers(dir) => Self::load_diffusers(dir, overrides, device),
+            ModelSource::SingleFile { path, config } => {
+                Self::load_single_file(path, config.as_deref(), overrides, device)
+            }
+        }
+    }
+
+    /// Loads a single-file checkpoint (float32 in memory), its configuration inferred from
+    /// its tensors or read from `config_dir`.
+    pub fn load_single_file(
+        path: &Path,
+        config_dir: Option<&Path>,
+        overrides: &single_file::Overrides,
+        device: &Device,
+    ) -> Result<Pipeline, DiffusionError> {
+        let header = single_file::Header::read(path)?;
+        let arch = header.arch()?;
+        let mut configs = match config_dir {
+            Some(dir) => Configs::read(dir)?,
+            None => {
+                let v_pred = overrides.prediction.is_none()
+                    && arch == crate::models::Arch::Sd2
+                    // SAFETY: read-only map of the user's checkpoint (see load_diffusers).
+                    && single_file::v_prediction_guess(
+                        &unsafe { candle::safetensors::MmapedSafetensors::new(path)? },
+                        &header,
+                    );
+                let c = single_file::infer_configs(&header, v_pred, overrides)?;
+                Configs {
+                    unet: c.unet,
+                    vae: c.vae,
+                    text: c.text,
+                    tokenizers: c.pads.into_iter().map(TokenizerSource::Builtin).collect(),
+                    scheduler: c.scheduler,
+                    model_index: c.model_index,
+                }
+            }
+        };
+        configs.override_scheduler(overrides);
+        if (configs.text.len() == 2) != (arch == crate::models::Arch::Sdxl) {
+            return Err(DiffusionError::Model(format!(
+                "{}: the configuration folder is not of the checkpoint's architecture ({})",
+                path.display(),
+                arch.as_str()
+            )));
+        }
+        let weights = single_file::weights(path, arch, &configs.unet, &configs.vae, device)?;
+        Self::build(&configs, weights, device, header.f32_bytes())
+    }
+
     /// Loads a diffusers-layout folder (float32 in memory; f16/bf16 files are widened).
-    pub fn load_diffusers(dir: &Path, device: &Device) -> Result<Pipeline, DiffusionError> {
-        let configs = Configs::read(dir)?;
+    pub fn load_diffusers(
+        dir: &Path,
+        overrides: &single_file::Overrides,
+        device: &Device,
+    ) -> Result<Pipeline, DiffusionError> {
+        let mut configs = Configs::read(dir)?;
+        configs.override_scheduler(overrides);
         let files = |sub: &str, plain: &str| load::weights_in(&dir.join(sub), plain);
         let unet_w = files("unet", "diffusion_pytorch_model.safetensors")?;
         let vae_w = files("vae", "diffusion_pytorch_model.safetensors")?;
@@ -239,7 +348,7 @@ impl Pipeline {
         {
             let (c, projection) = load::clip_config(cfg)?;
             encoders.push(TextEncoder {
-                tokenizer: ClipTokenizer::load(tok)?,
+                tokenizer: tok.load()?,
                 model: ClipTextTransformer::new(vb, &c, projection)?,
             });
         }

@@ -6,14 +6,14 @@
 //! under a lock per model, so two jobs never load the same model twice.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use candle::Device;
 
 use super::noise::TorchCpu;
 use super::scheduler::Sampler;
-use super::{DiffusionError, Pipeline, Request, StepControl};
+use super::single_file::Overrides;
+use super::{DiffusionError, ModelSource, Pipeline, Request, StepControl};
 use crate::render::backends::fit_exact;
 use crate::render::decode::{self, DecodeLimits};
 use crate::render::{
@@ -26,8 +26,10 @@ use crate::render::{
 pub struct ModelMapping {
     /// The installed model's name (`pictor models list`).
     pub name: String,
-    /// Its diffusers folder.
-    pub path: PathBuf,
+    /// Its files.
+    pub source: ModelSource,
+    /// Scheduler settings that override the model's (or a single file's defaults).
+    pub overrides: Overrides,
     pub steps: usize,
     pub guidance: f64,
     pub sampler: Sampler,
@@ -41,10 +43,11 @@ pub struct ModelMapping {
 }
 
 impl ModelMapping {
-    pub fn new(name: &str, path: PathBuf) -> ModelMapping {
+    pub fn new(name: &str, source: ModelSource) -> ModelMapping {
         ModelMapping {
             name: name.to_owned(),
-            path,
+            source,
+            overrides: Overrides::default(),
             steps: 20,
             guidance: 7.0,
             sampler: Sampler::EulerAncestral,
@@ -152,7 +155,7 @@ impl DiffusionRenderer {
             return Ok(l.pipeline.clone());
         }
         let started = std::time::Instant::now();
-        let pipeline = Pipeline::load_diffusers(&m.path, &self.device)
+        let pipeline = Pipeline::load(&m.source, &m.overrides, &self.device)
             .map_err(|e| RenderError::Failed(format!("could not load model {:?}: {e}", m.name)))?;
         let pipeline = Arc::new(pipeline);
         tracing::info!(model = %m.name, ms = started.elapsed().as_millis() as u64, bytes = pipeline.resident_bytes, "diffusion model loaded");

@@ -93,6 +93,34 @@ impl ClipTokenizer {
         Self::new(vocab, &merges, pad.as_deref(), max_len)
     }
 
+    /// The CLIP tokenizer every Stable Diffusion model uses (OpenAI CLIP's BPE merges, built
+    /// in: single-file checkpoints carry no tokenizer). The vocabulary is derived from the
+    /// merges as OpenAI's `simple_tokenizer` and transformers' `vocab.json` lay it out: the 256
+    /// byte symbols, the same with `</w>`, one token per merge, then start and end of text.
+    /// `pad`: the pad token (`None`: end of text, as SD 1.x; SD 2.x and SDXL's second encoder
+    /// pad with `!`).
+    pub fn builtin(pad: Option<&str>) -> Result<ClipTokenizer, DiffusionError> {
+        const MERGES: &str = include_str!("../../../assets/clip/merges.txt");
+        let symbols = byte_symbols_in_vocab_order();
+        let mut vocab = HashMap::with_capacity(49408);
+        let mut push = |t: String| {
+            let id = vocab.len() as u32;
+            vocab.entry(t).or_insert(id);
+        };
+        for c in &symbols {
+            push(c.to_string());
+        }
+        for c in &symbols {
+            push(format!("{c}</w>"));
+        }
+        for line in MERGES.trim().lines().skip(1).take(MAX_MERGES) {
+            push(line.replacen(' ', "", 1));
+        }
+        push(BOS.to_owned());
+        push(EOS.to_owned());
+        Self::new(vocab, MERGES, pad, 77)
+    }
+
     pub fn new(
         vocab: HashMap<String, u32>,
         merges: &str,
@@ -256,9 +284,59 @@ impl ClipTokenizer {
     }
 }
 
+/// `bytes_to_unicode().values()` in insertion order: the printable bytes ascending, then the
+/// others ascending (mapped to 256 + n).
+fn byte_symbols_in_vocab_order() -> Vec<char> {
+    let table = bytes_to_unicode();
+    let (printable, rest): (Vec<usize>, Vec<usize>) =
+        (0..256).partition(|&b| u32::from(table[b]) == b as u32);
+    printable
+        .into_iter()
+        .chain(rest)
+        .map(|b| table[b])
+        .collect()
+}
+
 /// Unicode "Cf" (format) characters that BasicTokenizer drops, the common ones.
 fn is_format(c: char) -> bool {
     matches!(c, '\u{AD}' | '\u{600}'..='\u{605}' | '\u{61C}' | '\u{6DD}' | '\u{70F}'
         | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
         | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+
+    /// The built-in tokenizer against OpenAI CLIP's own (open_clip's `SimpleTokenizer`), ids up to
+    /// the end-of-text token (`tools/sd-fixtures/clip_tokenizer.py`).
+    #[test]
+    fn builtin_matches_openai_clip() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/diffusion/clip_tokenizer.json"
+        );
+        let fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let tok = ClipTokenizer::builtin(None).unwrap();
+        assert_eq!(tok.vocab.len(), 49408);
+        assert_eq!((tok.bos, tok.eos, tok.pad), (49406, 49407, 49407));
+        for case in fixture["cases"].as_array().unwrap() {
+            let text = case["text"].as_str().unwrap();
+            let want: Vec<u32> = case["ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as u32)
+                .collect();
+            let end = want.iter().position(|&i| i == 49407).unwrap();
+            let got = tok.encode(text);
+            assert_eq!(&got[..=end], &want[..=end], "{text:?}");
+            assert!(got[end + 1..].iter().all(|&i| i == 49407), "padding");
+        }
+        // SD 2's pad token is `!` (id 0), split out of the text as transformers does.
+        let sd2 = ClipTokenizer::builtin(Some("!")).unwrap();
+        assert_eq!(sd2.pad, 0);
+        assert_eq!(&sd2.encode("wow!")[..4], &[49406, 2781, 0, 49407]);
+    }
 }

@@ -437,3 +437,67 @@ fn progress_rises_each_step_and_cancellation_stops_between_steps() {
         "stopped before the third step"
     );
 }
+
+/// The tiny decoder (TAESD, diffusers `AutoencoderTiny`) against diffusers
+/// (`tools/sd-fixtures/taesd.py`): on wide random latents (the tanh clamp) and as the SD
+/// pipeline decodes the SD 1.5 fixture's Euler latents with it.
+#[test]
+fn tiny_decoder_matches_diffusers() {
+    use pictor::render::diffusion::taesd::TinyDecoder;
+    let dir = fixture_dir("taesd");
+    let tiny = TinyDecoder::load(&dir.join("model"), &Device::Cpu).unwrap();
+    let t = candle::safetensors::load(dir.join("reference.safetensors"), &Device::Cpu).unwrap();
+    close(
+        "tiny decoder",
+        &tiny.decode(&t["latents"]).unwrap(),
+        &t["decoded"],
+        1e-4,
+    );
+    let mut f = fixture("sd15");
+    f.pipe.use_tiny_decoder(tiny).unwrap();
+    let euler = f.run(Sampler::Euler, 4, 7.5);
+    close(
+        "SD 1.5 Euler latents through the tiny decoder",
+        &f.pipe.decode_raw(&euler).unwrap(),
+        &t["sd15_euler_decoded"],
+        1e-3,
+    );
+}
+
+/// Large pictures decode tile by tile: same size, seams blended, close to a whole decode
+/// (the group norms see one tile at a time), and far from another latent's picture.
+#[test]
+fn tiled_vae_decode_stays_close_to_a_whole_decode() {
+    use pictor::render::diffusion::tiled_decode;
+    let f = fixture("sd15");
+    let z = (TorchCpu::new(9).randn(4 * 24 * 24))
+        .into_iter()
+        .collect::<Vec<f32>>();
+    let z = Tensor::from_vec(z, (1, 4, 24, 24), &Device::Cpu).unwrap();
+    let whole = tiled_decode(f.pipe.vae(), &z, 64, 16).unwrap();
+    let tiled = tiled_decode(f.pipe.vae(), &z, 12, 4).unwrap();
+    assert_eq!(tiled.dims(), &[1, 3, 192, 192]);
+    let mean_abs = |a: &Tensor, b: &Tensor| {
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .mean_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+    };
+    let d = mean_abs(&whole, &tiled);
+    let other = Tensor::from_vec(
+        TorchCpu::new(10).randn(4 * 24 * 24),
+        (1, 4, 24, 24),
+        &Device::Cpu,
+    )
+    .unwrap();
+    let apart = mean_abs(&whole, &tiled_decode(f.pipe.vae(), &other, 64, 16).unwrap());
+    println!("tiled vs whole: mean abs {d:.4}; another latent: {apart:.4}");
+    assert!(
+        d.is_finite() && d < apart / 4.0,
+        "tiled {d} vs apart {apart}"
+    );
+}

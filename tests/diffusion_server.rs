@@ -66,12 +66,21 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
         None,
     );
     assert_eq!(added["model"]["layout"], "single_file", "{added}");
+    let taesd = model
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("taesd/model")
+        .to_str()
+        .unwrap()
+        .to_owned();
     let config = d.join("config.toml");
     let run = "steps = 4\nguidance = 7.5\nsampler = \"euler_a\"\nnegative_prompt = \"blurry\"\n";
     std::fs::write(
         &config,
         format!(
-            "[diffusion.fast]\nmodel = \"tiny\"\n{run}\n[diffusion.artist]\nmodel = \"tinyfile\"\nconfig = \"tiny\"\n{run}\n[diffusion.edit]\nmodel = \"tiny\"\nsteps = 4\nguidance = 7.5\n"
+            "[diffusion.fast]\nmodel = \"tiny\"\n{run}\n[diffusion.artist]\nmodel = \"tinyfile\"\nconfig = \"tiny\"\n{run}\n[diffusion.\"0.2plus\"]\nmodel = \"tiny\"\ntiny_vae = {taesd:?}\n{run}\n[diffusion.edit]\nmodel = \"tiny\"\nsteps = 4\nguidance = 7.5\n"
         ),
     )
     .unwrap();
@@ -114,7 +123,7 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
     };
     assert_eq!(engine("fast"), "diffusion:tiny", "{models}");
     assert_eq!(engine("artist"), "diffusion:tinyfile", "{models}");
-    assert_eq!(engine("0.2plus"), "procedural", "{models}");
+    assert_eq!(engine("0.2plus"), "diffusion:tiny", "{models}");
 
     let mut pictures = Vec::new();
     for seed in [7u64, 7, 8] {
@@ -196,6 +205,34 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
         worst <= 4 && apart > 40,
         "the single file renders the folder's picture: {worst} (another seed: {apart})"
     );
+    // The tiny decoder: the same latents, another decoder, another (real) picture.
+    let r: Value = json_of(
+        http.post(format!("{base}/api/pictor/v1/generate"))
+            .bearer_auth(&key)
+            .json(&json!({"prompt": "a photo of a red car", "model": "0.2plus", "seed": 7})),
+    )
+    .await;
+    let job = r["job_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    let done = finish(&http, &base, &key, &job).await;
+    assert_eq!(done["status"], "done", "{done}");
+    let bytes = png(&http, done["photo_url"].as_str().unwrap()).await;
+    let tiny = small(&image::load_from_memory(&bytes).unwrap().to_rgb8());
+    let differs = tiny
+        .iter()
+        .zip(&a)
+        .filter(|(x, y)| x.abs_diff(**y) > 8)
+        .count();
+    let mean = |v: &[u8]| v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len() as f64;
+    assert!(
+        differs > tiny.len() / 10,
+        "the tiny decoder made the VAE's picture: {differs} of {} differ; means {} vs {}",
+        tiny.len(),
+        mean(&tiny),
+        mean(&a)
+    );
     // A real picture, not a flat fill: the pixels vary.
     let px = pictures[0].as_raw();
     let mean = px.iter().map(|&v| f64::from(v)).sum::<f64>() / px.len() as f64;
@@ -269,7 +306,7 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
     };
     assert_eq!(
         me["balance"].as_i64().unwrap(),
-        50 - 3 * price("fast") - price("artist") - 2 * edit_price,
+        50 - 3 * price("fast") - price("artist") - price("0.2plus") - 2 * edit_price,
         "{me}"
     );
     drop(server);

@@ -216,6 +216,15 @@ fn diffusion_renderer(
                         .to_owned(),
                     )
                 }
+                "tiny_vae" => {
+                    let dir = PathBuf::from(v.as_str().ok_or_else(|| bad("a folder"))?);
+                    if !dir.join("config.json").is_file() {
+                        return Err(bad(
+                            "a TAESD folder (config.json + diffusion_pytorch_model.safetensors, as madebyollin/taesd)",
+                        ));
+                    }
+                    m.tiny_vae = Some(dir);
+                }
                 "timestep_spacing" => {
                     m.overrides.timestep_spacing = Some(
                         v.as_str()
@@ -263,7 +272,7 @@ fn diffusion_renderer(
                 }
                 _ => {
                     return Err(bad(
-                        "unknown setting (model, steps, guidance, sampler, size, negative_prompt, strength, prediction, timestep_spacing; config for single files)",
+                        "unknown setting (model, steps, guidance, sampler, size, negative_prompt, strength, prediction, timestep_spacing, tiny_vae; config for single files)",
                     ));
                 }
             }

@@ -18,6 +18,7 @@ pub mod noise;
 pub mod renderer;
 pub mod scheduler;
 pub mod single_file;
+pub mod taesd;
 pub mod tokenizer;
 
 use std::path::{Path, PathBuf};
@@ -121,7 +122,16 @@ pub struct Pipeline {
     device: Device,
     /// Bytes of float32 weights held in memory.
     pub resident_bytes: u64,
+    /// The tiny decoder that replaces the VAE's for pictures, when the mapping names one.
+    tiny_decoder: Option<taesd::TinyDecoder>,
+    /// Latent tile side above which the VAE decodes tile by tile (memory), and the overlap.
+    pub vae_tile: (usize, usize),
 }
+
+/// The VAE decodes pictures larger than 64×64 latents (512×512 pixels) in 64-latent tiles that
+/// overlap by 16 (diffusers' tiling defaults for the SD VAE), bounding the decoder's memory to a
+/// 512² decode's.
+pub const VAE_TILE: (usize, usize) = (64, 16);
 
 /// How one picture is made.
 #[derive(Debug, Clone)]
@@ -376,7 +386,34 @@ impl Pipeline {
             latent_channels,
             device: device.clone(),
             resident_bytes,
+            tiny_decoder: None,
+            vae_tile: VAE_TILE,
         })
+    }
+
+    /// Decodes pictures with a TAESD decoder instead of the VAE's (the VAE still encodes
+    /// img2img sources).
+    pub fn use_tiny_decoder(&mut self, d: taesd::TinyDecoder) -> Result<(), DiffusionError> {
+        if d.latent_channels() != self.latent_channels {
+            return Err(DiffusionError::Model(format!(
+                "the tiny decoder takes {} latent channels, the model makes {}",
+                d.latent_channels(),
+                self.latent_channels
+            )));
+        }
+        self.resident_bytes += d.resident_bytes;
+        self.tiny_decoder = Some(d);
+        Ok(())
+    }
+
+    /// The VAE.
+    pub fn vae(&self) -> &AutoEncoderKL {
+        &self.vae
+    }
+
+    /// Whether pictures are decoded by a tiny decoder.
+    pub fn has_tiny_decoder(&self) -> bool {
+        self.tiny_decoder.is_some()
     }
 
     pub fn is_sdxl(&self) -> bool {
@@ -531,9 +568,14 @@ impl Pipeline {
         [1, self.latent_channels, height / 8, width / 8]
     }
 
-    /// Decodes latents to the VAE's raw output (`(1, 3, H, W)`, about -1..1).
+    /// Decodes latents to the VAE's raw output (`(1, 3, H, W)`, about -1..1): by the tiny
+    /// decoder when there is one, else by the VAE, tile by tile above [`Pipeline::vae_tile`].
     pub fn decode_raw(&self, latents: &Tensor) -> Result<Tensor, DiffusionError> {
-        Ok(self.vae.decode(&(latents / self.vae_scale)?)?)
+        if let Some(tiny) = &self.tiny_decoder {
+            return tiny.decode(latents);
+        }
+        let (tile, overlap) = self.vae_tile;
+        tiled_decode(&self.vae, &(latents / self.vae_scale)?, tile, overlap)
     }
 
     /// Encodes an image (`(1, 3, H, W)` in -1..1) to scaled latents, sampling the posterior
@@ -660,4 +702,114 @@ pub fn to_rgb8(raw: &Tensor) -> Result<Vec<u8>, DiffusionError> {
     let img = (img * 255.0)?.round()?.to_dtype(DType::U8)?;
     let img = img.squeeze(0)?.permute((1, 2, 0))?.contiguous()?;
     Ok(img.flatten_all()?.to_vec1::<u8>()?)
+}
+
+/// Tile starts along one latent axis of `len`: the fewest tiles of `tile` that overlap by at
+/// least `overlap`, spread evenly, the first at 0 and the last flush with the end.
+fn tile_starts(len: usize, tile: usize, overlap: usize) -> Vec<usize> {
+    if len <= tile {
+        return vec![0];
+    }
+    let stride = tile.saturating_sub(overlap).max(1);
+    let n = (len - overlap).div_ceil(stride).max(2);
+    (0..n)
+        .map(|i| ((i * (len - tile)) as f64 / (n - 1) as f64).round() as usize)
+        .collect()
+}
+
+/// Decodes `z` (unscaled latents, `(1, C, h, w)`) tile by tile — `tile`×`tile` latents
+/// overlapping by `overlap` — and blends the overlaps with linear ramps, so the decoder's
+/// memory is that of one tile whatever the picture's size (diffusers' `enable_tiling` idea;
+/// the group norms see one tile at a time, so tiles differ slightly from a whole decode, and the
+/// ramps hide the seams). Pictures no larger than a tile are decoded whole.
+pub fn tiled_decode(
+    vae: &AutoEncoderKL,
+    z: &Tensor,
+    tile: usize,
+    overlap: usize,
+) -> Result<Tensor, DiffusionError> {
+    let (_, _, h, w) = z.dims4()?;
+    if h <= tile && w <= tile {
+        return Ok(vae.decode(z)?);
+    }
+    let overlap = overlap.min(tile / 2);
+    let (ys, xs) = (tile_starts(h, tile, overlap), tile_starts(w, tile, overlap));
+    let (ph, pw) = (h * 8, w * 8);
+    let mut acc: Vec<f32> = Vec::new();
+    let mut weight = vec![0f32; ph * pw];
+    let mut channels = 0;
+    // Weight of pixel `i` of a tile of `n` pixels along an axis: ramps up over the overlap on
+    // sides that meet another tile, flat (1) on the picture's border.
+    let ramp = |i: usize, n: usize, first: bool, last: bool, blend: usize| -> f32 {
+        let up = if first || blend == 0 {
+            1.0
+        } else {
+            ((i as f32 + 0.5) / blend as f32).min(1.0)
+        };
+        let down = if last || blend == 0 {
+            1.0
+        } else {
+            ((n - i) as f32 - 0.5).min(blend as f32) / blend as f32
+        };
+        up.min(down)
+    };
+    for (yi, &y0) in ys.iter().enumerate() {
+        for (xi, &x0) in xs.iter().enumerate() {
+            let th = tile.min(h - y0);
+            let tw = tile.min(w - x0);
+            let part = z.narrow(2, y0, th)?.narrow(3, x0, tw)?.contiguous()?;
+            let out = vae.decode(&part)?.to_dtype(DType::F32)?.squeeze(0)?;
+            let (c, oh, ow) = out.dims3()?;
+            if acc.is_empty() {
+                channels = c;
+                acc = vec![0f32; c * ph * pw];
+            }
+            let data = out.flatten_all()?.to_vec1::<f32>()?;
+            let blend = overlap * 8;
+            let wy: Vec<f32> = (0..oh)
+                .map(|i| ramp(i, oh, yi == 0, yi + 1 == ys.len(), blend))
+                .collect();
+            let wx: Vec<f32> = (0..ow)
+                .map(|i| ramp(i, ow, xi == 0, xi + 1 == xs.len(), blend))
+                .collect();
+            for ch in 0..c {
+                for (i, wyi) in wy.iter().enumerate() {
+                    let row = (ch * ph + y0 * 8 + i) * pw + x0 * 8;
+                    let src = &data[(ch * oh + i) * ow..(ch * oh + i + 1) * ow];
+                    for ((a, d), wxj) in acc[row..row + ow].iter_mut().zip(src).zip(&wx) {
+                        *a += d * wyi * wxj;
+                    }
+                }
+            }
+            for (i, wyi) in wy.iter().enumerate() {
+                let row = (y0 * 8 + i) * pw + x0 * 8;
+                for (w, wxj) in weight[row..row + ow].iter_mut().zip(&wx) {
+                    *w += wyi * wxj;
+                }
+            }
+        }
+    }
+    for ch in 0..channels {
+        for (a, wgt) in acc[ch * ph * pw..(ch + 1) * ph * pw]
+            .iter_mut()
+            .zip(&weight)
+        {
+            *a /= wgt.max(1e-6);
+        }
+    }
+    Ok(Tensor::from_vec(acc, (1, channels, ph, pw), z.device())?)
+}
+
+#[cfg(test)]
+mod tiling_tests {
+    use super::tile_starts;
+
+    #[test]
+    fn tiles_cover_the_axis_and_end_flush() {
+        assert_eq!(tile_starts(64, 64, 16), vec![0]);
+        assert_eq!(tile_starts(128, 64, 16), vec![0, 32, 64]);
+        assert_eq!(tile_starts(100, 64, 16), vec![0, 36]);
+        assert_eq!(tile_starts(200, 64, 16), vec![0, 45, 91, 136]);
+        assert_eq!(tile_starts(65, 64, 16), vec![0, 1]);
+    }
 }

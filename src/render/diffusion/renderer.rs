@@ -40,9 +40,20 @@ pub struct ModelMapping {
     pub strength: f64,
     /// Short hash shown as "Model hash" in the PNG parameters.
     pub hash: String,
+    /// A TAESD folder whose decoder makes the pictures instead of the VAE's.
+    pub tiny_vae: Option<std::path::PathBuf>,
 }
 
 impl ModelMapping {
+    /// What makes two loaded pipelines different: the model and how it was loaded (scheduler
+    /// overrides, configuration folder, decoder). Mappings that agree share one pipeline.
+    fn load_key(&self) -> String {
+        format!(
+            "{}|{:?}|{:?}|{:?}",
+            self.name, self.source, self.overrides, self.tiny_vae
+        )
+    }
+
     pub fn new(name: &str, source: ModelSource) -> ModelMapping {
         ModelMapping {
             name: name.to_owned(),
@@ -55,6 +66,7 @@ impl ModelMapping {
             negative_prompt: String::new(),
             strength: 0.6,
             hash: String::new(),
+            tiny_vae: None,
         }
     }
 }
@@ -138,24 +150,32 @@ impl DiffusionRenderer {
 
     /// The loaded pipeline of `m`, loading it (and unloading others beyond the budget).
     fn pipeline(&self, m: &ModelMapping) -> Result<Arc<Pipeline>, RenderError> {
+        let key = m.load_key();
         let lock = {
             let mut g = self
                 .loading
                 .lock()
                 .map_err(|_| RenderError::Failed("lock poisoned".into()))?;
-            g.entry(m.name.clone()).or_default().clone()
+            g.entry(key.clone()).or_default().clone()
         };
         let _loading = lock
             .lock()
             .map_err(|_| RenderError::Failed("lock poisoned".into()))?;
         if let Ok(mut g) = self.loaded.lock()
-            && let Some(l) = g.get_mut(&m.name)
+            && let Some(l) = g.get_mut(&key)
         {
             l.last_used = self.tick();
             return Ok(l.pipeline.clone());
         }
         let started = std::time::Instant::now();
-        let pipeline = Pipeline::load(&m.source, &m.overrides, &self.device)
+        let load = || -> Result<Pipeline, DiffusionError> {
+            let mut p = Pipeline::load(&m.source, &m.overrides, &self.device)?;
+            if let Some(dir) = &m.tiny_vae {
+                p.use_tiny_decoder(super::taesd::TinyDecoder::load(dir, &self.device)?)?;
+            }
+            Ok(p)
+        };
+        let pipeline = load()
             .map_err(|e| RenderError::Failed(format!("could not load model {:?}: {e}", m.name)))?;
         let pipeline = Arc::new(pipeline);
         tracing::info!(model = %m.name, ms = started.elapsed().as_millis() as u64, bytes = pipeline.resident_bytes, "diffusion model loaded");
@@ -180,7 +200,7 @@ impl DiffusionRenderer {
             g.remove(&oldest);
         }
         g.insert(
-            m.name.clone(),
+            key,
             Loaded {
                 pipeline: pipeline.clone(),
                 last_used: self.tick(),

@@ -17,6 +17,7 @@
 
 pub mod attention;
 pub mod clip;
+pub mod conv;
 pub mod embeddings;
 pub mod resnet;
 pub mod unet_2d;

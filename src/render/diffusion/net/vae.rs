@@ -4,6 +4,17 @@
 //! Auto-encoder models compress their input to a usually smaller latent space
 //! before expanding it back to its original shape. This results in the latent values
 //! compressing the original information.
+/// candle's conv2d behind Pictor's CPU convolution.
+fn fast_conv2d(
+    i: usize,
+    o: usize,
+    k: usize,
+    cfg: nn::Conv2dConfig,
+    vs: nn::VarBuilder,
+) -> candle::Result<super::conv::Conv2d> {
+    Ok(super::conv::Conv2d::new(nn::conv2d(i, o, k, cfg, vs)?))
+}
+
 use super::unet_2d_blocks::{
     DownEncoderBlock2D, DownEncoderBlock2DConfig, UNetMidBlock2D, UNetMidBlock2DConfig,
     UpDecoderBlock2D, UpDecoderBlock2DConfig,
@@ -34,11 +45,11 @@ impl Default for EncoderConfig {
 
 #[derive(Debug)]
 struct Encoder {
-    conv_in: nn::Conv2d,
+    conv_in: super::conv::Conv2d,
     down_blocks: Vec<DownEncoderBlock2D>,
     mid_block: UNetMidBlock2D,
     conv_norm_out: nn::GroupNorm,
-    conv_out: nn::Conv2d,
+    conv_out: super::conv::Conv2d,
     #[allow(dead_code)]
     config: EncoderConfig,
 }
@@ -54,7 +65,7 @@ impl Encoder {
             padding: 1,
             ..Default::default()
         };
-        let conv_in = nn::conv2d(
+        let conv_in = fast_conv2d(
             in_channels,
             config.block_out_channels[0],
             3,
@@ -115,7 +126,7 @@ impl Encoder {
             padding: 1,
             ..Default::default()
         };
-        let conv_out = nn::conv2d(
+        let conv_out = fast_conv2d(
             last_block_out_channels,
             conv_out_channels,
             3,
@@ -167,11 +178,11 @@ impl Default for DecoderConfig {
 
 #[derive(Debug)]
 struct Decoder {
-    conv_in: nn::Conv2d,
+    conv_in: super::conv::Conv2d,
     up_blocks: Vec<UpDecoderBlock2D>,
     mid_block: UNetMidBlock2D,
     conv_norm_out: nn::GroupNorm,
-    conv_out: nn::Conv2d,
+    conv_out: super::conv::Conv2d,
     #[allow(dead_code)]
     config: DecoderConfig,
 }
@@ -192,7 +203,7 @@ impl Decoder {
             padding: 1,
             ..Default::default()
         };
-        let conv_in = nn::conv2d(
+        let conv_in = fast_conv2d(
             in_channels,
             last_block_out_channels,
             3,
@@ -245,7 +256,7 @@ impl Decoder {
             padding: 1,
             ..Default::default()
         };
-        let conv_out = nn::conv2d(
+        let conv_out = fast_conv2d(
             config.block_out_channels[0],
             out_channels,
             3,
@@ -333,8 +344,8 @@ impl DiagonalGaussianDistribution {
 pub struct AutoEncoderKL {
     encoder: Encoder,
     decoder: Decoder,
-    quant_conv: Option<nn::Conv2d>,
-    post_quant_conv: Option<nn::Conv2d>,
+    quant_conv: Option<super::conv::Conv2d>,
+    post_quant_conv: Option<super::conv::Conv2d>,
     pub config: AutoEncoderKLConfig,
 }
 
@@ -363,7 +374,7 @@ impl AutoEncoderKL {
 
         let quant_conv = {
             if config.use_quant_conv {
-                Some(nn::conv2d(
+                Some(fast_conv2d(
                     2 * latent_channels,
                     2 * latent_channels,
                     1,
@@ -376,7 +387,7 @@ impl AutoEncoderKL {
         };
         let post_quant_conv = {
             if config.use_post_quant_conv {
-                Some(nn::conv2d(
+                Some(fast_conv2d(
                     latent_channels,
                     latent_channels,
                     1,

@@ -5,7 +5,7 @@ use candle_nn::VarBuilder;
 
 #[derive(Debug, Clone)]
 pub struct Conv2d {
-    inner: candle_nn::Conv2d,
+    inner: super::conv::Conv2d,
     span: tracing::Span,
 }
 
@@ -24,6 +24,12 @@ pub fn conv2d(
     vs: VarBuilder,
 ) -> Result<Conv2d> {
     let span = tracing::span!(tracing::Level::TRACE, "conv2d");
-    let inner = candle_nn::conv2d(in_channels, out_channels, kernel_size, cfg, vs)?;
+    let inner = super::conv::Conv2d::new(candle_nn::conv2d(
+        in_channels,
+        out_channels,
+        kernel_size,
+        cfg,
+        vs,
+    )?);
     Ok(Conv2d { inner, span })
 }

@@ -1,0 +1,362 @@
+//! Full-size speed and memory of the built-in diffusion engine, next to diffusers + torch.
+//!
+//! ```sh
+//! cargo bench --bench diffusion                      # Pictor only
+//! PICTOR_BENCH_PYTHON=/tmp/sdref/bin/python cargo bench --bench diffusion   # and torch, same run
+//! PICTOR_DIFFUSION_BENCH_ONLY=sd21 cargo bench --bench diffusion            # cases containing "sd21"
+//! ```
+//!
+//! The networks have the real SD 2.1 (SD-Turbo), SD 1.5 and SDXL architectures
+//! (`tools/bench/sd_architectures.json`, read by both sides) and random weights: timings do not
+//! depend on the values. Every case runs in a fresh process (this binary again, or
+//! `tools/bench/diffusion_torch.py`) so its peak RSS (`VmHWM`) is its own; both engines use 2
+//! threads. Results go to stdout and `target/diffusion-bench.md`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[cfg(not(feature = "diffusion"))]
+fn main() {
+    println!("the diffusion benchmark needs the `diffusion` feature");
+}
+
+#[cfg(feature = "diffusion")]
+fn main() {
+    bench::main();
+}
+
+#[cfg(feature = "diffusion")]
+mod bench {
+    use std::path::PathBuf;
+    use std::process::Command;
+    use std::time::Instant;
+
+    use candle::{DType, Device, Shape, Tensor};
+    use candle_nn::VarBuilder;
+    use candle_nn::var_builder::SimpleBackend;
+    use pictor::render::diffusion::load;
+    use pictor::render::diffusion::net::clip::ClipTextTransformer;
+    use pictor::render::diffusion::net::unet_2d::{TextTime, UNet2DConditionModel};
+    use pictor::render::diffusion::net::vae::AutoEncoderKL;
+    use serde_json::{Value, json};
+
+    const CASE_ENV: &str = "PICTOR_DIFFUSION_BENCH_CASE";
+
+    /// (architecture, part, picture side, variant)
+    const CASES: &[(&str, &str, usize, &str)] = &[
+        ("sd21", "text", 512, "f32"),
+        ("sd21", "unet", 512, "f32"),
+        ("sd21", "unet", 512, "f32-sliced"),
+        ("sd21", "unet", 512, "f16"),
+        ("sd21", "vae", 512, "f32"),
+        ("sd21", "vae", 512, "f32-tiled32"),
+        ("sd15", "text", 512, "f32"),
+        ("sd15", "unet", 512, "f32"),
+        ("sdxl", "text", 1024, "f32"),
+        ("sdxl", "unet", 512, "f32"),
+        ("sdxl", "unet", 1024, "f32"),
+        ("sdxl", "vae", 1024, "f32-tiled"),
+    ];
+
+    fn root() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    fn architectures() -> Value {
+        let p = root().join("tools/bench/sd_architectures.json");
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    }
+
+    fn peak_rss() -> u64 {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmHWM:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
+            .map_or(0, |kb| kb * 1024)
+    }
+
+    /// Random weights on demand: uniform with the variance of PyTorch's default init
+    /// (1/fan_in), norm scales near one; deterministic per tensor name.
+    struct RandomWeights;
+
+    impl SimpleBackend for RandomWeights {
+        fn get(
+            &self,
+            s: Shape,
+            name: &str,
+            _: candle_nn::Init,
+            dtype: DType,
+            dev: &Device,
+        ) -> candle::Result<Tensor> {
+            let dims = s.dims().to_vec();
+            let n = s.elem_count();
+            let fan_in: usize = dims.iter().skip(1).product::<usize>().max(1);
+            let norm = dims.len() == 1 && name.ends_with("weight");
+            let a = if dims.len() == 1 {
+                0.02
+            } else {
+                (3.0 / fan_in as f32).sqrt()
+            };
+            let mut x = name.bytes().fold(0x9E37_79B9_7F4A_7C15u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
+            }) | 1;
+            let mut v = Vec::with_capacity(n);
+            for _ in 0..n {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let u = (x >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
+                v.push(if norm { 1.0 + 0.1 * u } else { a * u });
+            }
+            Tensor::from_vec(v, s, dev)?.to_dtype(dtype)
+        }
+
+        fn get_unchecked(&self, name: &str, _: DType, _: &Device) -> candle::Result<Tensor> {
+            candle::bail!("{name}: shape unknown")
+        }
+
+        fn contains_tensor(&self, name: &str) -> bool {
+            // The VAE attention asks which naming the weights use: the current one.
+            !name.contains(".query.") && !name.ends_with("query.weight")
+        }
+    }
+
+    fn randn(shape: &[usize], dtype: DType) -> Tensor {
+        Tensor::randn(0f32, 1f32, shape, &Device::Cpu)
+            .unwrap()
+            .to_dtype(dtype)
+            .unwrap()
+    }
+
+    /// Runs one case in this process; prints its JSON result.
+    fn child(case: &str) {
+        let parts: Vec<&str> = case.split(':').collect();
+        let (arch, part, side, variant) = (
+            parts[0],
+            parts[1],
+            parts[2].parse::<usize>().unwrap(),
+            parts[3],
+        );
+        let dtype = if variant.starts_with("f16") {
+            DType::F16
+        } else {
+            DType::F32
+        };
+        let a = architectures();
+        let dev = Device::Cpu;
+        let vb = VarBuilder::from_backend(Box::new(RandomWeights), dtype, dev.clone());
+        let mut times = Vec::new();
+        let load_start = Instant::now();
+        match part {
+            "unet" => {
+                let mut shape = load::unet_config(&a[arch]["unet"]).unwrap();
+                if variant.ends_with("sliced") {
+                    shape.config.sliced_attention_size = Some(1);
+                }
+                let ctx_dim = shape.config.cross_attention_dim;
+                let sdxl = shape.config.text_time.is_some();
+                let unet = UNet2DConditionModel::new(vb, 4, 4, shape.config).unwrap();
+                let load_s = load_start.elapsed().as_secs_f64();
+                let x = randn(&[1, 4, side / 8, side / 8], dtype);
+                let ctx = randn(&[1, 77, ctx_dim], dtype);
+                let pooled = randn(&[1, 1280], dtype);
+                let ids = Tensor::new(
+                    &[[side as f32, side as f32, 0.0, 0.0, side as f32, side as f32]],
+                    &dev,
+                )
+                .unwrap()
+                .to_dtype(dtype)
+                .unwrap();
+                for _ in 0..2 {
+                    let tt = TextTime {
+                        text_embeds: &pooled,
+                        time_ids: &ids,
+                    };
+                    let t = Instant::now();
+                    let out = unet.forward(&x, 999.0, &ctx, sdxl.then_some(&tt)).unwrap();
+                    let _ = out
+                        .sum_all()
+                        .unwrap()
+                        .to_dtype(DType::F32)
+                        .unwrap()
+                        .to_scalar::<f32>()
+                        .unwrap();
+                    times.push(t.elapsed().as_secs_f64());
+                }
+                let _ = load_s;
+            }
+            "vae" => {
+                let (cfg, _, vin, vout) = load::vae_config(&a["vae"]).unwrap();
+                let vae = AutoEncoderKL::new(vb, vin, vout, cfg).unwrap();
+                let z = randn(&[1, 4, side / 8, side / 8], dtype);
+                let t = Instant::now();
+                let out = if variant.ends_with("tiled32") {
+                    pictor::render::diffusion::tiled_decode(&vae, &z, 32, 8).unwrap()
+                } else if variant.ends_with("tiled") {
+                    pictor::render::diffusion::tiled_decode(&vae, &z, 64, 16).unwrap()
+                } else {
+                    vae.decode(&z).unwrap()
+                };
+                let _ = out
+                    .sum_all()
+                    .unwrap()
+                    .to_dtype(DType::F32)
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap();
+                times.push(t.elapsed().as_secs_f64());
+            }
+            "text" => {
+                let encoders: Vec<(ClipTextTransformer, bool)> = a[arch]["text_encoders"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        let (cfg, proj) = load::clip_config(c).unwrap();
+                        (
+                            ClipTextTransformer::new(vb.pp(format!("te{i}")), &cfg, proj).unwrap(),
+                            proj,
+                        )
+                    })
+                    .collect();
+                let ids = Tensor::new(&[[49406u32; 77]], &dev).unwrap();
+                for _ in 0..2 {
+                    let t = Instant::now();
+                    for (e, _) in &encoders {
+                        let out = e.encode(&ids, (arch == "sdxl").then_some(1)).unwrap();
+                        let _ = out
+                            .last
+                            .sum_all()
+                            .unwrap()
+                            .to_dtype(DType::F32)
+                            .unwrap()
+                            .to_scalar::<f32>()
+                            .unwrap();
+                    }
+                    times.push(t.elapsed().as_secs_f64());
+                }
+            }
+            other => panic!("unknown part {other}"),
+        }
+        println!(
+            "{}",
+            json!({"case": case, "seconds": times, "peak_rss": peak_rss(), "engine": "pictor (candle 0.11)"})
+        );
+    }
+
+    fn run(cmd: &mut Command, case: &str) -> Value {
+        let out = cmd.env(CASE_ENV, case).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match stdout
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str::<Value>(l).ok())
+        {
+            Some(v) => v,
+            None => json!({
+                "case": case,
+                "error": format!(
+                    "{} {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).lines().rev().take(3).collect::<Vec<_>>().join(" | ")
+                )
+            }),
+        }
+    }
+
+    fn best(v: &Value) -> Option<f64> {
+        v["seconds"]
+            .as_array()
+            .and_then(|a| a.iter().filter_map(Value::as_f64).reduce(f64::min))
+    }
+
+    pub fn main() {
+        if let Ok(case) = std::env::var(CASE_ENV) {
+            child(&case);
+            return;
+        }
+        let only = std::env::var("PICTOR_DIFFUSION_BENCH_ONLY").unwrap_or_default();
+        let python = std::env::var("PICTOR_BENCH_PYTHON").ok();
+        let exe = std::env::current_exe().unwrap();
+        let script = root().join("tools/bench/diffusion_torch.py");
+        let mut rows = Vec::new();
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+            })
+            .unwrap_or_default();
+        let mut md = format!(
+            "Machine: {cpu}, {} cores; 2 threads per engine; one fresh process per case.\n\n| case | Pictor s | torch s | ratio | Pictor peak RSS | torch peak RSS | ratio |\n|---|---|---|---|---|---|---|\n",
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        );
+        println!("{md}");
+        for (arch, part, side, variant) in CASES {
+            let case = format!("{arch}:{part}:{side}:{variant}");
+            if !only.is_empty() && !only.split(',').any(|o| case.contains(o)) {
+                continue;
+            }
+            let ours = run(Command::new(&exe).env("RAYON_NUM_THREADS", "2"), &case);
+            let torch = match (
+                &python,
+                variant.contains("f16") || variant.contains("tiled") && *side == 512,
+            ) {
+                (Some(py), false) => Some(run(
+                    Command::new(py)
+                        .arg(&script)
+                        .env("OMP_NUM_THREADS", "2")
+                        .env("MKL_NUM_THREADS", "2"),
+                    &case,
+                )),
+                _ => None,
+            };
+            let gb = |v: &Value| v["peak_rss"].as_f64().map(|b| b / 1e9);
+            let cell = |x: Option<f64>, unit: &str| {
+                x.map_or("—".to_owned(), |x| format!("{x:.2}{unit}"))
+            };
+            let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
+                _ => "—".into(),
+            };
+            let (ps, ts) = (best(&ours), torch.as_ref().and_then(best));
+            let (pm, tm) = (gb(&ours), torch.as_ref().and_then(gb));
+            let err = [Some(&ours), torch.as_ref()]
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v["error"].as_str())
+                .collect::<Vec<_>>()
+                .join("; ");
+            let row = format!(
+                "| {case}{} | {} | {} | {} | {} | {} | {} |",
+                if err.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (failed: {err})")
+                },
+                cell(ps, ""),
+                cell(ts, ""),
+                ratio(ps, ts),
+                cell(pm, " GB"),
+                cell(tm, " GB"),
+                ratio(pm, tm)
+            );
+            println!("{row}");
+            md.push_str(&row);
+            md.push('\n');
+            rows.push(json!({"case": case, "pictor": ours, "torch": torch}));
+        }
+        let target = root().join("target");
+        let _ = std::fs::create_dir_all(&target);
+        std::fs::write(target.join("diffusion-bench.md"), &md).unwrap();
+        std::fs::write(
+            target.join("diffusion-bench.json"),
+            serde_json::to_string_pretty(&rows).unwrap(),
+        )
+        .unwrap();
+    }
+}

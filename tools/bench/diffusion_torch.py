@@ -1,0 +1,78 @@
+"""The torch side of `cargo bench --bench diffusion`: one case per process, same architectures
+(tools/bench/sd_architectures.json), random weights, 2 threads, f32, diffusers' defaults
+(PyTorch SDPA attention). Prints one JSON line: {"case", "seconds": [...], "peak_rss"}.
+
+    PICTOR_DIFFUSION_BENCH_CASE=sd21:unet:512:f32 python tools/bench/diffusion_torch.py
+"""
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+torch.set_num_threads(2)
+torch.set_grad_enabled(False)
+
+from diffusers import AutoencoderKL, UNet2DConditionModel  # noqa: E402
+from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection  # noqa: E402
+
+ARCH = json.loads((Path(__file__).parent / "sd_architectures.json").read_text())
+
+
+def peak_rss():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def main():
+    case = os.environ.get("PICTOR_DIFFUSION_BENCH_CASE") or sys.argv[1]
+    arch, part, side, variant = case.split(":")
+    side = int(side)
+    times = []
+    if part == "unet":
+        cfg = dict(ARCH[arch]["unet"])
+        unet = UNet2DConditionModel(**cfg).eval()
+        x = torch.randn(1, 4, side // 8, side // 8)
+        ctx = torch.randn(1, 77, cfg["cross_attention_dim"])
+        added = None
+        if arch == "sdxl":
+            added = {"text_embeds": torch.randn(1, 1280), "time_ids": torch.tensor([[side, side, 0, 0, side, side]], dtype=torch.float32)}
+        for _ in range(2):
+            t = time.perf_counter()
+            out = unet(x, 999, encoder_hidden_states=ctx, added_cond_kwargs=added, return_dict=False)[0]
+            float(out.sum())
+            times.append(time.perf_counter() - t)
+    elif part == "vae":
+        cfg = {k: v for k, v in ARCH["vae"].items() if k != "scaling_factor"}
+        vae = AutoencoderKL(**cfg).eval()
+        if variant.endswith("tiled"):
+            vae.enable_tiling()
+        z = torch.randn(1, 4, side // 8, side // 8)
+        t = time.perf_counter()
+        out = vae.decode(z, return_dict=False)[0]
+        float(out.sum())
+        times.append(time.perf_counter() - t)
+    elif part == "text":
+        encoders = []
+        for c in ARCH[arch]["text_encoders"]:
+            proj = c["architectures"][0] == "CLIPTextModelWithProjection"
+            cfg = CLIPTextConfig(**{k: v for k, v in c.items() if k != "architectures"})
+            encoders.append((CLIPTextModelWithProjection if proj else CLIPTextModel)(cfg).eval())
+        ids = torch.full((1, 77), 49406, dtype=torch.long)
+        for _ in range(2):
+            t = time.perf_counter()
+            for e in encoders:
+                out = e(ids, output_hidden_states=True)
+                float(out.hidden_states[-2].sum())
+            times.append(time.perf_counter() - t)
+    else:
+        raise SystemExit(f"unknown part {part}")
+    import diffusers
+    print(json.dumps({"case": case, "seconds": times, "peak_rss": peak_rss(),
+                      "engine": f"torch {torch.__version__}, diffusers {diffusers.__version__}"}))
+
+
+if __name__ == "__main__":
+    main()

@@ -48,6 +48,8 @@ mod bench {
         ("sd21", "unet", 512, "f16"),
         ("sd21", "vae", 512, "f32"),
         ("sd21", "vae", 512, "f32-tiled32"),
+        ("sd21", "taesd", 512, "f32"),
+        ("sd21", "turbo", 512, "f32"),
         ("sd15", "text", 512, "f32"),
         ("sd15", "unet", 512, "f32"),
         ("sdxl", "text", 1024, "f32"),
@@ -207,6 +209,41 @@ mod bench {
                     .to_scalar::<f32>()
                     .unwrap();
                 times.push(t.elapsed().as_secs_f64());
+            }
+            "taesd" => {
+                let tiny = pictor::render::diffusion::taesd::TinyDecoder::new(
+                    vb.pp("decoder.layers"),
+                    &json!({}),
+                )
+                .unwrap();
+                let z = randn(&[1, 4, side / 8, side / 8], dtype);
+                for _ in 0..2 {
+                    let t = Instant::now();
+                    let out = tiny.decode(&z).unwrap();
+                    let _ = out.sum_all().unwrap().to_scalar::<f32>().unwrap();
+                    times.push(t.elapsed().as_secs_f64());
+                }
+            }
+            "turbo" => {
+                // A whole SD-Turbo picture: text encoding, one UNet step without guidance, the
+                // tiny decoder.
+                let (tc, proj) = load::clip_config(&a[arch]["text_encoders"][0]).unwrap();
+                let text = ClipTextTransformer::new(vb.pp("te"), &tc, proj).unwrap();
+                let shape = load::unet_config(&a[arch]["unet"]).unwrap();
+                let unet = UNet2DConditionModel::new(vb.pp("unet"), 4, 4, shape.config).unwrap();
+                let tiny =
+                    pictor::render::diffusion::taesd::TinyDecoder::new(vb.pp("taesd"), &json!({}))
+                        .unwrap();
+                let ids = Tensor::new(&[[49406u32; 77]], &dev).unwrap();
+                let x = randn(&[1, 4, side / 8, side / 8], dtype);
+                for _ in 0..2 {
+                    let t = Instant::now();
+                    let ctx = text.encode(&ids, None).unwrap().last;
+                    let eps = unet.forward(&x, 999.0, &ctx, None).unwrap();
+                    let out = tiny.decode(&(&x - eps).unwrap()).unwrap();
+                    let _ = out.sum_all().unwrap().to_scalar::<f32>().unwrap();
+                    times.push(t.elapsed().as_secs_f64());
+                }
             }
             "text" => {
                 let encoders: Vec<(ClipTextTransformer, bool)> = a[arch]["text_encoders"]

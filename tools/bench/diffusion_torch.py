@@ -54,6 +54,28 @@ def main():
         out = vae.decode(z, return_dict=False)[0]
         float(out.sum())
         times.append(time.perf_counter() - t)
+    elif part == "taesd":
+        from diffusers import AutoencoderTiny
+        tiny = AutoencoderTiny().eval()
+        z = torch.randn(1, 4, side // 8, side // 8)
+        for _ in range(2):
+            t = time.perf_counter()
+            float(tiny.decode(z, return_dict=False)[0].sum())
+            times.append(time.perf_counter() - t)
+    elif part == "turbo":
+        from diffusers import AutoencoderTiny
+        c = ARCH[arch]["text_encoders"][0]
+        text = CLIPTextModel(CLIPTextConfig(**{k: v for k, v in c.items() if k != "architectures"})).eval()
+        unet = UNet2DConditionModel(**ARCH[arch]["unet"]).eval()
+        tiny = AutoencoderTiny().eval()
+        ids = torch.full((1, 77), 49406, dtype=torch.long)
+        x = torch.randn(1, 4, side // 8, side // 8)
+        for _ in range(2):
+            t = time.perf_counter()
+            ctx = text(ids).last_hidden_state
+            eps = unet(x, 999, encoder_hidden_states=ctx, return_dict=False)[0]
+            float(tiny.decode(x - eps, return_dict=False)[0].sum())
+            times.append(time.perf_counter() - t)
     elif part == "text":
         encoders = []
         for c in ARCH[arch]["text_encoders"]:

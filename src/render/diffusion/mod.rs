@@ -704,16 +704,17 @@ pub fn to_rgb8(raw: &Tensor) -> Result<Vec<u8>, DiffusionError> {
     Ok(img.flatten_all()?.to_vec1::<u8>()?)
 }
 
-/// Tile starts along one latent axis of `len`: the fewest tiles of `tile` that overlap by at
-/// least `overlap`, spread evenly, the first at 0 and the last flush with the end.
+/// Tile starts along one latent axis of `len`, as diffusers' `tiled_decode` places them: every
+/// `tile - overlap` latents, while the tile still reaches past the previous one's overlap (the
+/// last tile may be narrower).
 fn tile_starts(len: usize, tile: usize, overlap: usize) -> Vec<usize> {
     if len <= tile {
         return vec![0];
     }
     let stride = tile.saturating_sub(overlap).max(1);
-    let n = (len - overlap).div_ceil(stride).max(2);
-    (0..n)
-        .map(|i| ((i * (len - tile)) as f64 / (n - 1) as f64).round() as usize)
+    (0..)
+        .map(|i| i * stride)
+        .take_while(|&s| s == 0 || s + overlap < len)
         .collect()
 }
 
@@ -807,9 +808,9 @@ mod tiling_tests {
     #[test]
     fn tiles_cover_the_axis_and_end_flush() {
         assert_eq!(tile_starts(64, 64, 16), vec![0]);
-        assert_eq!(tile_starts(128, 64, 16), vec![0, 32, 64]);
-        assert_eq!(tile_starts(100, 64, 16), vec![0, 36]);
-        assert_eq!(tile_starts(200, 64, 16), vec![0, 45, 91, 136]);
-        assert_eq!(tile_starts(65, 64, 16), vec![0, 1]);
+        assert_eq!(tile_starts(128, 64, 16), vec![0, 48, 96]);
+        assert_eq!(tile_starts(100, 64, 16), vec![0, 48]);
+        assert_eq!(tile_starts(200, 64, 16), vec![0, 48, 96, 144]);
+        assert_eq!(tile_starts(65, 64, 16), vec![0, 48]);
     }
 }

@@ -35,6 +35,29 @@ async fn finish(http: &reqwest::Client, base: &str, key: &str, job: &str) -> Val
     panic!("job {job} did not finish");
 }
 
+/// Runs a generate job to completion; the picture's PNG bytes.
+async fn generate(
+    http: &reqwest::Client,
+    base: &str,
+    key: &str,
+    model: &str,
+    seed: u64,
+) -> Vec<u8> {
+    let r: Value = json_of(
+        http.post(format!("{base}/api/pictor/v1/generate"))
+            .bearer_auth(key)
+            .json(&json!({"prompt": "a photo of a red car", "model": model, "seed": seed})),
+    )
+    .await;
+    let job = r["job_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    let done = finish(http, base, key, &job).await;
+    assert_eq!(done["status"], "done", "{model}: {done}");
+    png(http, done["photo_url"].as_str().unwrap()).await
+}
+
 async fn png(http: &reqwest::Client, url: &str) -> Vec<u8> {
     let r = http.get(url).send().await.unwrap();
     assert_eq!(r.status(), 200);
@@ -127,19 +150,7 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
 
     let mut pictures = Vec::new();
     for seed in [7u64, 7, 8] {
-        let r: Value = json_of(
-            http.post(format!("{base}/api/pictor/v1/generate"))
-                .bearer_auth(&key)
-                .json(&json!({"prompt": "a photo of a red car", "model": "fast", "seed": seed})),
-        )
-        .await;
-        let job = r["job_id"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{r}"))
-            .to_string();
-        let done = finish(&http, &base, &key, &job).await;
-        assert_eq!(done["status"], "done", "{done}");
-        let bytes = png(&http, done["photo_url"].as_str().unwrap()).await;
+        let bytes = generate(&http, &base, &key, "fast", seed).await;
         let params = pictor::render::encode::read_parameters(&bytes).unwrap();
         assert!(
             params.starts_with("a photo of a red car")
@@ -171,19 +182,7 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
         "another seed gives another picture"
     );
     // The single file, same settings and seed: the very same picture as the folder.
-    let r: Value = json_of(
-        http.post(format!("{base}/api/pictor/v1/generate"))
-            .bearer_auth(&key)
-            .json(&json!({"prompt": "a photo of a red car", "model": "artist", "seed": 7})),
-    )
-    .await;
-    let job = r["job_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{r}"))
-        .to_string();
-    let done = finish(&http, &base, &key, &job).await;
-    assert_eq!(done["status"], "done", "{done}");
-    let bytes = png(&http, done["photo_url"].as_str().unwrap()).await;
+    let bytes = generate(&http, &base, &key, "artist", 7).await;
     let params = pictor::render::encode::read_parameters(&bytes).unwrap();
     assert!(params.contains("Model: tinyfile"), "{params}");
     // artist is delivered larger (1536²) than fast (1024²): both are the same 64² render
@@ -206,19 +205,7 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
         "the single file renders the folder's picture: {worst} (another seed: {apart})"
     );
     // The tiny decoder: the same latents, another decoder, another (real) picture.
-    let r: Value = json_of(
-        http.post(format!("{base}/api/pictor/v1/generate"))
-            .bearer_auth(&key)
-            .json(&json!({"prompt": "a photo of a red car", "model": "0.2plus", "seed": 7})),
-    )
-    .await;
-    let job = r["job_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{r}"))
-        .to_string();
-    let done = finish(&http, &base, &key, &job).await;
-    assert_eq!(done["status"], "done", "{done}");
-    let bytes = png(&http, done["photo_url"].as_str().unwrap()).await;
+    let bytes = generate(&http, &base, &key, "0.2plus", 7).await;
     let tiny = small(&image::load_from_memory(&bytes).unwrap().to_rgb8());
     let differs = tiny
         .iter()

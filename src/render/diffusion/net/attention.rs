@@ -270,7 +270,7 @@ impl Default for SpatialTransformerConfig {
 
 #[derive(Debug)]
 enum Proj {
-    Conv2d(super::conv::Conv2d),
+    Conv2d(super::with_tracing::Conv2d),
     Linear(nn::Linear),
 }
 
@@ -298,13 +298,13 @@ impl SpatialTransformer {
         let proj_in = if config.use_linear_projection {
             Proj::Linear(nn::linear(in_channels, inner_dim, vs.pp("proj_in"))?)
         } else {
-            Proj::Conv2d(super::conv::Conv2d::new(nn::conv2d(
+            Proj::Conv2d(super::with_tracing::conv2d(
                 in_channels,
                 inner_dim,
                 1,
                 Default::default(),
                 vs.pp("proj_in"),
-            )?))
+            )?)
         };
         let mut transformer_blocks = vec![];
         let vs_tb = vs.pp("transformer_blocks");
@@ -322,13 +322,13 @@ impl SpatialTransformer {
         let proj_out = if config.use_linear_projection {
             Proj::Linear(nn::linear(in_channels, inner_dim, vs.pp("proj_out"))?)
         } else {
-            Proj::Conv2d(super::conv::Conv2d::new(nn::conv2d(
+            Proj::Conv2d(super::with_tracing::conv2d(
                 inner_dim,
                 in_channels,
                 1,
                 Default::default(),
                 vs.pp("proj_out"),
-            )?))
+            )?)
         };
         let span = tracing::span!(tracing::Level::TRACE, "spatial-transformer");
         Ok(Self {

@@ -213,19 +213,24 @@ impl FastConv {
 #[derive(Debug, Clone)]
 pub struct Conv2d {
     inner: candle_nn::Conv2d,
-    bias: Option<Tensor>,
+    /// The bias, zeros when the convolution has none (the fast path always adds one).
+    bias: Tensor,
     fast: Option<FastConv>,
 }
 
 impl Conv2d {
-    pub fn new(inner: candle_nn::Conv2d) -> Conv2d {
+    pub fn new(inner: candle_nn::Conv2d) -> Result<Conv2d> {
         let cfg = *inner.config();
         let fast = (cfg.dilation == 1 && cfg.groups == 1 && fast_enabled()).then_some(FastConv {
             stride: cfg.stride,
             padding: cfg.padding,
         });
-        let bias = inner.bias().cloned();
-        Conv2d { inner, bias, fast }
+        let w = inner.weight();
+        let bias = match inner.bias() {
+            Some(b) => b.contiguous()?,
+            None => Tensor::zeros(w.dim(0)?, w.dtype(), w.device())?,
+        };
+        Ok(Conv2d { inner, bias, fast })
     }
 }
 
@@ -243,12 +248,8 @@ impl Module for Conv2d {
                     && x.dtype() == DType::F32
                     && weight.dtype() == DType::F32 =>
             {
-                let bias = match &self.bias {
-                    Some(b) => b.clone(),
-                    None => Tensor::zeros(weight.dim(0)?, DType::F32, x.device())?,
-                };
                 x.contiguous()?
-                    .apply_op3_no_bwd(&weight.contiguous()?, &bias.contiguous()?, &op)
+                    .apply_op3_no_bwd(&weight.contiguous()?, &self.bias, &op)
             }
             _ => self.inner.forward(x),
         }
@@ -285,7 +286,7 @@ mod tests {
             };
             let reference = candle_nn::Conv2d::new(wt, bs, cfg);
             let want = reference.forward(&x).unwrap();
-            let got = Conv2d::new(reference).forward(&x).unwrap();
+            let got = Conv2d::new(reference).unwrap().forward(&x).unwrap();
             assert_eq!(got.dims(), want.dims());
             let d = (got - want)
                 .unwrap()

@@ -4,21 +4,12 @@
 //! Auto-encoder models compress their input to a usually smaller latent space
 //! before expanding it back to its original shape. This results in the latent values
 //! compressing the original information.
-/// candle's conv2d behind Pictor's CPU convolution.
-fn fast_conv2d(
-    i: usize,
-    o: usize,
-    k: usize,
-    cfg: nn::Conv2dConfig,
-    vs: nn::VarBuilder,
-) -> candle::Result<super::conv::Conv2d> {
-    Ok(super::conv::Conv2d::new(nn::conv2d(i, o, k, cfg, vs)?))
-}
 
 use super::unet_2d_blocks::{
     DownEncoderBlock2D, DownEncoderBlock2DConfig, UNetMidBlock2D, UNetMidBlock2DConfig,
     UpDecoderBlock2D, UpDecoderBlock2DConfig,
 };
+use super::with_tracing::{Conv2d, conv2d};
 use candle::{Result, Tensor};
 use candle_nn as nn;
 use candle_nn::Module;
@@ -45,11 +36,11 @@ impl Default for EncoderConfig {
 
 #[derive(Debug)]
 struct Encoder {
-    conv_in: super::conv::Conv2d,
+    conv_in: Conv2d,
     down_blocks: Vec<DownEncoderBlock2D>,
     mid_block: UNetMidBlock2D,
     conv_norm_out: nn::GroupNorm,
-    conv_out: super::conv::Conv2d,
+    conv_out: Conv2d,
     #[allow(dead_code)]
     config: EncoderConfig,
 }
@@ -65,7 +56,7 @@ impl Encoder {
             padding: 1,
             ..Default::default()
         };
-        let conv_in = fast_conv2d(
+        let conv_in = conv2d(
             in_channels,
             config.block_out_channels[0],
             3,
@@ -126,7 +117,7 @@ impl Encoder {
             padding: 1,
             ..Default::default()
         };
-        let conv_out = fast_conv2d(
+        let conv_out = conv2d(
             last_block_out_channels,
             conv_out_channels,
             3,
@@ -178,11 +169,11 @@ impl Default for DecoderConfig {
 
 #[derive(Debug)]
 struct Decoder {
-    conv_in: super::conv::Conv2d,
+    conv_in: Conv2d,
     up_blocks: Vec<UpDecoderBlock2D>,
     mid_block: UNetMidBlock2D,
     conv_norm_out: nn::GroupNorm,
-    conv_out: super::conv::Conv2d,
+    conv_out: Conv2d,
     #[allow(dead_code)]
     config: DecoderConfig,
 }
@@ -203,7 +194,7 @@ impl Decoder {
             padding: 1,
             ..Default::default()
         };
-        let conv_in = fast_conv2d(
+        let conv_in = conv2d(
             in_channels,
             last_block_out_channels,
             3,
@@ -256,7 +247,7 @@ impl Decoder {
             padding: 1,
             ..Default::default()
         };
-        let conv_out = fast_conv2d(
+        let conv_out = conv2d(
             config.block_out_channels[0],
             out_channels,
             3,
@@ -344,8 +335,8 @@ impl DiagonalGaussianDistribution {
 pub struct AutoEncoderKL {
     encoder: Encoder,
     decoder: Decoder,
-    quant_conv: Option<super::conv::Conv2d>,
-    post_quant_conv: Option<super::conv::Conv2d>,
+    quant_conv: Option<Conv2d>,
+    post_quant_conv: Option<Conv2d>,
     pub config: AutoEncoderKLConfig,
 }
 
@@ -374,7 +365,7 @@ impl AutoEncoderKL {
 
         let quant_conv = {
             if config.use_quant_conv {
-                Some(fast_conv2d(
+                Some(conv2d(
                     2 * latent_channels,
                     2 * latent_channels,
                     1,
@@ -387,7 +378,7 @@ impl AutoEncoderKL {
         };
         let post_quant_conv = {
             if config.use_post_quant_conv {
-                Some(fast_conv2d(
+                Some(conv2d(
                     latent_channels,
                     latent_channels,
                     1,

@@ -30,6 +30,6 @@ pub fn conv2d(
         kernel_size,
         cfg,
         vs,
-    )?);
+    )?)?;
     Ok(Conv2d { inner, span })
 }

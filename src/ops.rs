@@ -209,7 +209,7 @@ pub fn execute(
             let map: serde_json::Map<String, Value> = settings
                 .entries()
                 .into_iter()
-                .map(|(k, v)| (k.to_string(), json!(v)))
+                .map(|(k, v)| (k, json!(v)))
                 .collect();
             Ok(Value::Object(map))
         }

@@ -379,3 +379,110 @@ async fn registering_in_a_real_browser_solves_the_bot_check() {
     drop(d);
     s.stop().await;
 }
+
+/// Waiting in line, the progress bar, and Cancel: another user's render holds the only render
+/// slot, so the page's job says it is next in line; once it renders, the bar fills; Cancel stops
+/// it and the credits come back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_place_progress_bar_and_cancel() {
+    let Some(d) = Driver::start().await else {
+        return;
+    };
+    let stepper = Stepper::new(600, std::time::Duration::from_millis(50));
+    let s = TestServer::start_with(Options {
+        renderer: Arc::new(stepper.clone()),
+        render_workers: 1,
+        ..Options::default()
+    })
+    .await;
+    s.person(EMAIL, PASSWORD);
+    let (_, other) = s.user("other@example.com", 10, false);
+    sign_in(&s, &d).await;
+
+    let (_, blocker) = s.generate(&other, json!({"prompt": "a long render"})).await;
+    let blocker = blocker["job_id"].as_str().unwrap().to_string();
+    d.type_into("#gen-prompt", "a lighthouse in a storm").await;
+    d.click("#gen-submit").await;
+    assert!(
+        d.wait_until(
+            "return document.getElementById('job-status').textContent.includes('you are next')",
+            30
+        )
+        .await,
+        "{}",
+        text(&d, "#job").await
+    );
+    let cancel_shown: Value = d
+        .execute(
+            "return !document.getElementById('job-cancel').hidden",
+            vec![],
+        )
+        .await;
+    assert_eq!(cancel_shown, json!(true));
+    d.screenshot(&shot("queued")).await;
+
+    // The other render is cancelled: ours starts, and the bar shows its steps.
+    let r = s
+        .client
+        .post(s.url(&format!("/api/pictor/v1/jobs/{blocker}/cancel")))
+        .bearer_auth(&other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(
+        d.wait_until(
+            "const p = document.getElementById('job-progress'); \
+             return p.hasAttribute('data-known') && Number(p.getAttribute('aria-valuenow')) >= 2",
+            60
+        )
+        .await,
+        "{}",
+        text(&d, "#job").await
+    );
+    d.screenshot(&shot("progress")).await;
+
+    d.click("#job-cancel").await;
+    assert!(
+        d.wait_until(
+            "return document.getElementById('job').dataset.state === 'failed'",
+            30
+        )
+        .await,
+        "{}",
+        text(&d, "#job").await
+    );
+    assert_eq!(text(&d, "#job-badge").await, "Cancelled");
+    let card = text(&d, "#job").await;
+    assert!(card.contains("Returned"), "{card}");
+    let person = s
+        .store()
+        .users()
+        .unwrap()
+        .into_iter()
+        .find(|u| u.email == EMAIL)
+        .unwrap();
+    assert!(
+        d.wait_until(
+            &format!(
+                "return document.getElementById('pg-balance').textContent.trim() === '{}'",
+                person.balance
+            ),
+            10
+        )
+        .await
+    );
+    d.screenshot(&shot("cancelled")).await;
+    // Both renders stopped early.
+    for _ in 0..100 {
+        if stepper.ran.lock().unwrap().len() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let ran = stepper.ran.lock().unwrap().clone();
+    assert!(ran.len() == 2 && ran.iter().all(|n| *n < 600), "{ran:?}");
+    s.assert_books_balanced();
+    drop(d);
+    s.stop().await;
+}

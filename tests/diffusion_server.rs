@@ -298,6 +298,110 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
     );
     drop(server);
 
+    // Progress and cancel through the API, on one render slot: `fast` renders 40 denoising
+    // steps, `artist` 4000 (far longer than the test waits).
+    std::fs::write(
+        &config,
+        "[diffusion.fast]\nmodel = \"tiny\"\nsteps = 40\nsampler = \"euler\"\n[diffusion.artist]\nmodel = \"tiny\"\nsteps = 4000\nsampler = \"euler\"\n",
+    )
+    .unwrap();
+    let server = spawn_server(
+        &d,
+        &[
+            ("PICTOR_CONFIG", config.to_str().unwrap()),
+            ("PICTOR_RENDER_WORKERS", "1"),
+        ],
+    );
+    let base = server.base.clone();
+    let create = |model: &'static str| {
+        let (http, base, key) = (http.clone(), base.clone(), key.clone());
+        async move {
+            let r: Value = json_of(
+                http.post(format!("{base}/api/pictor/v1/generate"))
+                    .bearer_auth(&key)
+                    .json(&json!({"prompt": "a red car", "model": model, "seed": 3, "enhance": false})),
+            )
+            .await;
+            r["job_id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{r}"))
+                .to_string()
+        }
+    };
+    // Followed with `wait_for=progress`: one answer per step or so, never going back.
+    let job = create("fast").await;
+    let mut seen = Vec::new();
+    let mut since = String::new();
+    let done = loop {
+        let v: Value = json_of(
+            http.get(format!(
+                "{base}/api/pictor/v1/jobs/{job}?wait=30&wait_for=progress&since={since}"
+            ))
+            .bearer_auth(&key),
+        )
+        .await;
+        since = v["state_token"].as_str().unwrap_or_default().to_string();
+        if let Some(p) = v["progress"].as_f64() {
+            seen.push(p);
+        }
+        if v["status"] == "done" || v["status"] == "failed" {
+            break v;
+        }
+    };
+    assert_eq!(done["status"], "done", "{done}");
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    let steps_seen = seen.iter().filter(|p| **p > 0.05 && **p < 0.95).count();
+    assert!(steps_seen >= 5, "denoising steps seen: {seen:?}");
+    let forty_steps = done["finished_at"].as_u64().unwrap() - done["started_at"].as_u64().unwrap();
+
+    // A 4000-step render cancelled mid-loop: failed at once with the credits back, and the
+    // render slot is free again long before the loop could have ended.
+    let before: Value = json_of(
+        http.get(format!("{base}/api/pictor/v1/me"))
+            .bearer_auth(&key),
+    )
+    .await;
+    let long = create("artist").await;
+    for _ in 0..600 {
+        let v: Value = json_of(
+            http.get(format!(
+                "{base}/api/pictor/v1/jobs/{long}?wait=10&wait_for=progress"
+            ))
+            .bearer_auth(&key),
+        )
+        .await;
+        if v["progress"].as_f64().is_some_and(|p| p > 0.05) {
+            break;
+        }
+    }
+    let cancelled: Value = json_of(
+        http.post(format!("{base}/api/pictor/v1/jobs/{long}/cancel"))
+            .bearer_auth(&key),
+    )
+    .await;
+    assert_eq!(cancelled["error_code"], "cancelled", "{cancelled}");
+    assert_eq!(cancelled["balance"], before["balance"], "{cancelled}");
+    let next = create("fast").await;
+    let next = finish(&http, &base, &key, &next).await;
+    assert_eq!(next["status"], "done", "{next}");
+    let freed_after =
+        next["started_at"].as_u64().unwrap() - cancelled["finished_at"].as_u64().unwrap();
+    // The uncancelled loop would have held the slot for about 100 × `forty_steps`.
+    assert!(
+        freed_after < 10 * forty_steps.max(50),
+        "the slot was freed {freed_after} ms after the cancel (40 steps take {forty_steps} ms)"
+    );
+    let twin = create("fast").await;
+    let twin = finish(&http, &base, &key, &twin).await;
+    let same = png(&http, twin["photo_url"].as_str().unwrap()).await;
+    let again = png(&http, next["photo_url"].as_str().unwrap()).await;
+    assert_eq!(
+        image::load_from_memory(&same).unwrap().to_rgb8().as_raw(),
+        image::load_from_memory(&again).unwrap().to_rgb8().as_raw(),
+        "the same seed after a cancelled render gives the same picture"
+    );
+    drop(server);
+
     // A mapping to a model that is not installed stops the start with a clear message.
     std::fs::write(&config, "[diffusion.fast]\nmodel = \"missing\"\n").unwrap();
     let mut cmd = common::pictor_cmd(&d);

@@ -235,7 +235,11 @@ async fn jobs_survive_repeated_sigkill_with_books_balanced() {
             }
             JobStatus::Failed => {
                 *failed
-                    .entry(j.error_code.clone().unwrap_or_default())
+                    .entry(
+                        j.error_code
+                            .map(|c| c.as_str().to_string())
+                            .unwrap_or_default(),
+                    )
                     .or_default() += 1
             }
             other => mismatches.push(format!("{} is still {other:?}", j.job_id())),

@@ -40,7 +40,7 @@
   const job = {
     box: $('job'), badge: $('job-badge'), status: $('job-status'), elapsed: $('job-elapsed'),
     progress: $('job-progress'), error: $('job-error'), figure: $('job-figure'), img: $('job-img'),
-    facts: $('job-facts'), actions: $('job-actions'),
+    facts: $('job-facts'), actions: $('job-actions'), cancel: $('job-cancel'),
   };
 
   // ---- small helpers -------------------------------------------------------------------------
@@ -194,7 +194,7 @@
   // ---- the job card ----------------------------------------------------------------------------
 
   const STATUS = {
-    queued: ['Queued', 'Waiting for a free renderer…'],
+    queued: ['Queued', 'Starting…'],
     running: ['Rendering', 'Drawing your picture…'],
     done: ['Done', 'Your picture is ready.'],
     failed: ['Failed', 'The job failed.'],
@@ -228,7 +228,59 @@
     job.badge.className = 'pg-badge pg-badge-' + status;
     show(job.badge, true);
     job.status.textContent = text || sentence;
-    show(job.progress, status === 'queued' || status === 'running');
+    const active = status === 'queued' || status === 'running';
+    show(job.progress, active);
+    show(job.cancel, active);
+    if (!active) setProgress(null);
+  }
+
+  /** The bar: a fraction 0..1, or null for "under way, amount unknown" (the sliding bar). */
+  function setProgress(fraction) {
+    const bar = job.progress.firstElementChild;
+    if (fraction === null || fraction === undefined) {
+      delete job.progress.dataset.known;
+      job.progress.removeAttribute('aria-valuenow');
+      bar.style.width = '';
+      return;
+    }
+    const pct = Math.round(Math.max(0, Math.min(1, fraction)) * 100);
+    job.progress.dataset.known = '';
+    job.progress.setAttribute('aria-valuenow', String(pct));
+    bar.style.width = pct + '%';
+  }
+
+  const ordinal = (n) => n + (n % 100 >= 11 && n % 100 <= 13 ? 'th' : ['th', 'st', 'nd', 'rd'][n % 10] || 'th');
+  const roughly = (s) => (s < 1 ? 'under a second' : s < 90 ? 'about ' + Math.round(s) + ' s' : 'about ' + Math.round(s / 60) + ' min');
+
+  /** The status line and bar for an unfinished job: its place in the queue, or its progress. */
+  function showLive(view) {
+    if (view.status === 'queued') {
+      let text = 'Starting…';
+      if (view.queue_position) {
+        text = view.queue_position === 1
+          ? 'Waiting for a free renderer: you are next'
+          : 'Waiting for a free renderer: ' + ordinal(view.queue_position) + ' in line';
+        if (typeof view.eta_seconds === 'number') text += ' (starts in ' + roughly(view.eta_seconds) + ')';
+        text += '.';
+      }
+      if (job.status.textContent !== text) job.status.textContent = text;
+      setProgress(null);
+    } else if (view.status === 'running') {
+      // The percentage is the bar's (aria-valuenow); the live status line stays quiet.
+      const p = typeof view.progress === 'number' ? view.progress : 0;
+      setProgress(p > 0 ? p : null);
+    }
+  }
+
+  let following = null;
+
+  async function cancelJob() {
+    if (!following) return;
+    job.cancel.disabled = true;
+    const r = await api('POST', '/playground/api/jobs/' + encodeURIComponent(following) + '/cancel');
+    job.cancel.disabled = false;
+    // A job that finished first is shown by the follow loop; other errors are said here.
+    if (r.status !== 200 && r.status !== 409) say(job.error, errorText(r.body));
   }
 
   function clearResult() {
@@ -297,8 +349,14 @@
 
   function showFailed(view) {
     state.jobs.set(view.job_id, view);
-    setStatus('failed', 'The job failed; your credits were returned.');
-    say(job.error, errorText(view));
+    if (view.error_code === 'cancelled') {
+      setStatus('failed', 'You cancelled this job.');
+      say(job.error, '');
+      job.badge.textContent = 'Cancelled';
+    } else {
+      setStatus('failed', 'The job failed; your credits were returned.');
+      say(job.error, errorText(view));
+    }
     describe(job.facts, view);
     fact(job.facts, 'Credits', 'Returned (balance: ' + credits(view.balance) + ')');
     show(job.facts, true);
@@ -313,21 +371,26 @@
     setStatus('queued');
     startTicker(startedAt);
     job.box.scrollIntoView({ block: 'nearest', behavior: 'smooth' });
+    following = jobId;
     let status = 'queued';
     let failures = 0;
     let view = null;
+    let since = '';
     for (;;) {
-      // While queued, short waits so the switch to running shows; then one long wait to the end.
-      const wait = status === 'queued' ? 1 : 25;
-      const r = await api('GET', '/playground/api/jobs/' + encodeURIComponent(jobId) + '?wait=' + wait);
+      // Each answer comes as soon as the progress, the place in the queue or the status differs
+      // from the last one seen (the first at once).
+      const r = await api('GET', '/playground/api/jobs/' + encodeURIComponent(jobId) +
+        '?wait=25&wait_for=progress&since=' + encodeURIComponent(since));
       if (r.status === 200 && r.body && r.body.job_id) {
         failures = 0;
         view = r.body;
+        since = view.state_token || '';
         if (view.status !== status) {
           status = view.status;
           // The status line is a live region: screen readers hear each change once.
           if (status === 'running' || status === 'queued') setStatus(status);
         }
+        showLive(view);
         if (status === 'done' || status === 'failed') break;
       } else if (r.status === 401 || r.status === 404) {
         view = null;
@@ -346,6 +409,8 @@
       }
     }
     stopTicker();
+    following = null;
+    show(job.cancel, false);
     if (view && view.status === 'done') {
       showDone(view);
       addToGallery([view], true);
@@ -543,6 +608,7 @@
 
   gen.form.addEventListener('submit', submitGenerate);
   edit.form.addEventListener('submit', submitEdit);
+  job.cancel.addEventListener('click', cancelJob);
   gen.model.addEventListener('change', updateGenerate);
   gen.ratio.addEventListener('change', updateGenerate);
   gen.prompt.addEventListener('input', updateGenerate);

@@ -24,6 +24,8 @@ pub mod codes {
     pub const INVALID_IMAGE: &str = "invalid_image";
     pub const IMAGE_TOO_LARGE: &str = "image_too_large";
     pub const JOB_NOT_FOUND: &str = "job_not_found";
+    /// Not in the seed: cancel of a job that already ended (done, or failed for another reason).
+    pub const JOB_FINISHED: &str = "job_finished";
     /// Not in the seed: a malformed request that no field-specific code describes
     /// (not JSON, wrong type of `enhance`/`seed`, `wait` out of range).
     pub const INVALID_REQUEST: &str = "invalid_request";
@@ -68,7 +70,8 @@ pub enum ApiError {
     /// `job_not_found`: no such job, or it belongs to another user.
     #[oai(status = 404)]
     NotFound(Json<ErrorBody>),
-    /// `job_busy`: the user already has an active job.
+    /// `job_busy`: the user already has an active job; `job_finished`: a cancel came after the
+    /// job ended.
     #[oai(status = 409)]
     Conflict(Json<ErrorBody>),
     /// `image_too_large`: the upload (or the request body) is over 20 MiB.
@@ -84,7 +87,7 @@ fn status_of(code: &str) -> StatusCode {
         codes::UNAUTHORIZED => StatusCode::UNAUTHORIZED,
         codes::BANNED | codes::CSRF_FAILED => StatusCode::FORBIDDEN,
         codes::INSUFFICIENT_CREDITS => StatusCode::PAYMENT_REQUIRED,
-        codes::JOB_BUSY => StatusCode::CONFLICT,
+        codes::JOB_BUSY | codes::JOB_FINISHED => StatusCode::CONFLICT,
         codes::IMAGE_TOO_LARGE => StatusCode::PAYLOAD_TOO_LARGE,
         codes::JOB_NOT_FOUND | codes::NOT_FOUND => StatusCode::NOT_FOUND,
         codes::METHOD_NOT_ALLOWED => StatusCode::METHOD_NOT_ALLOWED,
@@ -116,6 +119,38 @@ impl ApiError {
     pub fn internal(detail: impl std::fmt::Display) -> ApiError {
         error!(error = %detail, "internal error");
         ApiError::new(codes::INTERNAL, "internal server error")
+    }
+}
+
+impl From<crate::jobs::service::JobError> for ApiError {
+    fn from(e: crate::jobs::service::JobError) -> Self {
+        use crate::jobs::service::JobError;
+        use crate::store::CreateJobError;
+        match e {
+            JobError::Create(CreateJobError::Busy(id)) => ApiError::new(
+                codes::JOB_BUSY,
+                format!("you already have an active job ({id}); wait for it to finish"),
+            ),
+            JobError::Create(e @ CreateJobError::InsufficientCredits { .. }) => {
+                ApiError::new(codes::INSUFFICIENT_CREDITS, e.to_string())
+            }
+            JobError::Create(CreateJobError::Banned) => {
+                ApiError::new(codes::BANNED, "the account is blocked")
+            }
+            JobError::Create(CreateJobError::NoUser) => {
+                ApiError::new(codes::UNAUTHORIZED, "the account no longer exists")
+            }
+            JobError::Create(CreateJobError::Store(e)) | JobError::Store(e) => {
+                ApiError::internal(e)
+            }
+            JobError::InvalidImage(m) => ApiError::new(codes::INVALID_IMAGE, m),
+            JobError::NotFound => ApiError::new(codes::JOB_NOT_FOUND, "no such job"),
+            e @ JobError::Finished(_) => ApiError::new(
+                codes::JOB_FINISHED,
+                format!("{e}; only a queued or running job can be cancelled"),
+            ),
+            JobError::Internal(m) => ApiError::internal(m),
+        }
     }
 }
 

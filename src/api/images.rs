@@ -3,17 +3,16 @@
 use poem_openapi::payload::Json;
 use poem_openapi::types::multipart::Upload;
 use poem_openapi::{ApiResponse, Multipart, Object, OpenApi};
-use rand::RngExt;
 use serde_json::{Map, Value};
 
 use super::body::{FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiFailure, codes};
 use super::security::ApiAuth;
 use super::{ApiTags, MAX_IMAGE_BYTES, MAX_PROMPT_CHARS};
-use crate::jobs::write_durably;
-use crate::render::{self, DecodeLimits, Model, Ratio};
+use crate::jobs::service::{self, Generate, random_seed};
+use crate::render::{Model, Ratio};
 use crate::state::AppState;
-use crate::store::{CreateJobError, JobId, JobKind, JobRecord, NewJob, UserRecord};
+use crate::store::JobRecord;
 
 /// Text-to-image request.
 #[derive(Object, Debug)]
@@ -88,13 +87,7 @@ pub enum RatioName {
 }
 
 /// Validated generate request.
-pub struct GenerateInput {
-    prompt: String,
-    model: Model,
-    ratio: Ratio,
-    enhance: bool,
-    seed: u64,
-}
+pub struct GenerateInput(pub Generate);
 
 pub fn validate_prompt(value: Option<&Value>) -> Result<String, ApiFailure> {
     let bad = |m: &str| ApiFailure::new(codes::INVALID_PROMPT, m);
@@ -188,13 +181,13 @@ impl FromJsonBody for GenerateInput {
                 ));
             }
         };
-        Ok(GenerateInput {
+        Ok(GenerateInput(Generate {
             prompt,
             model,
             ratio,
             enhance,
             seed,
-        })
+        }))
     }
 }
 
@@ -224,10 +217,6 @@ impl poem_openapi::types::Type for GenerateInput {
     ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
         Box::new(std::iter::once(self))
     }
-}
-
-fn random_seed() -> u64 {
-    rand::rng().random::<u32>() as u64
 }
 
 /// Multipart body of an edit, as documented: the photo under `image` (the server also accepts it
@@ -330,7 +319,7 @@ impl ImagesApi {
         state: poem::web::Data<&AppState>,
         body: JsonBody<GenerateInput>,
     ) -> Result<CreatedResponse, ApiError> {
-        let job = create_generate(&state, auth.0.user.id, body.0).await?;
+        let job = service::create_generate(&state, auth.0.user.id, body.0.0).await?;
         Ok(accepted(&state, job))
     }
 
@@ -366,45 +355,11 @@ impl ImagesApi {
         check_upload_size(upload.size())?;
         let user = &auth.0.user;
         // Cheap checks first, so a busy or broke user does not make us decode 20 MB.
-        let cost = edit_precheck(&state, user)?;
+        service::precheck_edit(&state, user)?;
         let bytes = upload.into_vec().await.map_err(ApiError::internal)?;
-        let job = create_edit(&state, user.id, prompt, bytes, cost).await?;
+        let job = service::create_edit(&state, user.id, prompt, bytes).await?;
         Ok(accepted(&state, job))
     }
-}
-
-/// Validates a generate request's effects and creates its queued job (shared by the API and the
-/// playground): the price is read now, the prompt enhanced, the job created and submitted.
-pub(crate) async fn create_generate(
-    state: &AppState,
-    user_id: u64,
-    input: GenerateInput,
-) -> Result<JobRecord, ApiError> {
-    let cost = state.store.settings()?.price(input.model);
-    let ratio = input.ratio;
-    let enhanced_prompt = if input.enhance {
-        let (prompt, seed) = (input.prompt.clone(), input.seed);
-        state
-            .decode_pool
-            .spawn(move || render::enhance::enhance(&prompt, seed))
-            .await
-            .map_err(ApiError::internal)?
-    } else {
-        None
-    };
-    let new = NewJob {
-        id: JobId::new(),
-        user_id,
-        kind: JobKind::Generate,
-        model: input.model.id().to_string(),
-        ratio: ratio.as_str().to_string(),
-        prompt: input.prompt,
-        enhance: input.enhance,
-        enhanced_prompt,
-        seed: input.seed,
-        cost,
-    };
-    create(state, new).await
 }
 
 /// The edit instruction, required and checked like a prompt.
@@ -437,90 +392,8 @@ pub(crate) fn check_upload_size(size: usize) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The checks an edit can fail before its upload is read: an active job, or a balance below the
-/// edit price. Returns the price.
-pub(crate) fn edit_precheck(state: &AppState, user: &UserRecord) -> Result<u32, ApiError> {
-    let cost = state.store.settings()?.price_edit;
-    if let Some(active) = state.store.active_job(user.id)? {
-        return Err(CreateJobError::Busy(active).into());
-    }
-    if user.balance < cost as i64 {
-        return Err(CreateJobError::InsufficientCredits {
-            cost,
-            balance: user.balance,
-        }
-        .into());
-    }
-    Ok(cost)
-}
-
-/// Checks the photo (format by content, pixel limits), stores it durably and creates the queued
-/// edit job (shared by the API and the playground).
-pub(crate) async fn create_edit(
-    state: &AppState,
-    user_id: u64,
-    prompt: String,
-    bytes: Vec<u8>,
-    cost: u32,
-) -> Result<JobRecord, ApiError> {
-    let (bytes, checked) = state
-        .decode_pool
-        .spawn(move || {
-            let checked = render::decode::inspect(&bytes, &DecodeLimits::default());
-            (bytes, checked)
-        })
-        .await
-        .map_err(ApiError::internal)?;
-    let info = checked.map_err(|e| ApiError::new(codes::INVALID_IMAGE, e.to_string()))?;
-    tracing::debug!(
-        format = info.format,
-        width = info.width,
-        height = info.height,
-        "edit upload accepted"
-    );
-
-    let id = JobId::new();
-    let dir = state.config.sources_dir();
-    let name = crate::jobs::source_path(&dir, id);
-    let file_name = name
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    tokio::task::spawn_blocking(move || write_durably(&dir, &file_name, &bytes))
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(ApiError::internal)?;
-    let new = NewJob {
-        id,
-        user_id,
-        kind: JobKind::Edit,
-        model: "edit".into(),
-        ratio: format!("{}x{}", info.width, info.height),
-        prompt,
-        enhance: false,
-        enhanced_prompt: None,
-        seed: random_seed(),
-        cost,
-    };
-    match create(state, new).await {
-        Ok(job) => Ok(job),
-        Err(e) => {
-            let _ = tokio::fs::remove_file(&name).await;
-            Err(e)
-        }
-    }
-}
-
 fn failure(f: ApiFailure) -> ApiError {
     ApiError::new(f.code, f.message)
-}
-
-pub(crate) async fn create(state: &AppState, new: NewJob) -> Result<JobRecord, ApiError> {
-    let now = state.clock.now();
-    let job = state.store.call(move |s| s.create_job(new, now)).await?;
-    state.metrics.job_created(&job.model);
-    state.jobs.submit(job.clone());
-    Ok(job)
 }
 
 fn accepted(state: &AppState, job: JobRecord) -> CreatedResponse {
@@ -532,23 +405,4 @@ fn accepted(state: &AppState, job: JobRecord) -> CreatedResponse {
         cost: job.cost,
         poll_url: format!("{}/api/pictor/v1/jobs/{id}", state.public_url),
     }))
-}
-
-impl From<CreateJobError> for ApiError {
-    fn from(e: CreateJobError) -> Self {
-        match e {
-            CreateJobError::Busy(id) => ApiError::new(
-                codes::JOB_BUSY,
-                format!("you already have an active job ({id}); wait for it to finish"),
-            ),
-            e @ CreateJobError::InsufficientCredits { .. } => {
-                ApiError::new(codes::INSUFFICIENT_CREDITS, e.to_string())
-            }
-            CreateJobError::Banned => ApiError::new(codes::BANNED, "the account is blocked"),
-            CreateJobError::NoUser => {
-                ApiError::new(codes::UNAUTHORIZED, "the account no longer exists")
-            }
-            CreateJobError::Store(e) => ApiError::internal(e),
-        }
-    }
 }

@@ -1,4 +1,5 @@
-//! `GET /v1/jobs/{job_id}`, with `wait` as a true long-poll on the job's notifier.
+//! `GET /v1/jobs/{job_id}` (with `wait` as a true long-poll on the job's notifier), its cancel,
+//! and `GET /v1/jobs`, the caller's history. The rules are in `jobs::service`.
 
 use std::time::Duration;
 
@@ -9,13 +10,14 @@ use poem_openapi::{Object, OpenApi};
 use super::ApiTags;
 use super::error::{ApiError, codes};
 use super::security::ApiAuth;
+use crate::jobs::service::{self, HISTORY_MAX, HistoryQuery, Snapshot, WaitFor};
 use crate::state::AppState;
-use crate::store::{JobId, JobRecord, JobStatus};
+use crate::store::{JobId, JobKind, JobStatus};
 
 /// A job's state (fields without a value are left out). `ok` is `false` exactly when `status` is
-/// `failed`; `error_code` and `error`
-/// then name the cause (`insufficient_credits`, `daily_limit`, `tokens_exhausted`,
-/// `generation_failed`, `edit_failed`, `source_missing`).
+/// `failed`; `error_code` and `error` then name the cause (`insufficient_credits`,
+/// `daily_limit`, `tokens_exhausted`, `generation_failed`, `edit_failed`, `source_missing`,
+/// `cancelled`).
 #[derive(Object, Debug)]
 #[oai(skip_serializing_if_is_none)]
 pub struct JobView {
@@ -42,6 +44,17 @@ pub struct JobView {
     pub enhanced_prompt: Option<String>,
     /// Seed of the render; the same prompt, model, ratio and seed give the same picture.
     pub seed: u64,
+    /// While `queued` and waiting for a render slot: 1-based place in the queue (1 = next).
+    pub queue_position: Option<u32>,
+    /// While `queued`: predicted seconds until the render starts, from recent render times of
+    /// the jobs ahead (absent until the server has timed a render).
+    pub eta_seconds: Option<f64>,
+    /// While `running`: how far the render is, 0 to 1 (denoising steps for diffusion models).
+    pub progress: Option<f64>,
+    /// While unfinished: what a progress display shows (status, queue position, progress) as a
+    /// short string; pass it as `since` with `wait_for=progress` to be answered as soon as it
+    /// differs.
+    pub state_token: Option<String>,
     /// When the picture was deleted by the server's retention policy (Unix ms); `photo_url` is then absent.
     pub photo_deleted_at: Option<u64>,
     /// Picture width in pixels (when done).
@@ -58,7 +71,10 @@ pub struct JobView {
     pub finished_at: Option<u64>,
 }
 
-pub fn job_view(state: &AppState, job: &JobRecord, balance: i64) -> JobView {
+pub fn job_view(state: &AppState, snap: &Snapshot) -> JobView {
+    let job = &snap.job;
+    let state_token = (!job.status.is_terminal()).then(|| snap.state_token());
+    let live = snap.live.unwrap_or_default();
     JobView {
         ok: job.status != JobStatus::Failed,
         job_id: job.job_id().to_string(),
@@ -73,20 +89,65 @@ pub fn job_view(state: &AppState, job: &JobRecord, balance: i64) -> JobView {
             })
             .flatten(),
         cost: job.cost,
-        balance,
-        model: job.model.clone(),
+        balance: snap.balance,
+        model: job.model.id().to_string(),
         ratio: job.ratio.clone(),
         prompt: job.prompt.clone(),
         enhanced_prompt: job.enhanced_prompt.clone(),
         seed: job.seed,
+        queue_position: live.queue_position,
+        eta_seconds: live.eta_seconds.map(|s| (s * 10.0).round() / 10.0),
+        progress: live.progress,
+        state_token,
         width: job.width,
         height: job.height,
-        error_code: job.error_code.clone(),
+        error_code: job.error_code.map(|c| c.as_str().to_string()),
         error: job.error.clone(),
         created_at: job.created_at,
         started_at: job.started_at,
         finished_at: job.finished_at,
     }
+}
+
+/// What `wait` waits for.
+#[derive(poem_openapi::Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[oai(rename_all = "snake_case")]
+pub enum WaitForParam {
+    /// Until the job is done or failed (the default).
+    Finish,
+    /// Until anything a progress display shows changes: `progress`, `queue_position`,
+    /// `status`.
+    Progress,
+}
+
+/// Job statuses (the `status` filter of the history).
+#[derive(poem_openapi::Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[oai(rename_all = "snake_case")]
+pub enum StatusParam {
+    Queued,
+    Running,
+    Done,
+    Failed,
+}
+
+/// Job kinds (the `kind` filter of the history).
+#[derive(poem_openapi::Enum, Debug, Clone, Copy, PartialEq, Eq)]
+#[oai(rename_all = "snake_case")]
+pub enum KindParam {
+    Generate,
+    Edit,
+}
+
+/// One page of the history.
+#[derive(Object, Debug)]
+#[oai(skip_serializing_if_is_none)]
+pub struct JobList {
+    /// Always `true`.
+    pub ok: bool,
+    /// The caller's jobs, newest first.
+    pub jobs: Vec<JobView>,
+    /// Pass as `before` to get the next (older) page; absent on the last page.
+    pub next_before: Option<String>,
 }
 
 pub struct JobsApi;
@@ -96,8 +157,11 @@ impl JobsApi {
     /// Get a job's status
     ///
     /// With `wait` (1 to 90 seconds) the request is held until the job is done or failed, or the
-    /// wait elapses, and then returns the current status. A finished job answers at once.
-    /// Another user's job is `job_not_found`.
+    /// wait elapses, and then returns the current status. With `wait_for=progress` it also
+    /// returns as soon as the job's progress, queue position or status differs from the
+    /// `state_token` given as `since` (without `since`: at the next change), so a progress bar
+    /// is one request per change and misses none. A finished job answers at once. Another
+    /// user's job is `job_not_found`.
     #[oai(path = "/v1/jobs/:job_id", method = "get", operation_id = "get_job")]
     async fn get_job(
         &self,
@@ -108,10 +172,121 @@ impl JobsApi {
         /// Seconds to wait for the job to finish, 1 to 90.
         #[oai(validator(minimum(value = "1"), maximum(value = "90")))]
         wait: Query<Option<u32>>,
+        /// What ends the wait early: `finish` (default) or `progress`.
+        wait_for: Query<Option<WaitForParam>>,
+        /// With `wait_for=progress`: the `state_token` of the last answer; the request returns
+        /// as soon as the job's state differs from it (an empty value: at once).
+        #[oai(validator(max_length = 64))]
+        since: Query<Option<String>>,
     ) -> Result<Json<JobView>, ApiError> {
         let wait = wait.0.map(|w| w.to_string());
-        let view = job_for_user(&state, auth.0.user.id, &job_id.0, wait.as_deref()).await?;
+        let wait_for = match wait_for.0 {
+            Some(WaitForParam::Progress) => "progress",
+            _ => "finish",
+        };
+        let view = job_for_user(
+            &state,
+            auth.0.user.id,
+            &job_id.0,
+            wait.as_deref(),
+            Some(wait_for),
+            since.0,
+        )
+        .await?;
         Ok(Json(view))
+    }
+
+    /// Cancel a job
+    ///
+    /// A queued job fails at once with `error_code: "cancelled"` and nothing charged. A running
+    /// job fails the same way, its credits and daily slot are returned, and its render stops at
+    /// the renderer's next checkpoint (between denoising steps). Cancelling a cancelled job
+    /// again answers the same (idempotent); a job that already ended otherwise is 409
+    /// `job_finished`. `DELETE /v1/jobs/{job_id}` does the same.
+    #[oai(
+        path = "/v1/jobs/:job_id/cancel",
+        method = "post",
+        operation_id = "cancel_job"
+    )]
+    async fn cancel_job(
+        &self,
+        auth: ApiAuth,
+        state: poem::web::Data<&AppState>,
+        /// The job id from the create response.
+        job_id: Path<String>,
+    ) -> Result<Json<JobView>, ApiError> {
+        let snap = service::cancel(&state, auth.0.user.id, &job_id.0).await?;
+        Ok(Json(job_view(&state, &snap)))
+    }
+
+    /// Cancel a job (alias)
+    ///
+    /// The same as `POST /v1/jobs/{job_id}/cancel`.
+    #[oai(
+        path = "/v1/jobs/:job_id",
+        method = "delete",
+        operation_id = "delete_job"
+    )]
+    async fn delete_job(
+        &self,
+        auth: ApiAuth,
+        state: poem::web::Data<&AppState>,
+        /// The job id from the create response.
+        job_id: Path<String>,
+    ) -> Result<Json<JobView>, ApiError> {
+        let snap = service::cancel(&state, auth.0.user.id, &job_id.0).await?;
+        Ok(Json(job_view(&state, &snap)))
+    }
+
+    /// List your jobs
+    ///
+    /// The caller's jobs, newest first, optionally only those with a `status` and/or `kind`.
+    /// Pages hold `limit` jobs (1 to 100, default 20); pass the page's `next_before` as
+    /// `before` to get the next, older page (absent on the last page).
+    #[oai(path = "/v1/jobs", method = "get", operation_id = "list_jobs")]
+    async fn list_jobs(
+        &self,
+        auth: ApiAuth,
+        state: poem::web::Data<&AppState>,
+        /// Only jobs with this status.
+        status: Query<Option<StatusParam>>,
+        /// Only jobs of this kind.
+        kind: Query<Option<KindParam>>,
+        /// Only jobs older than this job id (`next_before` of the previous page).
+        before: Query<Option<String>>,
+        /// Jobs per page, 1 to 100 (default 20).
+        #[oai(validator(minimum(value = "1"), maximum(value = "100")))]
+        limit: Query<Option<u32>>,
+    ) -> Result<Json<JobList>, ApiError> {
+        let before = match before.0.as_deref().filter(|b| !b.is_empty()) {
+            None => None,
+            Some(b) => Some(JobId::parse(b).ok_or_else(|| {
+                ApiError::new(
+                    codes::INVALID_REQUEST,
+                    "`before` must be a job id (`next_before` of the previous page)",
+                )
+            })?),
+        };
+        let q = HistoryQuery {
+            status: status.0.map(|s| match s {
+                StatusParam::Queued => JobStatus::Queued,
+                StatusParam::Running => JobStatus::Running,
+                StatusParam::Done => JobStatus::Done,
+                StatusParam::Failed => JobStatus::Failed,
+            }),
+            kind: kind.0.map(|k| match k {
+                KindParam::Generate => JobKind::Generate,
+                KindParam::Edit => JobKind::Edit,
+            }),
+            before,
+            limit: limit.0.map_or(20, |l| l as usize).min(HISTORY_MAX),
+        };
+        let (jobs, next) = service::history(&state, auth.0.user.id, q).await?;
+        Ok(Json(JobList {
+            ok: true,
+            jobs: jobs.iter().map(|s| job_view(&state, s)).collect(),
+            next_before: next.map(|id| id.to_string()),
+        }))
     }
 }
 
@@ -129,31 +304,31 @@ fn parse_wait(wait: Option<&str>) -> Result<Option<Duration>, ApiError> {
     }
 }
 
-/// A user's job by its id; with `wait` (1 to 90 seconds) held until it finishes (shared by the
-/// API and the playground). Another user's job is `job_not_found`.
+/// The `wait_for` parameter: `finish` (default) or `progress` (with `since`).
+fn parse_wait_for(wait_for: Option<&str>, since: Option<String>) -> Result<WaitFor, ApiError> {
+    match wait_for.map(str::trim) {
+        None | Some("" | "finish") => Ok(WaitFor::Finish),
+        Some("progress") => Ok(WaitFor::Change { since }),
+        Some(_) => Err(ApiError::new(
+            codes::INVALID_REQUEST,
+            "`wait_for` must be `finish` or `progress`",
+        )),
+    }
+}
+
+/// A user's job by its id; with `wait` (1 to 90 seconds) held until it finishes, or changes with
+/// `wait_for=progress` (from the state `since`; shared by the API and the playground). Another user's job is
+/// `job_not_found`.
 pub(crate) async fn job_for_user(
     state: &AppState,
     user_id: u64,
     job_id: &str,
     wait: Option<&str>,
+    wait_for: Option<&str>,
+    since: Option<String>,
 ) -> Result<JobView, ApiError> {
-    let not_found = || ApiError::new(codes::JOB_NOT_FOUND, "no such job");
-    let id = JobId::parse(job_id).ok_or_else(not_found)?;
-    let wait = parse_wait(wait)?;
-    // Subscribe before reading, so a finish between the read and the wait is not missed.
-    let mut sub = state.jobs.watchers().subscribe(id);
-    let mut job = state
-        .store
-        .job(id)?
-        .filter(|j| j.user_id == user_id)
-        .ok_or_else(not_found)?;
-    if let Some(wait) = wait
-        && !job.status.is_terminal()
-        && tokio::time::timeout(wait, sub.finished()).await.is_ok()
-    {
-        job = state.store.job(id)?.ok_or_else(not_found)?;
-    }
-    drop(sub);
-    let balance = state.store.user(user_id)?.map(|u| u.balance).unwrap_or(0);
-    Ok(job_view(state, &job, balance))
+    let what = parse_wait_for(wait_for, since)?;
+    let wait = parse_wait(wait)?.map(|d| (d, what));
+    let snap = service::get(state, user_id, job_id, wait).await?;
+    Ok(job_view(state, &snap))
 }

@@ -73,7 +73,7 @@ impl Server {
                 .settings()?
                 .entries()
                 .into_iter()
-                .find(|(k, _)| *k == key)
+                .find(|(k, _)| k == key)
                 .map(|(_, v)| v);
             if current != Some(value) {
                 let s = store.clone();

@@ -5,13 +5,15 @@
 //! failure, in the same transaction), then wakes long-polls. The queue itself is persistent: the
 //! store's pending-jobs table, re-read at start.
 
+pub mod service;
 pub mod watch;
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rand::RngExt;
 use tracing::{error, info, warn};
@@ -21,18 +23,11 @@ use crate::render::{
     self, EditSpec, GenerateSpec, Model, PngParameters, Ratio, RenderControl, RenderError,
     RenderPool, Renderer,
 };
-use crate::store::{FinishOutcome, JobId, JobKind, JobRecord, StartOutcome, Store, StoreError};
+use crate::store::{
+    CancelOutcome, FailCode, FinishOutcome, JobId, JobKind, JobModel, JobRecord, StartOutcome,
+    Store, StoreError,
+};
 pub use watch::{JobWatchers, Subscription};
-
-/// Failed-job codes (part of the API; never renamed).
-pub mod codes {
-    pub const INSUFFICIENT_CREDITS: &str = "insufficient_credits";
-    pub const DAILY_LIMIT: &str = "daily_limit";
-    pub const TOKENS_EXHAUSTED: &str = "tokens_exhausted";
-    pub const GENERATION_FAILED: &str = "generation_failed";
-    pub const EDIT_FAILED: &str = "edit_failed";
-    pub const SOURCE_MISSING: &str = "source_missing";
-}
 
 #[derive(Clone)]
 pub struct JobEngine {
@@ -56,7 +51,40 @@ struct Inner {
     alive: AtomicUsize,
     /// Rendering paused by the operator (tray): queued jobs wait before taking a render slot.
     paused: tokio::sync::watch::Sender<bool>,
+    /// Every job with a live task: its place in the queue or its render.
+    live: Mutex<HashMap<JobId, Live>>,
+    /// Arrival order of the queue.
+    next_seq: AtomicU64,
+    /// Recent render seconds per model id (moving average), for queue ETAs.
+    durations: Mutex<HashMap<&'static str, f64>>,
 }
+
+/// A job whose task is alive.
+struct Live {
+    model: JobModel,
+    control: RenderControl,
+    /// Set once the job is cancelled, to stop its wait for a render slot.
+    cancel: tokio::sync::watch::Sender<bool>,
+    /// Place in the arrival order while waiting for a render slot.
+    queued: Option<u64>,
+    /// When its render started.
+    started: Option<Instant>,
+}
+
+/// What the engine knows of an unfinished job beyond the store: where it is in the queue, when
+/// it should start, how far its render is.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LiveStatus {
+    /// 1-based place among the jobs waiting for a render slot.
+    pub queue_position: Option<u32>,
+    /// Predicted seconds until the job starts rendering (from recent render times).
+    pub eta_seconds: Option<f64>,
+    /// Render progress 0..=1 while it runs.
+    pub progress: Option<f64>,
+}
+
+/// Weight of the newest render in the moving average of render times.
+const DURATION_WEIGHT: f64 = 0.3;
 
 pub struct EngineOptions {
     pub metrics: Arc<crate::metrics::Metrics>,
@@ -103,6 +131,9 @@ impl JobEngine {
                 waiting: AtomicUsize::new(0),
                 alive: AtomicUsize::new(0),
                 paused: tokio::sync::watch::Sender::new(false),
+                live: Mutex::new(HashMap::new()),
+                next_seq: AtomicU64::new(0),
+                durations: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -147,17 +178,92 @@ impl JobEngine {
         use tracing::Instrument;
         let inner = self.inner.clone();
         inner.alive.fetch_add(1, Ordering::SeqCst);
+        let id = job.job_id();
+        let (cancel, cancelled) = tokio::sync::watch::channel(false);
+        let watchers = inner.watchers.clone();
+        let control = RenderControl::observed(Box::new(move |_| watchers.changed(id)));
+        lock(&inner.live).insert(
+            id,
+            Live {
+                model: job.model,
+                control: control.clone(),
+                cancel,
+                queued: None,
+                started: None,
+            },
+        );
         // The job's log lines carry its id, and the request id of the request that created it.
-        let span = tracing::info_span!("job", job = %job.job_id());
+        let span = tracing::info_span!("job", job = %id);
         tokio::spawn(
             async move {
-                let id = job.job_id();
-                run(&inner, job).await;
+                run(&inner, job, control, cancelled).await;
+                lock(&inner.live).remove(&id);
                 inner.alive.fetch_sub(1, Ordering::SeqCst);
                 inner.watchers.finished(id);
             }
             .instrument(span),
         );
+    }
+
+    /// Cancels a queued or running job of any user (the caller checks ownership): the store
+    /// fails it with `cancelled` and returns its credits if it was charged; a waiting job leaves
+    /// the queue at once, a rendering one stops at its renderer's next checkpoint.
+    pub async fn cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
+        let inner = &self.inner;
+        let now = inner.clock.now();
+        let outcome = inner.store.call(move |s| s.cancel_job(id, now)).await?;
+        if let CancelOutcome::Cancelled(job) = &outcome {
+            if let Some(live) = lock(&inner.live).get(&id) {
+                live.control.cancel();
+                live.cancel.send_replace(true);
+            }
+            inner.watchers.finished(id);
+            inner.metrics.job_finished(
+                job.kind.as_str(),
+                job.status.as_str(),
+                FailCode::Cancelled.as_str(),
+            );
+            info!(job = %id, charged = job.charged, "job cancelled");
+        }
+        Ok(outcome)
+    }
+
+    /// Queue position, ETA and progress of an unfinished job (`None` once its task ended).
+    pub fn live_status(&self, id: JobId) -> Option<LiveStatus> {
+        let live = lock(&self.inner.live);
+        let me = live.get(&id)?;
+        if me.started.is_some() {
+            return Some(LiveStatus {
+                progress: Some(me.control.progress()),
+                ..LiveStatus::default()
+            });
+        }
+        let seq = me.queued?;
+        let mut ahead: Vec<(u64, JobModel)> = live
+            .values()
+            .filter_map(|l| l.queued.filter(|s| *s < seq).map(|s| (s, l.model)))
+            .collect();
+        ahead.sort_by_key(|(s, _)| *s);
+        let position = u32::try_from(ahead.len() + 1).unwrap_or(u32::MAX);
+        let durations = lock(&self.inner.durations);
+        let eta = if self.is_paused() {
+            None
+        } else {
+            let running = live
+                .values()
+                .filter_map(|l| l.started.map(|t| (l.model, t)));
+            predict_start(
+                &durations,
+                self.inner.pool.size(),
+                running,
+                ahead.iter().map(|(_, m)| *m),
+            )
+        };
+        Some(LiveStatus {
+            queue_position: Some(position),
+            eta_seconds: eta,
+            progress: None,
+        })
     }
 
     /// Resumes jobs left unfinished by the last run (see `Store::recover_jobs`).
@@ -185,6 +291,42 @@ impl JobEngine {
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Seconds until a job starts, given the renders running now (model, start) and the jobs ahead of
+/// it: each of `workers` slots takes the next job as soon as it frees up, every job lasting its
+/// model's recent average. `None` while some model has no render time yet and no other model
+/// has one to stand in for it.
+fn predict_start(
+    durations: &HashMap<&'static str, f64>,
+    workers: usize,
+    running: impl Iterator<Item = (JobModel, Instant)>,
+    ahead: impl Iterator<Item = JobModel>,
+) -> Option<f64> {
+    let fallback =
+        (!durations.is_empty()).then(|| durations.values().sum::<f64>() / durations.len() as f64);
+    let estimate = |m: JobModel| durations.get(m.id()).copied().or(fallback);
+    let mut free: Vec<f64> = Vec::with_capacity(workers.max(1));
+    for (model, started) in running {
+        free.push((estimate(model)? - started.elapsed().as_secs_f64()).max(0.0));
+    }
+    free.resize(free.len().max(workers.max(1)), 0.0);
+    // Slots beyond the pool's size (a render finishing while a new one starts) free up first.
+    free.sort_by(f64::total_cmp);
+    free.truncate(workers.max(1));
+    for model in ahead {
+        let (i, t) = free
+            .iter()
+            .copied()
+            .enumerate()
+            .min_by(|a, b| a.1.total_cmp(&b.1))?;
+        free[i] = t + estimate(model)?;
+    }
+    free.into_iter().min_by(f64::total_cmp)
+}
+
 pub fn source_path(sources_dir: &Path, id: JobId) -> PathBuf {
     sources_dir.join(format!("{id}.src"))
 }
@@ -209,13 +351,6 @@ pub fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<Pa
     Ok(path)
 }
 
-fn failed_code(kind: JobKind) -> &'static str {
-    match kind {
-        JobKind::Generate => codes::GENERATION_FAILED,
-        JobKind::Edit => codes::EDIT_FAILED,
-    }
-}
-
 struct WaitingGuard<'a>(&'a AtomicUsize);
 
 impl Drop for WaitingGuard<'_> {
@@ -226,31 +361,67 @@ impl Drop for WaitingGuard<'_> {
 
 async fn finish(inner: &Inner, id: JobId, outcome: FinishOutcome) {
     let now = inner.clock.now();
+    let made = match &outcome {
+        FinishOutcome::Done { photo_token, .. } => Some(photo_token.clone()),
+        FinishOutcome::Failed { .. } => None,
+    };
     match inner
         .store
         .call(move |s| s.finish_job(id, outcome, now))
         .await
     {
-        Ok(job) => {
+        Ok((job, false)) => {
+            // Cancelled while it rendered: the cancel won, and a picture made meanwhile goes.
+            if let Some(token) = made {
+                let _ = tokio::fs::remove_file(inner.images_dir.join(format!("{token}.png"))).await;
+            }
+            info!(job = %id, status = job.status.as_str(), "render ended after the job was finished");
+        }
+        Ok((job, true)) => {
             // Wake long-polls the moment the finishing transaction has committed.
             inner.watchers.finished(id);
             inner.metrics.job_finished(
                 job.kind.as_str(),
                 job.status.as_str(),
-                job.error_code.as_deref().unwrap_or(""),
+                job.error_code.map_or("", FailCode::as_str),
             );
-            info!(job = %id, status = job.status.as_str(), code = job.error_code.as_deref().unwrap_or(""), "job finished");
+            info!(job = %id, status = job.status.as_str(), code = job.error_code.map_or("", FailCode::as_str), "job finished");
         }
         // The job stays pending in the store and is resolved at the next start.
         Err(e) => error!(job = %id, error = %e, "could not record the end of a job"),
     }
 }
 
-async fn run(inner: &Inner, job: JobRecord) {
+/// Marks a job as waiting in the queue (`Some`) or out of it, and tells the other waiting jobs'
+/// watchers that their places moved.
+fn set_queued(inner: &Inner, id: JobId, queued: bool) {
+    let mut live = lock(&inner.live);
+    if let Some(me) = live.get_mut(&id) {
+        me.queued = queued.then(|| inner.next_seq.fetch_add(1, Ordering::SeqCst));
+        if !queued {
+            me.started.get_or_insert_with(Instant::now);
+        }
+    }
+    if !queued {
+        for (other, l) in live.iter() {
+            if l.queued.is_some() {
+                inner.watchers.changed(*other);
+            }
+        }
+    }
+}
+
+async fn run(
+    inner: &Inner,
+    job: JobRecord,
+    control: RenderControl,
+    mut cancelled: tokio::sync::watch::Receiver<bool>,
+) {
     let id = job.job_id();
     // Bounded queue: beyond `queue_size` waiting jobs, fail at once instead of queueing forever.
     let waiting = inner.waiting.fetch_add(1, Ordering::SeqCst) + 1;
     let guard = WaitingGuard(&inner.waiting);
+    set_queued(inner, id, true);
     if waiting > inner.queue_size {
         drop(guard);
         warn!(job = %id, waiting, "render queue full");
@@ -262,16 +433,23 @@ async fn run(inner: &Inner, job: JobRecord) {
             inner,
             id,
             FinishOutcome::Failed {
-                code: codes::TOKENS_EXHAUSTED,
+                code: FailCode::TokensExhausted,
                 message,
             },
         )
         .await;
         return;
     }
-    let slot = match acquire_unpaused(inner).await {
-        Ok(slot) => slot,
-        Err(()) => {
+    let acquired = tokio::select! {
+        acquired = acquire_unpaused(inner) => Some(acquired),
+        // Cancelled while waiting: the store has it failed already; just leave the queue.
+        _ = cancelled.wait_for(|c| *c) => None,
+    };
+    set_queued(inner, id, false);
+    let slot = match acquired {
+        None => return,
+        Some(Ok(slot)) => slot,
+        Some(Err(())) => {
             drop(guard);
             let message = format!(
                 "the job waited more than {} s for a render slot; credits were not taken",
@@ -281,7 +459,7 @@ async fn run(inner: &Inner, job: JobRecord) {
                 inner,
                 id,
                 FinishOutcome::Failed {
-                    code: codes::TOKENS_EXHAUSTED,
+                    code: FailCode::TokensExhausted,
                     message,
                 },
             )
@@ -299,9 +477,9 @@ async fn run(inner: &Inner, job: JobRecord) {
             inner.metrics.job_finished(
                 job.kind.as_str(),
                 job.status.as_str(),
-                job.error_code.as_deref().unwrap_or(""),
+                job.error_code.map_or("", FailCode::as_str),
             );
-            info!(job = %id, code = job.error_code.as_deref().unwrap_or(""), "job failed at start");
+            info!(job = %id, code = job.error_code.map_or("", FailCode::as_str), "job failed at start");
             return;
         }
         Ok(StartOutcome::NotQueued(_)) => return,
@@ -326,7 +504,7 @@ async fn run(inner: &Inner, job: JobRecord) {
                         inner,
                         id,
                         FinishOutcome::Failed {
-                            code: codes::SOURCE_MISSING,
+                            code: FailCode::SourceMissing,
                             message,
                         },
                     )
@@ -340,7 +518,7 @@ async fn run(inner: &Inner, job: JobRecord) {
                         inner,
                         id,
                         FinishOutcome::Failed {
-                            code: codes::EDIT_FAILED,
+                            code: FailCode::EditFailed,
                             message,
                         },
                     )
@@ -353,10 +531,8 @@ async fn run(inner: &Inner, job: JobRecord) {
 
     let renderer = inner.renderer.clone();
     let images_dir = inner.images_dir.clone();
-    let model_label = job.model.clone();
-    let started = std::time::Instant::now();
-    // Progress and cancellation of this render (exposed through the jobs service).
-    let control = RenderControl::default();
+    let model = job.model;
+    let started = Instant::now();
     let rendered = inner
         .pool
         .run(slot, move || {
@@ -367,8 +543,9 @@ async fn run(inner: &Inner, job: JobRecord) {
         Ok(Ok(done)) => done,
         Ok(Err(RenderFailure::Render(e))) => {
             let code = match &e {
-                RenderError::Overloaded(_) => codes::TOKENS_EXHAUSTED,
-                _ => failed_code(kind),
+                RenderError::Overloaded(_) => FailCode::TokensExhausted,
+                RenderError::Cancelled => FailCode::Cancelled,
+                _ => FailCode::failed(kind),
             };
             warn!(job = %id, error = %e, "render failed");
             FinishOutcome::Failed {
@@ -379,21 +556,25 @@ async fn run(inner: &Inner, job: JobRecord) {
         Ok(Err(RenderFailure::Io(e))) => {
             error!(job = %id, error = %e, "could not write the picture");
             FinishOutcome::Failed {
-                code: failed_code(kind),
+                code: FailCode::failed(kind),
                 message: "the picture could not be saved on the server; credits returned".into(),
             }
         }
         Err(e) => {
             error!(job = %id, error = %e, "render task crashed");
             FinishOutcome::Failed {
-                code: failed_code(kind),
+                code: FailCode::failed(kind),
                 message: "the renderer crashed; credits returned".into(),
             }
         }
     };
-    inner
-        .metrics
-        .observe_render(&model_label, started.elapsed().as_secs_f64());
+    let seconds = started.elapsed().as_secs_f64();
+    inner.metrics.observe_render(model.id(), seconds);
+    if matches!(outcome, FinishOutcome::Done { .. }) {
+        let mut durations = lock(&inner.durations);
+        let average = durations.entry(model.id()).or_insert(seconds);
+        *average += DURATION_WEIGHT * (seconds - *average);
+    }
     info!(job = %id, ms = started.elapsed().as_millis() as u64, "render finished");
     finish(inner, id, outcome).await;
     if kind == JobKind::Edit {
@@ -437,7 +618,10 @@ fn render_job(
         .unwrap_or_else(|| job.prompt.clone());
     let picture = match source {
         None => {
-            let model = Model::parse(&job.model).unwrap_or(Model::Fast);
+            let model = match job.model {
+                JobModel::Generate(m) => m,
+                JobModel::Edit => Model::Fast,
+            };
             let ratio = Ratio::parse(&job.ratio)
                 .unwrap_or(Ratio::Square)
                 .resolve_auto(&rendered_prompt);
@@ -461,10 +645,14 @@ fn render_job(
         ),
     }
     .map_err(RenderFailure::Render)?;
+    if control.is_cancelled() {
+        return Err(RenderFailure::Render(RenderError::Cancelled));
+    }
+    control.set_progress(0.95);
     let params = PngParameters {
         prompt: rendered_prompt,
         seed: job.seed,
-        model: job.model.clone(),
+        model: job.model.id().to_string(),
         kind: job.kind.as_str(),
         details: control.details(),
     };

@@ -1,6 +1,9 @@
 //! Per-job wake-ups for long-polls. A waiter subscribes *before* reading the job from the store;
 //! the engine fires the job's channel *after* the finishing transaction commits. Either the
 //! waiter sees the final state on its read, or it is subscribed when the signal fires.
+//!
+//! Besides the finish, a channel carries changes worth showing while the job is unfinished: its
+//! render progress advanced, or its place in the queue moved (`wait_for=progress`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -9,25 +12,37 @@ use tokio::sync::watch;
 
 use crate::store::JobId;
 
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct Signal {
+    /// Bumped by every change.
+    version: u64,
+    finished: bool,
+}
+
 #[derive(Clone, Default)]
 pub struct JobWatchers {
-    inner: Arc<Mutex<HashMap<JobId, watch::Sender<bool>>>>,
+    inner: Arc<Mutex<HashMap<JobId, watch::Sender<Signal>>>>,
 }
 
 /// A subscription; dropping it removes the channel once nobody listens.
 pub struct Subscription {
     id: JobId,
-    rx: Option<watch::Receiver<bool>>,
+    rx: Option<watch::Receiver<Signal>>,
+    /// The channel's version when subscribed.
+    start: u64,
     watchers: JobWatchers,
 }
 
 impl JobWatchers {
     pub fn subscribe(&self, id: JobId) -> Subscription {
         let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let tx = map.entry(id).or_insert_with(|| watch::channel(false).0);
+        let tx = map
+            .entry(id)
+            .or_insert_with(|| watch::channel(Signal::default()).0);
         Subscription {
             id,
             rx: Some(tx.subscribe()),
+            start: tx.borrow().version,
             watchers: self.clone(),
         }
     }
@@ -40,7 +55,19 @@ impl JobWatchers {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
         if let Some(tx) = tx {
-            let _ = tx.send(true);
+            tx.send_modify(|s| {
+                s.version += 1;
+                s.finished = true;
+            });
+        }
+    }
+
+    /// Wakes those waiting for any change of `id` (progress, queue position). Nothing happens
+    /// when nobody listens.
+    pub fn changed(&self, id: JobId) {
+        let map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tx) = map.get(&id) {
+            tx.send_modify(|s| s.version += 1);
         }
     }
 
@@ -58,7 +85,18 @@ impl Subscription {
     /// Resolves when the job is finished (or immediately if it already was signalled).
     pub async fn finished(&mut self) {
         if let Some(rx) = self.rx.as_mut() {
-            let _ = rx.wait_for(|done| *done).await;
+            let _ = rx.wait_for(|s| s.finished).await;
+        }
+    }
+
+    /// Resolves at the first change after the subscription or the previous call (at once if
+    /// one came since).
+    pub async fn changed(&mut self) {
+        let start = self.start;
+        if let Some(rx) = self.rx.as_mut()
+            && let Ok(now) = rx.wait_for(|s| s.version > start || s.finished).await
+        {
+            self.start = now.version;
         }
     }
 }

@@ -29,6 +29,30 @@ impl FaultInjector {
     }
 }
 
+impl FaultInjector {
+    /// [`FaultInjector::check`] for a controlled render: the delay passes in ten steps, each
+    /// reported as progress (up to one half) and each a checkpoint where a cancel stops it, like
+    /// a model's denoising loop.
+    fn check_controlled(&self, prompt: &str, control: &RenderControl) -> Result<(), RenderError> {
+        const STEPS: u32 = 10;
+        if !self.delay.is_zero() {
+            for step in 1..=STEPS {
+                if control.is_cancelled() {
+                    return Err(RenderError::Cancelled);
+                }
+                std::thread::sleep(self.delay / STEPS);
+                control.set_progress(0.5 * f64::from(step) / f64::from(STEPS));
+            }
+        }
+        match &self.fail_marker {
+            Some(m) if !m.is_empty() && prompt.contains(m.as_str()) => {
+                Err(RenderError::Failed("injected failure".into()))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 impl Renderer for FaultInjector {
     fn generate(&self, spec: &GenerateSpec) -> Result<Picture, RenderError> {
         self.check(&spec.prompt)?;
@@ -49,12 +73,12 @@ impl Renderer for FaultInjector {
         spec: &GenerateSpec,
         control: &RenderControl,
     ) -> Result<Picture, RenderError> {
-        self.check(&spec.prompt)?;
+        self.check_controlled(&spec.prompt, control)?;
         self.inner.generate_with(spec, control)
     }
 
     fn edit_with(&self, spec: &EditSpec, control: &RenderControl) -> Result<Picture, RenderError> {
-        self.check(&spec.instruction)?;
+        self.check_controlled(&spec.instruction, control)?;
         self.inner.edit_with(spec, control)
     }
 }

@@ -1,4 +1,5 @@
-//! Rendering: the `Renderer` trait, the built-in procedural renderer, the model catalog,
+//! Rendering: the `Renderer` trait, the built-in procedural renderer (the model catalogue it
+//! re-exports lives in `crate::catalog`),
 //! upload decoding with limits, instruction edits, the watermark and PNG encoding.
 //!
 //! This is the only module that names the `image` crate. Everything here is synchronous and
@@ -6,7 +7,6 @@
 
 pub mod avatar;
 pub mod backends;
-pub mod catalog;
 pub mod decode;
 #[cfg(feature = "diffusion")]
 pub mod diffusion;
@@ -22,7 +22,7 @@ pub mod watermark;
 
 use std::fmt;
 
-pub use catalog::{Model, Ratio};
+pub use crate::catalog::{Model, Ratio};
 pub use decode::{DecodeLimits, SourceInfo};
 pub use pool::RenderPool;
 pub use procedural::ProceduralRenderer;
@@ -107,12 +107,16 @@ pub struct RenderControl {
     inner: std::sync::Arc<ControlInner>,
 }
 
+/// Called (on the render thread) each time the progress advances; must be quick.
+pub type ProgressObserver = Box<dyn Fn(f64) + Send + Sync>;
+
 #[derive(Default)]
 struct ControlInner {
     cancelled: std::sync::atomic::AtomicBool,
     /// Progress in thousandths.
     progress: std::sync::atomic::AtomicU32,
     details: std::sync::Mutex<Option<RenderDetails>>,
+    observer: Option<ProgressObserver>,
 }
 
 /// How a model-based renderer made the picture, for the PNG `parameters` chunk.
@@ -132,6 +136,16 @@ pub struct RenderDetails {
 }
 
 impl RenderControl {
+    /// A control whose progress is reported to `observer` as it advances.
+    pub fn observed(observer: ProgressObserver) -> RenderControl {
+        RenderControl {
+            inner: std::sync::Arc::new(ControlInner {
+                observer: Some(observer),
+                ..ControlInner::default()
+            }),
+        }
+    }
+
     /// Asks the renderer to stop at its next checkpoint (between denoising steps).
     pub fn cancel(&self) {
         self.inner
@@ -148,9 +162,15 @@ impl RenderControl {
     /// Records progress in 0..=1 (never goes back).
     pub fn set_progress(&self, p: f64) {
         let v = (p.clamp(0.0, 1.0) * 1000.0).round() as u32;
-        self.inner
+        let before = self
+            .inner
             .progress
             .fetch_max(v, std::sync::atomic::Ordering::SeqCst);
+        if v > before
+            && let Some(observe) = &self.inner.observer
+        {
+            observe(f64::from(v) / 1000.0);
+        }
     }
 
     pub fn progress(&self) -> f64 {

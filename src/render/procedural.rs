@@ -30,7 +30,9 @@ use sha2::{Digest, Sha256};
 use super::decode::{self, DecodeLimits};
 use super::style;
 use super::text;
-use super::{EditSpec, GenerateSpec, Model, Picture, Ratio, RenderError, Renderer, edit};
+use super::{
+    EditSpec, GenerateSpec, Model, Picture, Ratio, RenderControl, RenderError, Renderer, edit,
+};
 use canvas::{Canvas, mix, rgb};
 use compose::{Setting, Spot};
 use noise::{Field, Rng, fbm2};
@@ -56,6 +58,24 @@ impl Renderer for ProceduralRenderer {
             spec.ratio,
             spec.seed,
         )))
+    }
+
+    /// Reports its stages (plan, paint, style, text) as progress and stops between them when
+    /// cancelled.
+    fn generate_with(
+        &self,
+        spec: &GenerateSpec,
+        control: &RenderControl,
+    ) -> Result<Picture, RenderError> {
+        render_controlled(
+            &spec.prompt,
+            spec.model,
+            spec.ratio,
+            spec.seed,
+            None,
+            control,
+        )
+        .map(Picture)
     }
 
     fn edit(&self, spec: &EditSpec) -> Result<Picture, RenderError> {
@@ -121,6 +141,31 @@ pub fn render_styled(
     seed: u64,
     style: Option<style::Style>,
 ) -> image::RgbaImage {
+    let control = RenderControl::default();
+    match render_controlled(prompt, model, ratio, seed, style, &control) {
+        Ok(img) => img,
+        // Nobody else holds this control, so it is never cancelled.
+        Err(_) => image::RgbaImage::new(1, 1),
+    }
+}
+
+/// [`render_styled`] reporting each stage's end to `control` and stopping between stages once
+/// it is cancelled.
+fn render_controlled(
+    prompt: &str,
+    model: Model,
+    ratio: Ratio,
+    seed: u64,
+    style: Option<style::Style>,
+    control: &RenderControl,
+) -> Result<image::RgbaImage, RenderError> {
+    let stage = |done: f64| {
+        if control.is_cancelled() {
+            return Err(RenderError::Cancelled);
+        }
+        control.set_progress(done);
+        Ok(())
+    };
     let ratio = ratio.resolve_auto(prompt);
     let (w, h) = model.dimensions(ratio);
     let mut theme = Theme::read(prompt);
@@ -129,9 +174,12 @@ pub fn render_styled(
     }
     let mut rng = Rng::new(seed ^ prompt_hash(prompt));
     let plan = Plan::new(&theme, model, w as usize, h as usize, &mut rng);
+    stage(0.1)?;
     let sign = (theme.text_mode == Some(TextMode::Sign)).then(|| sign_box(&plan, &theme));
     let mut img = paint(&plan, &rng, sign);
+    stage(0.7)?;
     style::apply(&mut img, plan.style, plan.seed, model != Model::Fast);
+    stage(0.85)?;
     if let (Some(t), Some(mode)) = (&theme.text, theme.text_mode) {
         match (mode, sign) {
             (TextMode::Sign, Some(b)) => {
@@ -167,7 +215,7 @@ pub fn render_styled(
             }
         }
     }
-    img
+    Ok(img)
 }
 
 /// A stable 64-bit hash of the prompt (SHA-256, first 8 bytes).

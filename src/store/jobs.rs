@@ -14,6 +14,7 @@ use super::settings::Settings;
 use super::tables::*;
 use super::users::UserRecord;
 use super::{Store, StoreError, codec};
+use crate::catalog::Model;
 use crate::clock::{self, Millis};
 
 /// A job id: a UUIDv7 (sorts by creation time), shown as `job_` + 32 hex digits.
@@ -86,14 +87,129 @@ impl JobStatus {
     }
 }
 
+/// What a job renders with, and so what it costs: a model of the catalogue, or the edit. Stored as
+/// the model id (`fast`, `artist`, `0.2plus`) or `edit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobModel {
+    Generate(Model),
+    Edit,
+}
+
+impl JobModel {
+    pub fn id(self) -> &'static str {
+        match self {
+            JobModel::Generate(m) => m.id(),
+            JobModel::Edit => "edit",
+        }
+    }
+
+    pub fn kind(self) -> JobKind {
+        match self {
+            JobModel::Generate(_) => JobKind::Generate,
+            JobModel::Edit => JobKind::Edit,
+        }
+    }
+
+    /// The price under `settings`.
+    pub fn price(self, settings: &Settings) -> u32 {
+        match self {
+            JobModel::Generate(m) => settings.price(m),
+            JobModel::Edit => settings.price_edit,
+        }
+    }
+}
+
+impl fmt::Display for JobModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl Serialize for JobModel {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.id())
+    }
+}
+
+impl<'de> Deserialize<'de> for JobModel {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let id = String::deserialize(d)?;
+        if id == "edit" {
+            return Ok(JobModel::Edit);
+        }
+        Model::parse(&id)
+            .map(JobModel::Generate)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown model {id:?}")))
+    }
+}
+
+/// Why a job failed: its `error_code` (part of the API; never renamed). One list for the store,
+/// the job engine and the API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailCode {
+    /// The balance was below the price when the job was due to start.
+    InsufficientCredits,
+    /// The daily photo limit was reached when the job was due to start.
+    DailyLimit,
+    /// The server was too busy (queue full, queue timeout, an overloaded backend).
+    TokensExhausted,
+    /// The generation failed.
+    GenerationFailed,
+    /// The edit failed.
+    EditFailed,
+    /// The edit's uploaded photo was lost (server restart).
+    SourceMissing,
+    /// The owner cancelled the job.
+    Cancelled,
+}
+
+impl FailCode {
+    pub const ALL: [FailCode; 7] = [
+        FailCode::InsufficientCredits,
+        FailCode::DailyLimit,
+        FailCode::TokensExhausted,
+        FailCode::GenerationFailed,
+        FailCode::EditFailed,
+        FailCode::SourceMissing,
+        FailCode::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailCode::InsufficientCredits => "insufficient_credits",
+            FailCode::DailyLimit => "daily_limit",
+            FailCode::TokensExhausted => "tokens_exhausted",
+            FailCode::GenerationFailed => "generation_failed",
+            FailCode::EditFailed => "edit_failed",
+            FailCode::SourceMissing => "source_missing",
+            FailCode::Cancelled => "cancelled",
+        }
+    }
+
+    /// The generic failure of a job of this kind.
+    pub fn failed(kind: JobKind) -> FailCode {
+        match kind {
+            JobKind::Generate => FailCode::GenerationFailed,
+            JobKind::Edit => FailCode::EditFailed,
+        }
+    }
+}
+
+impl fmt::Display for FailCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JobRecord {
     pub id: u128,
     pub user_id: u64,
     pub kind: JobKind,
     pub status: JobStatus,
-    /// Model id (`fast`, `artist`, `0.2plus`); `edit` for edits.
-    pub model: String,
+    /// The model (stored as its id), or the edit.
+    pub model: JobModel,
     pub ratio: String,
     pub prompt: String,
     pub enhance: bool,
@@ -114,7 +230,7 @@ pub struct JobRecord {
     #[serde(default)]
     pub watermark: bool,
     #[serde(default)]
-    pub error_code: Option<String>,
+    pub error_code: Option<FailCode>,
     #[serde(default)]
     pub error: Option<String>,
     #[serde(default)]
@@ -147,14 +263,14 @@ pub struct NewJob {
     /// Chosen by the caller so an edit's source file can be stored under it before the job exists.
     pub id: JobId,
     pub user_id: u64,
-    pub kind: JobKind,
-    pub model: String,
+    /// The model; the job's kind and price follow from it (the price is read in the creating
+    /// transaction, so a price change cannot slip between the check and the job).
+    pub model: JobModel,
     pub ratio: String,
     pub prompt: String,
     pub enhance: bool,
     pub enhanced_prompt: Option<String>,
     pub seed: u64,
-    pub cost: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -207,9 +323,20 @@ pub enum FinishOutcome {
         height: u32,
     },
     Failed {
-        code: &'static str,
+        code: FailCode,
         message: String,
     },
+}
+
+/// What `cancel_job` did.
+#[derive(Debug)]
+pub enum CancelOutcome {
+    /// Cancelled now (refunded if it had been charged).
+    Cancelled(JobRecord),
+    /// It had been cancelled before: nothing changed.
+    AlreadyCancelled(JobRecord),
+    /// It had already finished (done, or failed for another reason): nothing changed.
+    Finished(JobRecord),
 }
 
 /// A job interrupted by this many restarts while running is failed (and refunded) rather than
@@ -262,7 +389,7 @@ fn close_job(txn: &WriteTransaction, job: &JobRecord) -> Result<(), StoreError> 
 fn fail_in(
     txn: &WriteTransaction,
     job: &mut JobRecord,
-    code: &str,
+    code: FailCode,
     message: String,
     now: Millis,
 ) -> Result<(), StoreError> {
@@ -288,7 +415,7 @@ fn fail_in(
         job.refunded = true;
     }
     job.status = JobStatus::Failed;
-    job.error_code = Some(code.to_string());
+    job.error_code = Some(code);
     job.error = Some(message);
     job.finished_at = Some(now);
     write_job(txn, job)?;
@@ -309,16 +436,17 @@ impl Store {
             if let Some(existing) = active.get(user.id)?.map(|v| v.value()) {
                 return Err(CreateJobError::Busy(JobId(existing)));
             }
-            if user.balance < new.cost as i64 {
+            let cost = new.model.price(&read_settings(&txn)?);
+            if user.balance < cost as i64 {
                 return Err(CreateJobError::InsufficientCredits {
-                    cost: new.cost,
+                    cost,
                     balance: user.balance,
                 });
             }
             let job = JobRecord {
                 id: new.id.0,
                 user_id: user.id,
-                kind: new.kind,
+                kind: new.model.kind(),
                 status: JobStatus::Queued,
                 model: new.model,
                 ratio: new.ratio,
@@ -326,7 +454,7 @@ impl Store {
                 enhance: new.enhance,
                 enhanced_prompt: new.enhanced_prompt,
                 seed: new.seed,
-                cost: new.cost,
+                cost,
                 charged: false,
                 refunded: false,
                 daily_day: None,
@@ -370,10 +498,11 @@ impl Store {
             StartOutcome::Started(job)
         } else {
             let Some(mut user) = read_user(&txn, job.user_id)? else {
+                let code = FailCode::failed(job.kind);
                 fail_in(
                     &txn,
                     &mut job,
-                    "generation_failed",
+                    code,
                     "the account no longer exists".into(),
                     now,
                 )?;
@@ -392,13 +521,13 @@ impl Store {
                     "not enough credits: the job costs {}, the balance is {}",
                     job.cost, user.balance
                 );
-                fail_in(&txn, &mut job, "insufficient_credits", message, now)?;
+                fail_in(&txn, &mut job, FailCode::InsufficientCredits, message, now)?;
                 StartOutcome::Failed(job)
             } else if job.kind == JobKind::Generate && used >= limit {
                 let message = format!(
                     "daily photo limit reached: {used} of {limit} generations today (resets at 00:00 UTC)"
                 );
-                fail_in(&txn, &mut job, "daily_limit", message, now)?;
+                fail_in(&txn, &mut job, FailCode::DailyLimit, message, now)?;
                 StartOutcome::Failed(job)
             } else {
                 ledger::apply(
@@ -428,17 +557,18 @@ impl Store {
     }
 
     /// `running → done | failed` (and `queued → failed` for jobs that never got a render slot).
-    /// A failure refunds exactly once. Finishing an already-finished job changes nothing.
+    /// A failure refunds exactly once. Finishing an already-finished job (one cancelled while its
+    /// render ran) changes nothing and returns `false` with the job as it is.
     pub fn finish_job(
         &self,
         id: JobId,
         outcome: FinishOutcome,
         now: Millis,
-    ) -> Result<JobRecord, StoreError> {
+    ) -> Result<(JobRecord, bool), StoreError> {
         let txn = self.db().begin_write()?;
         let mut job = read_job(&txn, id.0)?;
         if job.status.is_terminal() {
-            return Ok(job);
+            return Ok((job, false));
         }
         match outcome {
             FinishOutcome::Done {
@@ -465,7 +595,32 @@ impl Store {
             }
         }
         txn.commit()?;
-        Ok(job)
+        Ok((job, true))
+    }
+
+    /// Cancels a queued or running job (`failed` with `cancelled`), returning its credits and
+    /// daily slot if it had been charged. Compare-and-set like every transition: of a cancel and
+    /// a finish racing, exactly one commits its change.
+    pub fn cancel_job(&self, id: JobId, now: Millis) -> Result<CancelOutcome, StoreError> {
+        let txn = self.db().begin_write()?;
+        let mut job = read_job(&txn, id.0)?;
+        let outcome = match job.status {
+            JobStatus::Failed if job.error_code == Some(FailCode::Cancelled) => {
+                return Ok(CancelOutcome::AlreadyCancelled(job));
+            }
+            JobStatus::Done | JobStatus::Failed => return Ok(CancelOutcome::Finished(job)),
+            JobStatus::Queued | JobStatus::Running => {
+                let message = if job.charged {
+                    "cancelled by its owner; credits returned"
+                } else {
+                    "cancelled by its owner before it started; nothing was charged"
+                };
+                fail_in(&txn, &mut job, FailCode::Cancelled, message.into(), now)?;
+                CancelOutcome::Cancelled(job)
+            }
+        };
+        txn.commit()?;
+        Ok(outcome)
     }
 
     pub fn job(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
@@ -552,10 +707,7 @@ impl Store {
                 match job.status {
                     JobStatus::Queued => resume.push(job),
                     JobStatus::Running if job.attempts >= MAX_ATTEMPTS => {
-                        let code = match job.kind {
-                            JobKind::Generate => "generation_failed",
-                            JobKind::Edit => "edit_failed",
-                        };
+                        let code = FailCode::failed(job.kind);
                         let message = format!(
                             "the job was interrupted by {} server restarts and was given up; credits returned",
                             job.attempts

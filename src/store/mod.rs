@@ -21,7 +21,8 @@ use std::sync::Arc;
 use redb::{Database, ReadableDatabase, ReadableTable};
 
 pub use jobs::{
-    CreateJobError, FinishOutcome, JobId, JobKind, JobRecord, JobStatus, NewJob, StartOutcome,
+    CancelOutcome, CreateJobError, FailCode, FinishOutcome, JobId, JobKind, JobModel, JobRecord,
+    JobStatus, NewJob, StartOutcome,
 };
 pub use ledger::{LedgerEntry, LedgerReason};
 pub use settings::Settings;

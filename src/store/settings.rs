@@ -1,19 +1,21 @@
 //! Operator settings kept in the store: model prices, the edit price and daily photo limits.
 //! Changed with `pictor settings set KEY VALUE`; read by every job creation.
 
+use std::collections::BTreeMap;
+
 use redb::{ReadableDatabase, ReadableTable};
 use serde::{Deserialize, Serialize};
 
 use super::tables::SETTINGS;
 use super::{Store, StoreError, codec};
-use crate::render::Model;
+use crate::catalog::Model;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Settings {
-    pub price_fast: u32,
-    pub price_artist: u32,
-    pub price_plus: u32,
+    /// Price of one generation per model id (`fast`, `artist`, `0.2plus`…). A model of the
+    /// catalogue without an entry costs its default price.
+    prices: BTreeMap<String, u32>,
     pub price_edit: u32,
     /// Generations per UTC day for non-PRO users (unless set per user).
     pub daily_limit: u32,
@@ -30,14 +32,20 @@ pub struct Settings {
     pub signup_approval: u32,
     /// Difficulty of the proof-of-work bot check, in leading zero bits (2^n hashes on average).
     pub challenge_bits: u32,
+    // Data files written before prices were keyed by model id: read, never written, and
+    // superseded by `prices` once a price is set.
+    #[serde(skip_serializing, rename = "price_fast")]
+    legacy_fast: Option<u32>,
+    #[serde(skip_serializing, rename = "price_artist")]
+    legacy_artist: Option<u32>,
+    #[serde(skip_serializing, rename = "price_plus")]
+    legacy_plus: Option<u32>,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            price_fast: Model::Fast.default_price(),
-            price_artist: Model::Artist.default_price(),
-            price_plus: Model::Plus.default_price(),
+            prices: BTreeMap::new(),
             price_edit: 2,
             daily_limit: 25,
             daily_limit_pro: 250,
@@ -45,15 +53,15 @@ impl Default for Settings {
             registration_open: 1,
             signup_approval: 0,
             challenge_bits: 18,
+            legacy_fast: None,
+            legacy_artist: None,
+            legacy_plus: None,
         }
     }
 }
 
-/// Setting names as the CLI and docs spell them.
-pub const SETTING_KEYS: [&str; 10] = [
-    "price.fast",
-    "price.artist",
-    "price.0.2plus",
+/// Setting names other than the per-model prices, as the CLI and docs spell them.
+const OTHER_KEYS: [&str; 7] = [
     "price.edit",
     "daily_limit",
     "daily_limit_pro",
@@ -63,13 +71,32 @@ pub const SETTING_KEYS: [&str; 10] = [
     "challenge_bits",
 ];
 
+/// Setting names as the CLI and docs spell them: `price.<model id>` for every model of the
+/// catalogue, then the others.
+pub fn setting_keys() -> Vec<String> {
+    Model::ALL
+        .into_iter()
+        .map(price_key)
+        .chain(OTHER_KEYS.iter().map(|k| k.to_string()))
+        .collect()
+}
+
+/// The setting that holds a model's price.
+pub fn price_key(model: Model) -> String {
+    format!("price.{}", model.id())
+}
+
 impl Settings {
     pub fn price(&self, model: Model) -> u32 {
-        match model {
-            Model::Fast => self.price_fast,
-            Model::Artist => self.price_artist,
-            Model::Plus => self.price_plus,
+        if let Some(p) = self.prices.get(model.id()) {
+            return *p;
         }
+        let legacy = match model {
+            Model::Fast => self.legacy_fast,
+            Model::Artist => self.legacy_artist,
+            Model::Plus => self.legacy_plus,
+        };
+        legacy.unwrap_or(model.default_price())
     }
 
     /// The daily generation limit for a user with the given PRO flag and override.
@@ -81,11 +108,41 @@ impl Settings {
         })
     }
 
-    fn slot(&mut self, key: &str) -> Option<&mut u32> {
+    fn get(&self, key: &str) -> Option<u32> {
+        if let Some(model) = key.strip_prefix("price.").and_then(model_of_key) {
+            return Some(self.price(model));
+        }
         Some(match key {
-            "price.fast" => &mut self.price_fast,
-            "price.artist" => &mut self.price_artist,
-            "price.0.2plus" => &mut self.price_plus,
+            "price.edit" => self.price_edit,
+            "daily_limit" => self.daily_limit,
+            "daily_limit_pro" => self.daily_limit_pro,
+            "signup_credits" => self.signup_credits,
+            "registration_open" => self.registration_open,
+            "signup_approval" => self.signup_approval,
+            "challenge_bits" => self.challenge_bits,
+            _ => return None,
+        })
+    }
+
+    fn set(&mut self, key: &str, value: u32) -> Option<()> {
+        // Prices of an older file move into the map before it is written back.
+        for model in Model::ALL {
+            if !self.prices.contains_key(model.id()) {
+                let legacy = match model {
+                    Model::Fast => self.legacy_fast.take(),
+                    Model::Artist => self.legacy_artist.take(),
+                    Model::Plus => self.legacy_plus.take(),
+                };
+                if let Some(p) = legacy {
+                    self.prices.insert(model.id().to_string(), p);
+                }
+            }
+        }
+        if let Some(model) = key.strip_prefix("price.").and_then(model_of_key) {
+            self.prices.insert(model.id().to_string(), value);
+            return Some(());
+        }
+        *match key {
             "price.edit" => &mut self.price_edit,
             "daily_limit" => &mut self.daily_limit,
             "daily_limit_pro" => &mut self.daily_limit_pro,
@@ -94,17 +151,25 @@ impl Settings {
             "signup_approval" => &mut self.signup_approval,
             "challenge_bits" => &mut self.challenge_bits,
             _ => return None,
-        })
+        } = value;
+        Some(())
     }
 
-    /// `(key, value)` pairs in [`SETTING_KEYS`] order.
-    pub fn entries(&self) -> Vec<(&'static str, u32)> {
-        let mut copy = self.clone();
-        SETTING_KEYS
-            .iter()
-            .map(|k| (*k, copy.slot(k).map(|v| *v).unwrap_or(0)))
+    /// `(key, value)` pairs in [`setting_keys`] order.
+    pub fn entries(&self) -> Vec<(String, u32)> {
+        setting_keys()
+            .into_iter()
+            .map(|k| {
+                let v = self.get(&k).unwrap_or(0);
+                (k, v)
+            })
             .collect()
     }
+}
+
+/// The model a `price.<id>` key names (by its id exactly, not an alias).
+fn model_of_key(id: &str) -> Option<Model> {
+    Model::ALL.into_iter().find(|m| m.id() == id)
 }
 
 impl Store {
@@ -148,17 +213,40 @@ impl Store {
                 Some(v) => codec::decode(v.value())?,
                 None => Settings::default(),
             };
-            let slot = settings.slot(key).ok_or_else(|| {
+            settings.set(key, value).ok_or_else(|| {
                 StoreError::Invalid(format!(
                     "unknown setting {key:?}; known settings: {}",
-                    SETTING_KEYS.join(", ")
+                    setting_keys().join(", ")
                 ))
             })?;
-            *slot = value;
             table.insert("settings", codec::encode(&settings)?.as_slice())?;
             settings
         };
         txn.commit()?;
         Ok(settings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prices_written_before_the_map_are_still_read() {
+        let old = r#"{"price_fast":3,"price_artist":7,"price_plus":12,"price_edit":4}"#;
+        let mut s: Settings = serde_json::from_str(old).unwrap_or_default();
+        assert_eq!(s.price(Model::Fast), 3);
+        assert_eq!(s.price(Model::Plus), 12);
+        assert_eq!(s.price_edit, 4);
+        assert!(s.set("price.fast", 9).is_some());
+        assert_eq!(s.price(Model::Fast), 9);
+        assert_eq!(s.price(Model::Artist), 7);
+        assert!(s.set("price.pro", 9).is_none(), "aliases are not keys");
+        let written = serde_json::to_string(&s).unwrap_or_default();
+        assert!(!written.contains("price_fast"), "{written}");
+        let back: Settings = serde_json::from_str(&written).unwrap_or_default();
+        assert_eq!(back.price(Model::Artist), 7, "{written}");
+        assert_eq!(back.price(Model::Plus), 12, "{written}");
+        assert_eq!(Settings::default().price(Model::Artist), 5);
     }
 }

@@ -9,7 +9,9 @@ use pictor::app::{Server, ServerHandle};
 use pictor::clock::Clock;
 use pictor::config::Config;
 use pictor::ops::{self, AdminRequest};
-use pictor::render::{EditSpec, GenerateSpec, Picture, ProceduralRenderer, RenderError, Renderer};
+use pictor::render::{
+    EditSpec, GenerateSpec, Picture, ProceduralRenderer, RenderControl, RenderError, Renderer,
+};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -282,6 +284,58 @@ impl Renderer for Gate {
             ));
         }
         ProceduralRenderer.edit(spec)
+    }
+}
+
+/// A renderer with a denoising-like loop: `steps` steps of `step` each, progress reported after
+/// every step, cancellation checked before every step. Remembers where each render stopped.
+#[derive(Clone)]
+pub struct Stepper {
+    pub steps: usize,
+    pub step: Duration,
+    /// Steps run by each render, in the order renders ended.
+    pub ran: Arc<Mutex<Vec<usize>>>,
+    /// Waits before the loop until opened (for queue tests).
+    pub gate: Gate,
+}
+
+impl Stepper {
+    pub fn new(steps: usize, step: Duration) -> Stepper {
+        Stepper {
+            steps,
+            step,
+            ran: Arc::default(),
+            gate: open_gate(),
+        }
+    }
+}
+
+impl Renderer for Stepper {
+    fn generate(&self, spec: &GenerateSpec) -> Result<Picture, RenderError> {
+        self.generate_with(spec, &RenderControl::default())
+    }
+
+    fn edit(&self, spec: &EditSpec) -> Result<Picture, RenderError> {
+        ProceduralRenderer.edit(spec)
+    }
+
+    fn generate_with(
+        &self,
+        spec: &GenerateSpec,
+        control: &RenderControl,
+    ) -> Result<Picture, RenderError> {
+        self.gate.generate(spec)?;
+        for i in 0..self.steps {
+            if control.is_cancelled() {
+                self.ran.lock().unwrap().push(i);
+                return Err(RenderError::Cancelled);
+            }
+            std::thread::sleep(self.step);
+            control.set_progress((i + 1) as f64 / self.steps as f64);
+        }
+        self.ran.lock().unwrap().push(self.steps);
+        let (w, h) = spec.model.dimensions(spec.ratio);
+        Ok(flat_picture(w, h, [10, 20, 30, 255]))
     }
 }
 

@@ -24,13 +24,11 @@ use crate::api::MAX_BODY_BYTES;
 use crate::api::account::profile;
 use crate::api::body::{FromJsonBody, is_json_content_type, json_object};
 use crate::api::error::{ApiError, codes};
-use crate::api::images::{
-    GenerateInput, JobCreated, check_upload_size, create_edit, create_generate, edit_precheck,
-    edit_prompt, no_photo,
-};
+use crate::api::images::{GenerateInput, JobCreated, check_upload_size, edit_prompt, no_photo};
 use crate::api::jobs::{JobView, job_for_user, job_view};
 use crate::api::{MAX_IMAGE_BYTES, MAX_PROMPT_CHARS};
 use crate::idp::web::{csrf_matches, csrf_token, origin_ok, page, redirect, signed_in};
+use crate::jobs::service::{self, Snapshot};
 use crate::render::{Model, Ratio};
 use crate::state::AppState;
 use crate::store::{JobId, JobRecord, JobStatus, UserRecord};
@@ -49,6 +47,7 @@ pub fn routes() -> Route {
         .at("/api/me", get(me_get))
         .at("/api/gallery", get(gallery_get))
         .at("/api/jobs/:job_id", get(job_get))
+        .at("/api/jobs/:job_id/cancel", post(cancel_post))
         .at("/api/generate", post(generate_post))
         .at("/api/edit", post(edit_post))
 }
@@ -220,9 +219,30 @@ async fn me_get(state: Data<&AppState>, jar: &CookieJar) -> Response {
 #[derive(Deserialize)]
 struct WaitQuery {
     wait: Option<String>,
+    wait_for: Option<String>,
+    since: Option<String>,
 }
 
-/// `GET /playground/api/jobs/{job_id}?wait=1..90`: the job, as `GET /api/pictor/v1/jobs/{id}`.
+/// `POST /playground/api/jobs/{job_id}/cancel`: as `POST /api/pictor/v1/jobs/{id}/cancel`.
+#[handler]
+async fn cancel_post(
+    req: &Request,
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Path(job_id): Path<String>,
+) -> Response {
+    let result = async {
+        let user = session_user(&state, jar)?;
+        check_csrf(&state, req, jar)?;
+        let snap = service::cancel(&state, user.id, &job_id).await?;
+        Ok(Json(job_view(&state, &snap)))
+    }
+    .await;
+    reply(result)
+}
+
+/// `GET /playground/api/jobs/{job_id}?wait=1..90&wait_for=finish|progress&since=…`: the job, as
+/// `GET /api/pictor/v1/jobs/{id}`.
 #[handler]
 async fn job_get(
     state: Data<&AppState>,
@@ -232,9 +252,16 @@ async fn job_get(
 ) -> Response {
     let result = async {
         let user = session_user(&state, jar)?;
-        job_for_user(&state, user.id, &job_id, q.wait.as_deref())
-            .await
-            .map(Json)
+        job_for_user(
+            &state,
+            user.id,
+            &job_id,
+            q.wait.as_deref(),
+            q.wait_for.as_deref(),
+            q.since.map(|s| s.chars().take(64).collect()),
+        )
+        .await
+        .map(Json)
     }
     .await;
     reply(result)
@@ -272,7 +299,7 @@ async fn generate_post(
                 ),
             })?;
         let input = GenerateInput::from_json_body(&json_object(&bytes)?)?;
-        let job = create_generate(&state, user.id, input).await?;
+        let job = service::create_generate(&state, user.id, input.0).await?;
         Ok(created(&state, &job))
     }
     .await;
@@ -431,13 +458,13 @@ async fn edit_post(
             (None, None) => return Err(no_photo()),
         };
         // Cheap checks first, so a busy or broke user does not make us decode 20 MB.
-        let cost = edit_precheck(&state, &user)?;
+        service::precheck_edit(&state, &user)?;
         let bytes = match source {
             Source::Upload(bytes) => bytes,
             Source::Job(id) => source_picture(&state, user.id, &id).await?,
         };
         check_upload_size(bytes.len())?;
-        let job = create_edit(&state, user.id, prompt, bytes, cost).await?;
+        let job = service::create_edit(&state, user.id, prompt, bytes).await?;
         Ok(created(&state, &job))
     }
     .await;
@@ -511,7 +538,19 @@ async fn gallery_get(
             .flatten();
         Ok(Json(GalleryPage {
             ok: true,
-            pictures: jobs.iter().map(|j| job_view(&state, j, balance)).collect(),
+            pictures: jobs
+                .into_iter()
+                .map(|job| {
+                    job_view(
+                        &state,
+                        &Snapshot {
+                            job,
+                            balance,
+                            live: None,
+                        },
+                    )
+                })
+                .collect(),
             next_before,
         }))
     }

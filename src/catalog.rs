@@ -1,4 +1,5 @@
-//! The model catalog (ids, display names, aliases, default prices) and output ratios.
+//! The model catalogue (ids, display names, aliases, default prices) and output ratios. Shared by
+//! the store (prices keyed by model id), the job service and the renderers.
 
 use std::fmt;
 
@@ -73,6 +74,21 @@ impl Model {
         let short =
             ((long as u64 * a.min(b) as u64 * 2 + a.max(b) as u64) / (2 * a.max(b) as u64)) as u32;
         if a >= b { (long, short) } else { (short, long) }
+    }
+}
+
+// Stored and sent as the model id; any alias is read back as its model.
+impl serde::Serialize for Model {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.id())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Model {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Model::parse(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown model {name:?}")))
     }
 }
 

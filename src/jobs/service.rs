@@ -1,0 +1,318 @@
+//! The job service: everything a client does with jobs (create a generation or an edit, read one
+//! with a long-poll, cancel it, list the history), called by the image API and the playground
+//! alike. Handlers parse HTTP and turn [`JobError`] into their error bodies; the rules live here.
+
+use std::time::Duration;
+
+use rand::RngExt;
+
+use super::LiveStatus;
+use crate::catalog::{Model, Ratio};
+use crate::render::{self, DecodeLimits};
+use crate::state::AppState;
+use crate::store::{
+    CancelOutcome, CreateJobError, JobId, JobKind, JobModel, JobRecord, JobStatus, NewJob,
+    StoreError, UserRecord,
+};
+
+/// A validated generation request.
+#[derive(Debug, Clone)]
+pub struct Generate {
+    pub prompt: String,
+    pub model: Model,
+    pub ratio: Ratio,
+    pub enhance: bool,
+    pub seed: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error(transparent)]
+    Create(#[from] CreateJobError),
+    /// The photo of an edit is not a picture Pictor takes.
+    #[error("{0}")]
+    InvalidImage(String),
+    /// No such job, or another user's.
+    #[error("no such job")]
+    NotFound,
+    /// Cancel of a job that already ended (done, or failed for another reason).
+    #[error("the job has already finished ({})", .0.status.as_str())]
+    Finished(Box<JobRecord>),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+fn internal(e: impl std::fmt::Display) -> JobError {
+    JobError::Internal(e.to_string())
+}
+
+/// A job as its owner sees it: the stored record, the balance now, and (while unfinished) its
+/// queue position, ETA and progress.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub job: JobRecord,
+    pub balance: i64,
+    pub live: Option<LiveStatus>,
+}
+
+impl Snapshot {
+    /// What a progress display shows, as a short string that changes whenever it does:
+    /// `<status>.<queue position>.<progress in thousandths>`.
+    pub fn state_token(&self) -> String {
+        let live = self.live.unwrap_or_default();
+        format!(
+            "{}.{}.{}",
+            self.job.status.as_str(),
+            live.queue_position.unwrap_or(0),
+            live.progress.map_or(0, |p| (p * 1000.0).round() as u32)
+        )
+    }
+}
+
+pub fn random_seed() -> u64 {
+    rand::rng().random::<u32>() as u64
+}
+
+/// Creates a queued generation: the prompt is enhanced (when asked) on the decode pool, and the
+/// job is created (price read and balance checked in that transaction) and submitted.
+pub async fn create_generate(
+    state: &AppState,
+    user_id: u64,
+    input: Generate,
+) -> Result<JobRecord, JobError> {
+    let enhanced_prompt = if input.enhance {
+        let (prompt, seed) = (input.prompt.clone(), input.seed);
+        state
+            .decode_pool
+            .spawn(move || render::enhance::enhance(&prompt, seed))
+            .await
+            .map_err(internal)?
+    } else {
+        None
+    };
+    let new = NewJob {
+        id: JobId::new(),
+        user_id,
+        model: JobModel::Generate(input.model),
+        ratio: input.ratio.as_str().to_string(),
+        prompt: input.prompt,
+        enhance: input.enhance,
+        enhanced_prompt,
+        seed: input.seed,
+    };
+    create(state, new).await
+}
+
+/// The checks an edit can fail before its upload is read: an active job, or a balance below the
+/// edit price (checked again when the job is created).
+pub fn precheck_edit(state: &AppState, user: &UserRecord) -> Result<(), JobError> {
+    let cost = JobModel::Edit.price(&state.store.settings()?);
+    if let Some(active) = state.store.active_job(user.id)? {
+        return Err(CreateJobError::Busy(active).into());
+    }
+    if user.balance < cost as i64 {
+        return Err(CreateJobError::InsufficientCredits {
+            cost,
+            balance: user.balance,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// Checks the photo (format by content, pixel limits), stores it durably and creates the queued
+/// edit job.
+pub async fn create_edit(
+    state: &AppState,
+    user_id: u64,
+    prompt: String,
+    bytes: Vec<u8>,
+) -> Result<JobRecord, JobError> {
+    let (bytes, checked) = state
+        .decode_pool
+        .spawn(move || {
+            let checked = render::decode::inspect(&bytes, &DecodeLimits::default());
+            (bytes, checked)
+        })
+        .await
+        .map_err(internal)?;
+    let info = checked.map_err(|e| JobError::InvalidImage(e.to_string()))?;
+    tracing::debug!(
+        format = info.format,
+        width = info.width,
+        height = info.height,
+        "edit upload accepted"
+    );
+
+    let id = JobId::new();
+    let dir = state.config.sources_dir();
+    let name = super::source_path(&dir, id);
+    let file_name = name
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    tokio::task::spawn_blocking(move || super::write_durably(&dir, &file_name, &bytes))
+        .await
+        .map_err(internal)?
+        .map_err(internal)?;
+    let new = NewJob {
+        id,
+        user_id,
+        model: JobModel::Edit,
+        ratio: format!("{}x{}", info.width, info.height),
+        prompt,
+        enhance: false,
+        enhanced_prompt: None,
+        seed: random_seed(),
+    };
+    match create(state, new).await {
+        Ok(job) => Ok(job),
+        Err(e) => {
+            let _ = tokio::fs::remove_file(&name).await;
+            Err(e)
+        }
+    }
+}
+
+async fn create(state: &AppState, new: NewJob) -> Result<JobRecord, JobError> {
+    let now = state.clock.now();
+    let job = state.store.call(move |s| s.create_job(new, now)).await?;
+    state.metrics.job_created(job.model.id());
+    state.jobs.submit(job.clone());
+    Ok(job)
+}
+
+/// What a long-poll waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitFor {
+    /// The job is done or failed.
+    Finish,
+    /// Anything a progress display shows (progress, queue position, status) to differ from the
+    /// state the caller saw last ([`Snapshot::state_token`]); without one, the next change.
+    Change { since: Option<String> },
+}
+
+fn owned(state: &AppState, user_id: u64, id: JobId) -> Result<JobRecord, JobError> {
+    state
+        .store
+        .job(id)?
+        .filter(|j| j.user_id == user_id)
+        .ok_or(JobError::NotFound)
+}
+
+fn snapshot(state: &AppState, job: JobRecord) -> Result<Snapshot, JobError> {
+    let balance = state.store.user(job.user_id)?.map_or(0, |u| u.balance);
+    let live = (!job.status.is_terminal())
+        .then(|| state.jobs.live_status(job.job_id()))
+        .flatten();
+    Ok(Snapshot { job, balance, live })
+}
+
+/// A user's job by its id; with `wait`, held until it finishes (or changes, for
+/// [`WaitFor::Change`]) or the wait elapses. Another user's job is [`JobError::NotFound`].
+pub async fn get(
+    state: &AppState,
+    user_id: u64,
+    job_id: &str,
+    wait: Option<(Duration, WaitFor)>,
+) -> Result<Snapshot, JobError> {
+    let id = JobId::parse(job_id).ok_or(JobError::NotFound)?;
+    // Subscribe before reading, so a change between the read and the wait is not missed.
+    let mut sub = state.jobs.watchers().subscribe(id);
+    let mut job = owned(state, user_id, id)?;
+    let Some((wait, what)) = wait else {
+        return snapshot(state, job);
+    };
+    let deadline = tokio::time::Instant::now() + wait;
+    match what {
+        WaitFor::Finish => {
+            if !job.status.is_terminal()
+                && tokio::time::timeout_at(deadline, sub.finished())
+                    .await
+                    .is_ok()
+            {
+                job = owned(state, user_id, id)?;
+            }
+            snapshot(state, job)
+        }
+        WaitFor::Change { since } => {
+            let mut woke = false;
+            loop {
+                let snap = snapshot(state, job)?;
+                let differs = match &since {
+                    Some(seen) => snap.state_token() != *seen,
+                    None => woke,
+                };
+                if snap.job.status.is_terminal() || differs {
+                    return Ok(snap);
+                }
+                // A wake-up may change nothing shown (an ETA); then wait on.
+                if tokio::time::timeout_at(deadline, sub.changed())
+                    .await
+                    .is_err()
+                {
+                    return Ok(snap);
+                }
+                woke = true;
+                job = owned(state, user_id, id)?;
+            }
+        }
+    }
+}
+
+/// Cancels a user's queued or running job (see [`super::JobEngine::cancel`]). Cancelling a
+/// cancelled job again answers the same; a job that ended otherwise is [`JobError::Finished`].
+pub async fn cancel(state: &AppState, user_id: u64, job_id: &str) -> Result<Snapshot, JobError> {
+    let id = JobId::parse(job_id).ok_or(JobError::NotFound)?;
+    owned(state, user_id, id)?;
+    match state.jobs.cancel(id).await? {
+        CancelOutcome::Cancelled(job) | CancelOutcome::AlreadyCancelled(job) => {
+            snapshot(state, job)
+        }
+        CancelOutcome::Finished(job) => Err(JobError::Finished(Box::new(job))),
+    }
+}
+
+/// Most jobs one history page holds.
+pub const HISTORY_MAX: usize = 100;
+
+/// Which jobs a history page lists.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HistoryQuery {
+    pub status: Option<JobStatus>,
+    pub kind: Option<JobKind>,
+    /// Only jobs older than this one (the previous page's cursor).
+    pub before: Option<JobId>,
+    /// 1 to [`HISTORY_MAX`].
+    pub limit: usize,
+}
+
+/// One page of a user's jobs, newest first, and the cursor of the next page.
+pub async fn history(
+    state: &AppState,
+    user_id: u64,
+    q: HistoryQuery,
+) -> Result<(Vec<Snapshot>, Option<JobId>), JobError> {
+    let limit = q.limit.clamp(1, HISTORY_MAX);
+    let keep = move |j: &JobRecord| {
+        q.status.is_none_or(|s| s == j.status) && q.kind.is_none_or(|k| k == j.kind)
+    };
+    let (jobs, more) = state
+        .store
+        .call(move |s| s.user_jobs_page(user_id, q.before, limit, keep))
+        .await?;
+    let next = more.then(|| jobs.last().map(JobRecord::job_id)).flatten();
+    let balance = state.store.user(user_id)?.map_or(0, |u| u.balance);
+    let snapshots = jobs
+        .into_iter()
+        .map(|job| {
+            let live = (!job.status.is_terminal())
+                .then(|| state.jobs.live_status(job.job_id()))
+                .flatten();
+            Snapshot { job, balance, live }
+        })
+        .collect();
+    Ok((snapshots, next))
+}

@@ -11,7 +11,8 @@ use std::time::Duration;
 use base64::Engine;
 use pictor::render::backends::{Router, parse_backends_toml};
 use pictor::render::{
-    EditSpec, GenerateSpec, Model, Picture, ProceduralRenderer, Ratio, RenderError, Renderer,
+    EditSpec, GenerateSpec, Model, Picture, ProceduralRenderer, Ratio, RenderControl, RenderError,
+    Renderer,
 };
 use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::web::{Data, Json, Multipart};
@@ -28,6 +29,9 @@ enum Mode {
     Slow,
     /// Fails once with 500, then succeeds.
     Flaky,
+    /// Renders 16 steps of 50 ms, reporting them on `/sdapi/v1/progress` and stopping early on
+    /// `/sdapi/v1/interrupt`, as A1111 does.
+    Steps,
 }
 
 #[derive(Clone)]
@@ -35,7 +39,12 @@ struct State {
     mode: Mode,
     hits: Arc<AtomicUsize>,
     seen: Arc<std::sync::Mutex<Vec<Value>>>,
+    /// Steps done by the render in progress (Mode::Steps).
+    step: Arc<AtomicUsize>,
+    interrupts: Arc<AtomicUsize>,
 }
+
+const STEPS: usize = 16;
 
 /// A 300x200 PNG (deliberately not the size asked for), base64.
 fn fake_image() -> String {
@@ -64,7 +73,38 @@ async fn answer(state: &State, ok: Value) -> Response {
             tokio::time::sleep(Duration::from_secs(5)).await;
             Json(ok).into_response()
         }
+        Mode::Steps => {
+            state.step.store(0, Ordering::SeqCst);
+            for i in 1..=STEPS {
+                if state.interrupts.load(Ordering::SeqCst) > 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                state.step.store(i, Ordering::SeqCst);
+            }
+            Json(ok).into_response()
+        }
     }
+}
+
+/// A1111's `GET /sdapi/v1/progress`: the running job's fraction done.
+#[handler]
+async fn progress(state: Data<&State>) -> Json<Value> {
+    let step = state.step.load(Ordering::SeqCst);
+    Json(json!({
+        "progress": step as f64 / STEPS as f64,
+        "eta_relative": 0.0,
+        "state": {"sampling_step": step, "sampling_steps": STEPS, "interrupted": false},
+        "current_image": null,
+        "textinfo": null
+    }))
+}
+
+/// A1111's `POST /sdapi/v1/interrupt`.
+#[handler]
+async fn interrupt(state: Data<&State>) -> Json<Value> {
+    state.interrupts.fetch_add(1, Ordering::SeqCst);
+    Json(json!({}))
 }
 
 #[handler]
@@ -121,12 +161,16 @@ async fn fake(mode: Mode) -> Fake {
         mode,
         hits: Arc::new(AtomicUsize::new(0)),
         seen: Arc::new(std::sync::Mutex::new(Vec::new())),
+        step: Arc::new(AtomicUsize::new(0)),
+        interrupts: Arc::new(AtomicUsize::new(0)),
     };
     let app = Route::new()
         .at("/v1/images/generations", post(generations))
         .at("/v1/images/edits", post(edits))
         .at("/sdapi/v1/txt2img", post(txt2img))
         .at("/sdapi/v1/img2img", post(img2img))
+        .at("/sdapi/v1/progress", poem::get(progress))
+        .at("/sdapi/v1/interrupt", post(interrupt))
         .data(state.clone());
     let acceptor = TcpListener::bind("127.0.0.1:0")
         .into_acceptor()
@@ -284,6 +328,72 @@ async fn a_slow_server_times_out() {
     );
     // Two attempts of one second each, not the server's five.
     assert!(started.elapsed() < Duration::from_secs(4));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a1111_progress_is_the_jobs_and_a_cancel_interrupts_it() {
+    let f = fake(Mode::Steps).await;
+    let r = Arc::new(router("a1111", &f.url, ""));
+    // Progress: read from /sdapi/v1/progress while the request runs, never going back.
+    let control = RenderControl::default();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let watcher = {
+        let (control, seen) = (control.clone(), seen.clone());
+        tokio::spawn(async move {
+            for _ in 0..200 {
+                seen.lock().unwrap().push(control.progress());
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let (r2, c2) = (r.clone(), control.clone());
+    let picture = tokio::task::spawn_blocking(move || r2.generate_with(&spec(Model::Artist), &c2))
+        .await
+        .unwrap()
+        .unwrap();
+    watcher.abort();
+    assert_eq!((picture.width(), picture.height()), (1536, 864));
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    let distinct: std::collections::BTreeSet<u64> = seen
+        .iter()
+        .filter(|p| **p > 0.0)
+        .map(|p| (p * 1000.0) as u64)
+        .collect();
+    assert!(
+        distinct.len() >= 2,
+        "A1111's progress was followed: {seen:?}"
+    );
+    assert_eq!(f.state.interrupts.load(Ordering::SeqCst), 0);
+
+    // Cancel: the call ends with `Cancelled` and A1111 is told to interrupt.
+    let control = RenderControl::default();
+    let c2 = control.clone();
+    let call = tokio::task::spawn_blocking(move || r.generate_with(&spec(Model::Artist), &c2));
+    for _ in 0..100 {
+        if f.state.step.load(Ordering::SeqCst) >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    control.cancel();
+    let err = call.await.unwrap().unwrap_err();
+    assert!(matches!(err, RenderError::Cancelled), "{err:?}");
+    for _ in 0..100 {
+        if f.state.interrupts.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        f.state.interrupts.load(Ordering::SeqCst),
+        1,
+        "interrupted once"
+    );
+    assert!(
+        f.state.step.load(Ordering::SeqCst) < STEPS,
+        "the server stopped its render"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

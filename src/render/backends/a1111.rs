@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::http::{self, Body};
 use super::{BackendConfig, png_bytes};
-use crate::render::{EditSpec, GenerateSpec, RenderError};
+use crate::render::{EditSpec, GenerateSpec, RenderControl, RenderError};
 
 /// Stable Diffusion wants sides in multiples of 8; the answer is resized to the exact size.
 fn round8(v: u32) -> u32 {
@@ -36,10 +36,11 @@ pub fn txt2img(
     spec: &GenerateSpec,
     w: u32,
     h: u32,
+    control: &RenderControl,
 ) -> Result<Vec<u8>, RenderError> {
     let body = common(cfg, &spec.prompt, spec.seed, w, h);
     let url = format!("{}/sdapi/v1/txt2img", http::base(&cfg.url));
-    let answer = http::post(cfg, &url, &Body::Json(body))?;
+    let answer = http::post(cfg, &url, &Body::Json(body), control)?;
     http::b64_image(&answer, "/images/0")
 }
 
@@ -47,6 +48,7 @@ pub fn img2img(
     cfg: &BackendConfig,
     spec: &EditSpec,
     source: &RgbaImage,
+    control: &RenderControl,
 ) -> Result<Vec<u8>, RenderError> {
     let png = png_bytes(source)?;
     let mut body = common(
@@ -59,6 +61,6 @@ pub fn img2img(
     body["init_images"] = json!([base64::engine::general_purpose::STANDARD.encode(png)]);
     body["denoising_strength"] = json!(cfg.denoising_strength.unwrap_or(0.55));
     let url = format!("{}/sdapi/v1/img2img", http::base(&cfg.url));
-    let answer = http::post(cfg, &url, &Body::Json(body))?;
+    let answer = http::post(cfg, &url, &Body::Json(body), control)?;
     http::b64_image(&answer, "/images/0")
 }

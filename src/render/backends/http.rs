@@ -4,8 +4,11 @@
 
 use std::time::Duration;
 
-use super::BackendConfig;
-use crate::render::RenderError;
+use super::{BackendConfig, BackendKind};
+use crate::render::{RenderControl, RenderError};
+
+/// How often a running call looks for a cancel (and asks A1111 for its progress).
+const WATCH_EVERY: Duration = Duration::from_millis(200);
 
 /// What a finished attempt says.
 enum Attempt {
@@ -16,6 +19,8 @@ enum Attempt {
     Busy(String, Option<Duration>),
     /// Final (4xx, unusable answer).
     Fail(String),
+    /// The job was cancelled; the request was abandoned (and A1111 interrupted).
+    Cancelled,
 }
 
 /// A request body.
@@ -28,8 +33,15 @@ pub enum Body {
     },
 }
 
-/// POSTs `body` to `url` under `cfg`'s timeout and retry policy; returns the JSON answer.
-pub fn post(cfg: &BackendConfig, url: &str, body: &Body) -> Result<serde_json::Value, RenderError> {
+/// POSTs `body` to `url` under `cfg`'s timeout and retry policy; returns the JSON answer. A
+/// cancel through `control` abandons the call within [`WATCH_EVERY`] (A1111 is sent
+/// `/sdapi/v1/interrupt`); while an A1111 call runs, its `/sdapi/v1/progress` is the job's.
+pub fn post(
+    cfg: &BackendConfig,
+    url: &str,
+    body: &Body,
+    control: &RenderControl,
+) -> Result<serde_json::Value, RenderError> {
     let attempts = cfg.retries + 1;
     let mut last: Option<Attempt> = None;
     for n in 0..attempts {
@@ -38,12 +50,26 @@ pub fn post(cfg: &BackendConfig, url: &str, body: &Body) -> Result<serde_json::V
                 Some(Attempt::Busy(_, Some(after))) => *after,
                 _ => Duration::from_millis(cfg.backoff_ms.saturating_mul(1 << (n - 1).min(10))),
             };
-            std::thread::sleep(wait.min(Duration::from_secs(30)));
+            let until = std::time::Instant::now() + wait.min(Duration::from_secs(30));
+            while std::time::Instant::now() < until {
+                if control.is_cancelled() {
+                    return Err(RenderError::Cancelled);
+                }
+                std::thread::sleep(
+                    until
+                        .saturating_duration_since(std::time::Instant::now())
+                        .min(WATCH_EVERY),
+                );
+            }
         }
-        let attempt = run(cfg, url, body);
+        if control.is_cancelled() {
+            return Err(RenderError::Cancelled);
+        }
+        let attempt = run(cfg, url, body, control);
         match attempt {
             Attempt::Done(v) => return Ok(v),
             Attempt::Fail(msg) => return Err(RenderError::Failed(msg)),
+            Attempt::Cancelled => return Err(RenderError::Cancelled),
             other => last = Some(other),
         }
     }
@@ -54,7 +80,7 @@ pub fn post(cfg: &BackendConfig, url: &str, body: &Body) -> Result<serde_json::V
     })
 }
 
-fn run(cfg: &BackendConfig, url: &str, body: &Body) -> Attempt {
+fn run(cfg: &BackendConfig, url: &str, body: &Body, control: &RenderControl) -> Attempt {
     let timeout = Duration::from_secs(cfg.timeout_secs);
     std::thread::scope(|s| {
         let worker = s.spawn(|| {
@@ -65,12 +91,70 @@ fn run(cfg: &BackendConfig, url: &str, body: &Body) -> Attempt {
                 Ok(rt) => rt,
                 Err(e) => return Attempt::Fail(format!("cannot start the HTTP client: {e}")),
             };
-            rt.block_on(attempt(cfg, url, body, timeout))
+            rt.block_on(async {
+                tokio::select! {
+                    done = attempt(cfg, url, body, timeout) => done,
+                    () = watch(cfg, control) => Attempt::Cancelled,
+                }
+            })
         });
         worker
             .join()
             .unwrap_or_else(|_| Attempt::Fail("the backend call crashed".into()))
     })
+}
+
+/// Resolves once the job is cancelled (after interrupting A1111); meanwhile copies A1111's
+/// progress to the job.
+async fn watch(cfg: &BackendConfig, control: &RenderControl) {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .ok();
+    loop {
+        tokio::time::sleep(WATCH_EVERY).await;
+        let a1111 = cfg.kind == BackendKind::A1111;
+        if control.is_cancelled() {
+            if a1111 && let Some(client) = &client {
+                let url = format!("{}/sdapi/v1/interrupt", base(&cfg.url));
+                let _ = authorized(cfg, client.post(url)).send().await;
+            }
+            return;
+        }
+        if a1111 && let Some(client) = &client {
+            let url = format!(
+                "{}/sdapi/v1/progress?skip_current_image=true",
+                base(&cfg.url)
+            );
+            let progress = match authorized(cfg, client.get(url)).send().await {
+                Ok(r) if r.status().is_success() => r.json::<serde_json::Value>().await.ok(),
+                _ => None,
+            };
+            if let Some(p) = progress
+                .as_ref()
+                .and_then(|v| v.get("progress"))
+                .and_then(serde_json::Value::as_f64)
+                .filter(|p| *p > 0.0 && *p <= 1.0)
+            {
+                control.set_progress(0.05 + 0.9 * p);
+            }
+        }
+    }
+}
+
+/// The request with the backend's credentials (`api_key_env`): basic auth `user:password` for
+/// A1111's `--api-auth`, a bearer token otherwise.
+fn authorized(cfg: &BackendConfig, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    if let Some(var) = &cfg.api_key_env
+        && let Ok(key) = std::env::var(var)
+        && !key.is_empty()
+    {
+        return match (cfg.kind, key.split_once(':')) {
+            (BackendKind::A1111, Some((user, pass))) => req.basic_auth(user, Some(pass)),
+            _ => req.bearer_auth(key),
+        };
+    }
+    req
 }
 
 async fn attempt(cfg: &BackendConfig, url: &str, body: &Body, timeout: Duration) -> Attempt {
@@ -82,17 +166,8 @@ async fn attempt(cfg: &BackendConfig, url: &str, body: &Body, timeout: Duration)
         Ok(c) => c,
         Err(e) => return Attempt::Fail(format!("cannot build the HTTP client: {e}")),
     };
-    let mut req = client.post(url);
-    if let Some(var) = &cfg.api_key_env
-        && let Ok(key) = std::env::var(var)
-        && !key.is_empty()
-    {
-        req = match (cfg.kind, key.split_once(':')) {
-            (super::BackendKind::A1111, Some((user, pass))) => req.basic_auth(user, Some(pass)),
-            _ => req.bearer_auth(key),
-        };
-    }
-    req = match body {
+    let req = authorized(cfg, client.post(url));
+    let req = match body {
         Body::Json(v) => req.json(v),
         Body::Multipart { fields, file } => {
             let boundary = format!("pictor-{:016x}", fnv(url.as_bytes()) ^ file.3.len() as u64);

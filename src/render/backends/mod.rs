@@ -24,7 +24,7 @@ use image::RgbaImage;
 pub use config::{BackendConfig, BackendKind, BackendsConfig, parse_backends_toml};
 
 use super::decode::{self, DecodeLimits};
-use super::{EditSpec, GenerateSpec, Model, Picture, RenderError, Renderer, edit};
+use super::{EditSpec, GenerateSpec, Model, Picture, RenderControl, RenderError, Renderer, edit};
 
 /// Sends configured models (and edits) to their inference servers, the rest to `fallback`.
 pub struct Router {
@@ -61,54 +61,44 @@ impl Renderer for Router {
         }
     }
 
+    /// A remote render follows `control`: a cancel abandons the request (A1111 is
+    /// interrupted) and A1111's own progress is the job's.
     fn generate_with(
         &self,
         spec: &GenerateSpec,
-        control: &super::RenderControl,
+        control: &RenderControl,
     ) -> Result<Picture, RenderError> {
-        if self.models.contains_key(&spec.model) {
-            self.generate(spec)
-        } else {
-            self.fallback.generate_with(spec, control)
-        }
-    }
-
-    fn edit_with(
-        &self,
-        spec: &EditSpec,
-        control: &super::RenderControl,
-    ) -> Result<Picture, RenderError> {
-        if self.edit.is_some() {
-            self.edit(spec)
-        } else {
-            self.fallback.edit_with(spec, control)
-        }
-    }
-
-    fn generate(&self, spec: &GenerateSpec) -> Result<Picture, RenderError> {
         let Some(cfg) = self.models.get(&spec.model) else {
-            return self.fallback.generate(spec);
+            return self.fallback.generate_with(spec, control);
         };
         let (w, h) = spec.model.dimensions(spec.ratio.resolve_auto(&spec.prompt));
         let bytes = match cfg.kind {
-            BackendKind::OpenAi => openai::generate(cfg, spec, w, h),
-            BackendKind::A1111 => a1111::txt2img(cfg, spec, w, h),
+            BackendKind::OpenAi => openai::generate(cfg, spec, w, h, control),
+            BackendKind::A1111 => a1111::txt2img(cfg, spec, w, h, control),
         }?;
         Ok(Picture(fit_exact(decode_result(&bytes)?, w, h)))
     }
 
-    fn edit(&self, spec: &EditSpec) -> Result<Picture, RenderError> {
+    fn edit_with(&self, spec: &EditSpec, control: &RenderControl) -> Result<Picture, RenderError> {
         let Some(cfg) = &self.edit else {
-            return self.fallback.edit(spec);
+            return self.fallback.edit_with(spec, control);
         };
         let source = decode::decode(&spec.source, &DecodeLimits::default())?;
         let (w, h) =
             edit::resized_dimensions(source.width(), source.height(), edit::Resize::Scale(1.0));
         let bytes = match cfg.kind {
-            BackendKind::OpenAi => openai::edit(cfg, spec, &source),
-            BackendKind::A1111 => a1111::img2img(cfg, spec, &source),
+            BackendKind::OpenAi => openai::edit(cfg, spec, &source, control),
+            BackendKind::A1111 => a1111::img2img(cfg, spec, &source, control),
         }?;
         Ok(Picture(fit_exact(decode_result(&bytes)?, w, h)))
+    }
+
+    fn generate(&self, spec: &GenerateSpec) -> Result<Picture, RenderError> {
+        self.generate_with(spec, &RenderControl::default())
+    }
+
+    fn edit(&self, spec: &EditSpec) -> Result<Picture, RenderError> {
+        self.edit_with(spec, &RenderControl::default())
     }
 }
 

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::config::parse_size;
 use super::http::{self, Body};
 use super::{BackendConfig, png_bytes};
-use crate::render::{EditSpec, GenerateSpec, RenderError};
+use crate::render::{EditSpec, GenerateSpec, RenderControl, RenderError};
 
 fn size(cfg: &BackendConfig, w: u32, h: u32) -> String {
     match &cfg.size {
@@ -21,6 +21,7 @@ pub fn generate(
     spec: &GenerateSpec,
     w: u32,
     h: u32,
+    control: &RenderControl,
 ) -> Result<Vec<u8>, RenderError> {
     let mut body = json!({
         "prompt": spec.prompt,
@@ -33,7 +34,7 @@ pub fn generate(
         body["model"] = json!(model);
     }
     let url = format!("{}/v1/images/generations", http::base(&cfg.url));
-    let answer = http::post(cfg, &url, &Body::Json(body))?;
+    let answer = http::post(cfg, &url, &Body::Json(body), control)?;
     http::b64_image(&answer, "/data/0/b64_json")
 }
 
@@ -41,6 +42,7 @@ pub fn edit(
     cfg: &BackendConfig,
     spec: &EditSpec,
     source: &RgbaImage,
+    control: &RenderControl,
 ) -> Result<Vec<u8>, RenderError> {
     let png = png_bytes(source)?;
     let mut fields = vec![
@@ -65,6 +67,6 @@ pub fn edit(
         ),
     };
     let url = format!("{}/v1/images/edits", http::base(&cfg.url));
-    let answer = http::post(cfg, &url, &body)?;
+    let answer = http::post(cfg, &url, &body, control)?;
     http::b64_image(&answer, "/data/0/b64_json")
 }

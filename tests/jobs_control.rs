@@ -48,6 +48,17 @@ async fn until(s: &TestServer, key: &str, job_id: &str, pred: impl Fn(&Value) ->
     panic!("job {job_id} never reached the state");
 }
 
+/// Waits until the user has no active job (a cancelled render has stopped).
+async fn idle(s: &TestServer, key: &str) {
+    for _ in 0..500 {
+        if s.me(key).await["active_job"].is_null() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the user's active job never ended");
+}
+
 fn ledger_of(s: &TestServer, email: &str) -> Vec<pictor::store::LedgerEntry> {
     let user = s
         .store()
@@ -126,12 +137,16 @@ async fn cancel_queued_and_running_jobs_returns_credits_exactly_once() {
     assert_eq!(v["error_code"], "cancelled");
     assert_eq!(v["balance"], 10);
     assert_eq!(s.me(&a).await["daily_used"], 0);
-    // The user may start another job while the cancelled render winds down.
+    // This render ignores cancels (the gate holds it): until it stops, the user's next job
+    // waits, so a cancelled render never runs beside a new one.
+    let busy = s.generate(&a, json!({"prompt": "third"})).await;
+    assert_error(&busy, 409, "job_busy");
+    // The gate lets the cancelled render finish: its picture is thrown away, the job stays
+    // cancelled, the credits are not returned twice, and the active slot is released.
+    gate.open();
+    idle(&s, &a).await;
     let (st, next) = s.generate(&a, json!({"prompt": "third"})).await;
     assert_eq!(st, 202, "{next}");
-    // The gate lets the cancelled render finish: its picture is thrown away, the job stays
-    // cancelled, the credits are not returned twice.
-    gate.open();
     let done = s.finish(&a, &id(&next)).await;
     assert_eq!(done["status"], "done");
     assert_eq!(done["balance"], 9);
@@ -154,6 +169,59 @@ async fn cancel_queued_and_running_jobs_returns_credits_exactly_once() {
         "b was never charged"
     );
     s.assert_books_balanced();
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_edit_leaves_no_upload_behind() {
+    let gate = Gate::default();
+    let s = TestServer::start_with(Options {
+        renderer: Arc::new(gate.clone()),
+        render_workers: 1,
+        ..Options::default()
+    })
+    .await;
+    let (_, a) = s.user("a@example.com", 10, false);
+    let (_, b) = s.user("b@example.com", 10, false);
+    let (_, ja) = s.generate(&a, json!({"prompt": "holds the slot"})).await;
+    until(&s, &a, &id(&ja), |v| v["status"] == "running").await;
+    let uploads = |s: &TestServer| {
+        std::fs::read_dir(s.data_dir().join("sources"))
+            .map(|d| d.filter_map(Result::ok).count())
+            .unwrap_or(0)
+    };
+    let r = s
+        .client
+        .post(s.url("/api/pictor/v1/edit"))
+        .bearer_auth(&b)
+        .multipart(
+            reqwest::multipart::Form::new()
+                .part(
+                    "image",
+                    reqwest::multipart::Part::bytes(common::png_bytes(64, 48))
+                        .file_name("a.png")
+                        .mime_str("image/png")
+                        .unwrap(),
+                )
+                .text("prompt", "make it black and white"),
+        )
+        .send()
+        .await
+        .unwrap();
+    let (st, e) = status_json(r).await;
+    assert_eq!(st, 202, "{e}");
+    assert_eq!(uploads(&s), 1, "the upload is kept while the edit waits");
+    let (st, v) = cancel(&s, &b, &id(&e)).await;
+    assert_eq!(st, 200, "{v}");
+    for _ in 0..200 {
+        if uploads(&s) == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(uploads(&s), 0, "a cancelled edit's upload is deleted");
+    gate.open();
+    s.finish(&a, &id(&ja)).await;
     s.stop().await;
 }
 
@@ -339,6 +407,7 @@ async fn two_hundred_cancel_versus_finish_races_keep_the_books() {
         }
         let (st, v) = cancel(&s, &key, &j).await;
         let end = s.finish(&key, &j).await;
+        idle(&s, &key).await;
         match st {
             200 => {
                 assert_eq!(v["error_code"], "cancelled", "{v}");
@@ -406,6 +475,7 @@ async fn history_lists_own_jobs_newest_first_with_filters_and_cursor() {
             let _ = cancel(&s, &key, &ids[2]).await;
         }
         s.finish(&key, &ids[i]).await;
+        idle(&s, &key).await;
     }
     let r = s
         .client

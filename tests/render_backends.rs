@@ -333,7 +333,15 @@ async fn a_slow_server_times_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a1111_progress_is_the_jobs_and_a_cancel_interrupts_it() {
     let f = fake(Mode::Steps).await;
-    let r = Arc::new(router("a1111", &f.url, ""));
+    // A timeout far above the render's 0.8 s, so a busy machine cannot turn it into a retry.
+    let toml = format!(
+        "[models.artist]\nkind = \"a1111\"\nurl = \"{}\"\nretries = 0\ntimeout_secs = 30\n",
+        f.url
+    );
+    let r = Arc::new(Router::new(
+        parse_backends_toml(&toml).unwrap(),
+        Arc::new(ProceduralRenderer),
+    ));
     // Progress: read from /sdapi/v1/progress while the request runs, never going back.
     let control = RenderControl::default();
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));

@@ -196,8 +196,12 @@ impl JobEngine {
         let span = tracing::info_span!("job", job = %id);
         tokio::spawn(
             async move {
+                let edit = job.kind == JobKind::Edit;
                 run(&inner, job, control, cancelled).await;
                 lock(&inner.live).remove(&id);
+                if edit {
+                    forget_source(&inner, id).await;
+                }
                 inner.alive.fetch_sub(1, Ordering::SeqCst);
                 inner.watchers.finished(id);
             }
@@ -288,6 +292,19 @@ impl JobEngine {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         true
+    }
+}
+
+/// Deletes an edit's upload once its job has ended in the store, however it ended (done,
+/// failed, cancelled while queued, refused at start). A job the store could not finish keeps its
+/// upload for the run after the next start.
+async fn forget_source(inner: &Inner, id: JobId) {
+    let ended = matches!(
+        inner.store.call(move |s| s.job(id)).await,
+        Ok(Some(job)) if job.status.is_terminal()
+    );
+    if ended {
+        let _ = tokio::fs::remove_file(source_path(&inner.sources_dir, id)).await;
     }
 }
 
@@ -392,21 +409,27 @@ async fn finish(inner: &Inner, id: JobId, outcome: FinishOutcome) {
     }
 }
 
-/// Marks a job as waiting in the queue (`Some`) or out of it, and tells the other waiting jobs'
-/// watchers that their places moved.
-fn set_queued(inner: &Inner, id: JobId, queued: bool) {
-    let mut live = lock(&inner.live);
+/// Puts a job in the queue's arrival order.
+fn enter_queue(inner: &Inner, id: JobId) {
+    if let Some(me) = lock(&inner.live).get_mut(&id) {
+        me.queued = Some(inner.next_seq.fetch_add(1, Ordering::SeqCst));
+    }
+}
+
+/// Takes a job out of the queue (`started`: into a render slot) and wakes the watchers of every
+/// job whose view changed: its own, and those of the jobs still waiting (their places moved).
+fn leave_queue(inner: &Inner, id: JobId, started: bool) {
+    let live = &mut *lock(&inner.live);
     if let Some(me) = live.get_mut(&id) {
-        me.queued = queued.then(|| inner.next_seq.fetch_add(1, Ordering::SeqCst));
-        if !queued {
+        me.queued = None;
+        if started {
             me.started.get_or_insert_with(Instant::now);
         }
     }
-    if !queued {
-        for (other, l) in live.iter() {
-            if l.queued.is_some() {
-                inner.watchers.changed(*other);
-            }
+    inner.watchers.changed(id);
+    for (other, l) in live.iter() {
+        if l.queued.is_some() {
+            inner.watchers.changed(*other);
         }
     }
 }
@@ -421,9 +444,10 @@ async fn run(
     // Bounded queue: beyond `queue_size` waiting jobs, fail at once instead of queueing forever.
     let waiting = inner.waiting.fetch_add(1, Ordering::SeqCst) + 1;
     let guard = WaitingGuard(&inner.waiting);
-    set_queued(inner, id, true);
+    enter_queue(inner, id);
     if waiting > inner.queue_size {
         drop(guard);
+        leave_queue(inner, id, false);
         warn!(job = %id, waiting, "render queue full");
         let message = format!(
             "the render queue is full ({} jobs waiting); try again later",
@@ -445,7 +469,7 @@ async fn run(
         // Cancelled while waiting: the store has it failed already; just leave the queue.
         _ = cancelled.wait_for(|c| *c) => None,
     };
-    set_queued(inner, id, false);
+    leave_queue(inner, id, matches!(acquired, Some(Ok(_))));
     let slot = match acquired {
         None => return,
         Some(Ok(slot)) => slot,
@@ -471,7 +495,11 @@ async fn run(
 
     let now = inner.clock.now();
     let job = match inner.store.call(move |s| s.start_job(id, now)).await {
-        Ok(StartOutcome::Started(job)) => job,
+        Ok(StartOutcome::Started(job)) => {
+            // `queued` → `running` is a change a progress display shows.
+            inner.watchers.changed(id);
+            job
+        }
         Ok(StartOutcome::Failed(job)) => {
             inner.watchers.finished(id);
             inner.metrics.job_finished(
@@ -577,9 +605,6 @@ async fn run(
     }
     info!(job = %id, ms = started.elapsed().as_millis() as u64, "render finished");
     finish(inner, id, outcome).await;
-    if kind == JobKind::Edit {
-        let _ = tokio::fs::remove_file(source_path(&inner.sources_dir, id)).await;
-    }
 }
 
 /// Waits until rendering is not paused, then for a render slot (within the queue timeout). A pause

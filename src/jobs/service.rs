@@ -248,15 +248,18 @@ pub async fn get(
                 if snap.job.status.is_terminal() || differs {
                     return Ok(snap);
                 }
-                // A wake-up may change nothing shown (an ETA); then wait on.
-                if tokio::time::timeout_at(deadline, sub.changed())
-                    .await
-                    .is_err()
-                {
-                    return Ok(snap);
+                // A wake-up may change nothing shown (an ETA); then wait on. Once the task has
+                // ended no change follows (a job the store could not finish stays as it is).
+                match tokio::time::timeout_at(deadline, sub.changed()).await {
+                    Err(_) => return Ok(snap),
+                    Ok(ended) => {
+                        woke = true;
+                        job = owned(state, user_id, id)?;
+                        if ended {
+                            return snapshot(state, job);
+                        }
+                    }
                 }
-                woke = true;
-                job = owned(state, user_id, id)?;
             }
         }
     }

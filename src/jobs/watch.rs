@@ -90,13 +90,18 @@ impl Subscription {
     }
 
     /// Resolves at the first change after the subscription or the previous call (at once if
-    /// one came since).
-    pub async fn changed(&mut self) {
+    /// one came since). `true` when the job's task has ended: no change will follow.
+    pub async fn changed(&mut self) -> bool {
         let start = self.start;
-        if let Some(rx) = self.rx.as_mut()
-            && let Ok(now) = rx.wait_for(|s| s.version > start || s.finished).await
-        {
-            self.start = now.version;
+        let Some(rx) = self.rx.as_mut() else {
+            return true;
+        };
+        match rx.wait_for(|s| s.version > start || s.finished).await {
+            Ok(now) => {
+                self.start = now.version;
+                now.finished
+            }
+            Err(_) => true,
         }
     }
 }

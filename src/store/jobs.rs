@@ -384,9 +384,22 @@ fn close_job(txn: &WriteTransaction, job: &JobRecord) -> Result<(), StoreError> 
     Ok(())
 }
 
-/// Fails a job; if it was charged and not yet refunded, returns its credits and its daily-limit
-/// slot. The only place refunds happen.
+/// Fails a job and closes it (see [`fail_open`]).
 fn fail_in(
+    txn: &WriteTransaction,
+    job: &mut JobRecord,
+    code: FailCode,
+    message: String,
+    now: Millis,
+) -> Result<(), StoreError> {
+    fail_open(txn, job, code, message, now)?;
+    close_job(txn, job)
+}
+
+/// Fails a job; if it was charged and not yet refunded, returns its credits and its daily-limit
+/// slot. The only place refunds happen. The user's active slot and the pending row stay until
+/// [`close_job`] (for a render still winding down).
+fn fail_open(
     txn: &WriteTransaction,
     job: &mut JobRecord,
     code: FailCode,
@@ -418,8 +431,7 @@ fn fail_in(
     job.error_code = Some(code);
     job.error = Some(message);
     job.finished_at = Some(now);
-    write_job(txn, job)?;
-    close_job(txn, job)
+    write_job(txn, job)
 }
 
 impl Store {
@@ -558,7 +570,8 @@ impl Store {
 
     /// `running → done | failed` (and `queued → failed` for jobs that never got a render slot).
     /// A failure refunds exactly once. Finishing an already-finished job (one cancelled while its
-    /// render ran) changes nothing and returns `false` with the job as it is.
+    /// render ran) changes nothing but the closing bookkeeping and returns `false` with the job
+    /// as it is.
     pub fn finish_job(
         &self,
         id: JobId,
@@ -568,6 +581,10 @@ impl Store {
         let txn = self.db().begin_write()?;
         let mut job = read_job(&txn, id.0)?;
         if job.status.is_terminal() {
+            // Cancelled while it rendered: the render has stopped now, so the user's active
+            // slot goes (a no-op when it is gone already).
+            close_job(&txn, &job)?;
+            txn.commit()?;
             return Ok((job, false));
         }
         match outcome {
@@ -609,13 +626,20 @@ impl Store {
                 return Ok(CancelOutcome::AlreadyCancelled(job));
             }
             JobStatus::Done | JobStatus::Failed => return Ok(CancelOutcome::Finished(job)),
-            JobStatus::Queued | JobStatus::Running => {
+            JobStatus::Queued => {
                 let message = if job.charged {
                     "cancelled by its owner; credits returned"
                 } else {
                     "cancelled by its owner before it started; nothing was charged"
                 };
                 fail_in(&txn, &mut job, FailCode::Cancelled, message.into(), now)?;
+                CancelOutcome::Cancelled(job)
+            }
+            // Refunded now; the user's active slot is released when the render has stopped
+            // (`finish_job`), so a cancelled render never runs beside the user's next job.
+            JobStatus::Running => {
+                let message = "cancelled by its owner; credits returned".to_string();
+                fail_open(&txn, &mut job, FailCode::Cancelled, message, now)?;
                 CancelOutcome::Cancelled(job)
             }
         };

@@ -17,7 +17,7 @@ mod http;
 mod openai;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use image::RgbaImage;
 
@@ -31,18 +31,52 @@ pub struct Router {
     fallback: Arc<dyn Renderer>,
     models: HashMap<Model, BackendConfig>,
     edit: Option<BackendConfig>,
+    /// One request at a time per A1111 server (by URL): its progress and interrupt endpoints
+    /// speak of "the" running job, so a job must be the only one Pictor has there. A1111 renders
+    /// one job at a time anyway.
+    a1111_turns: HashMap<String, Arc<Mutex<()>>>,
 }
 
 impl Router {
     pub fn new(config: BackendsConfig, fallback: Arc<dyn Renderer>) -> Router {
-        let models = Model::ALL
+        let models: HashMap<Model, BackendConfig> = Model::ALL
             .into_iter()
             .filter_map(|m| config.for_model(m).map(|c| (m, c.clone())))
+            .collect();
+        let a1111_turns = models
+            .values()
+            .chain(config.edit.as_ref())
+            .filter(|c| c.kind == BackendKind::A1111)
+            .map(|c| (http::base(&c.url).to_string(), Arc::default()))
             .collect();
         Router {
             fallback,
             models,
             edit: config.edit,
+            a1111_turns,
+        }
+    }
+
+    /// Waits for the A1111 server's turn (a cancel ends the wait); other kinds go at once.
+    fn turn(
+        &self,
+        cfg: &BackendConfig,
+        control: &RenderControl,
+    ) -> Result<Option<MutexGuard<'_, ()>>, RenderError> {
+        let Some(lock) = self.a1111_turns.get(http::base(&cfg.url)) else {
+            return Ok(None);
+        };
+        loop {
+            match lock.try_lock() {
+                Ok(guard) => return Ok(Some(guard)),
+                Err(TryLockError::Poisoned(p)) => return Ok(Some(p.into_inner())),
+                Err(TryLockError::WouldBlock) => {
+                    if control.is_cancelled() {
+                        return Err(RenderError::Cancelled);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+            }
         }
     }
 
@@ -72,6 +106,7 @@ impl Renderer for Router {
             return self.fallback.generate_with(spec, control);
         };
         let (w, h) = spec.model.dimensions(spec.ratio.resolve_auto(&spec.prompt));
+        let _turn = self.turn(cfg, control)?;
         let bytes = match cfg.kind {
             BackendKind::OpenAi => openai::generate(cfg, spec, w, h, control),
             BackendKind::A1111 => a1111::txt2img(cfg, spec, w, h, control),
@@ -86,6 +121,7 @@ impl Renderer for Router {
         let source = decode::decode(&spec.source, &DecodeLimits::default())?;
         let (w, h) =
             edit::resized_dimensions(source.width(), source.height(), edit::Resize::Scale(1.0));
+        let _turn = self.turn(cfg, control)?;
         let bytes = match cfg.kind {
             BackendKind::OpenAi => openai::edit(cfg, spec, &source, control),
             BackendKind::A1111 => a1111::img2img(cfg, spec, &source, control),

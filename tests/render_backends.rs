@@ -374,7 +374,9 @@ async fn a1111_progress_is_the_jobs_and_a_cancel_interrupts_it() {
     );
     assert_eq!(f.state.interrupts.load(Ordering::SeqCst), 0);
 
-    // Cancel: the call ends with `Cancelled` and A1111 is told to interrupt.
+    // Cancel: the call ends with `Cancelled` and A1111 is told to interrupt. (The step counter
+    // still says 16 from the render above: start it again, so the cancel lands mid-render.)
+    f.state.step.store(0, Ordering::SeqCst);
     let control = RenderControl::default();
     let c2 = control.clone();
     let call = tokio::task::spawn_blocking(move || r.generate_with(&spec(Model::Artist), &c2));

@@ -202,32 +202,14 @@ impl JobsApi {
     /// job fails the same way, its credits and daily slot are returned, and its render stops at
     /// the renderer's next checkpoint (between denoising steps). Cancelling a cancelled job
     /// again answers the same (idempotent); a job that already ended otherwise is 409
-    /// `job_finished`. `DELETE /v1/jobs/{job_id}` does the same.
+    /// `job_finished`. The job stays readable (a cancel is not a deletion, so there is no
+    /// `DELETE`).
     #[oai(
         path = "/v1/jobs/:job_id/cancel",
         method = "post",
         operation_id = "cancel_job"
     )]
     async fn cancel_job(
-        &self,
-        auth: ApiAuth,
-        state: poem::web::Data<&AppState>,
-        /// The job id from the create response.
-        job_id: Path<String>,
-    ) -> Result<Json<JobView>, ApiError> {
-        let snap = service::cancel(&state, auth.0.user.id, &job_id.0).await?;
-        Ok(Json(job_view(&state, &snap)))
-    }
-
-    /// Cancel a job (alias)
-    ///
-    /// The same as `POST /v1/jobs/{job_id}/cancel`.
-    #[oai(
-        path = "/v1/jobs/:job_id",
-        method = "delete",
-        operation_id = "delete_job"
-    )]
-    async fn delete_job(
         &self,
         auth: ApiAuth,
         state: poem::web::Data<&AppState>,
@@ -252,7 +234,9 @@ impl JobsApi {
         status: Query<Option<StatusParam>>,
         /// Only jobs of this kind.
         kind: Query<Option<KindParam>>,
-        /// Only jobs older than this job id (`next_before` of the previous page).
+        /// Only jobs older than this job id (`next_before` of the previous page); empty means
+        /// from the newest.
+        #[oai(validator(pattern = r"^(job_[0-9a-fA-F]{32})?$"))]
         before: Query<Option<String>>,
         /// Jobs per page, 1 to 100 (default 20).
         #[oai(validator(minimum(value = "1"), maximum(value = "100")))]

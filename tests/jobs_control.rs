@@ -27,6 +27,26 @@ async fn cancel(s: &TestServer, key: &str, job: &str) -> (u16, Value) {
     post(s, key, &format!("/api/pictor/v1/jobs/{job}/cancel")).await
 }
 
+/// Sends a small PNG to `/v1/edit` with an instruction the filters do exactly.
+async fn edit(s: &TestServer, key: &str) -> (u16, Value) {
+    let photo = reqwest::multipart::Part::bytes(common::png_bytes(64, 48))
+        .file_name("a.png")
+        .mime_str("image/png")
+        .unwrap();
+    let form = reqwest::multipart::Form::new()
+        .part("image", photo)
+        .text("prompt", "make it black and white");
+    let r = s
+        .client
+        .post(s.url("/api/pictor/v1/edit"))
+        .bearer_auth(key)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    status_json(r).await
+}
+
 fn id(v: &Value) -> String {
     v["job_id"].as_str().unwrap().to_string()
 }
@@ -183,25 +203,7 @@ async fn a_cancelled_edit_leaves_no_upload_behind() {
             .map(|d| d.filter_map(Result::ok).count())
             .unwrap_or(0)
     };
-    let r = s
-        .client
-        .post(s.url("/api/pictor/v1/edit"))
-        .bearer_auth(&b)
-        .multipart(
-            reqwest::multipart::Form::new()
-                .part(
-                    "image",
-                    reqwest::multipart::Part::bytes(common::png_bytes(64, 48))
-                        .file_name("a.png")
-                        .mime_str("image/png")
-                        .unwrap(),
-                )
-                .text("prompt", "make it black and white"),
-        )
-        .send()
-        .await
-        .unwrap();
-    let (st, e) = status_json(r).await;
+    let (st, e) = edit(&s, &b).await;
     assert_eq!(st, 202, "{e}");
     assert_eq!(uploads(&s), 1, "the upload is kept while the edit waits");
     let (st, v) = cancel(&s, &b, &id(&e)).await;
@@ -481,25 +483,7 @@ async fn history_lists_own_jobs_newest_first_with_filters_and_cursor() {
         s.finish(&key, &ids[i]).await;
         idle(&s, &key).await;
     }
-    let r = s
-        .client
-        .post(s.url("/api/pictor/v1/edit"))
-        .bearer_auth(&key)
-        .multipart(
-            reqwest::multipart::Form::new()
-                .part(
-                    "image",
-                    reqwest::multipart::Part::bytes(common::png_bytes(64, 48))
-                        .file_name("a.png")
-                        .mime_str("image/png")
-                        .unwrap(),
-                )
-                .text("prompt", "make it black and white"),
-        )
-        .send()
-        .await
-        .unwrap();
-    let (st, e) = status_json(r).await;
+    let (st, e) = edit(&s, &key).await;
     assert_eq!(st, 202, "{e}");
     s.finish(&key, &id(&e)).await;
     ids.push(id(&e));

@@ -204,10 +204,15 @@ fn owned(state: &AppState, user_id: u64, id: JobId) -> Result<JobRecord, JobErro
 
 fn snapshot(state: &AppState, job: JobRecord) -> Result<Snapshot, JobError> {
     let balance = state.store.user(job.user_id)?.map_or(0, |u| u.balance);
+    Ok(with_live(state, job, balance))
+}
+
+/// The snapshot of `job` with the engine's live status of an unfinished job.
+fn with_live(state: &AppState, job: JobRecord, balance: i64) -> Snapshot {
     let live = (!job.status.is_terminal())
         .then(|| state.jobs.live_status(job.job_id()))
         .flatten();
-    Ok(Snapshot { job, balance, live })
+    Snapshot { job, balance, live }
 }
 
 /// A user's job by its id; with `wait`, held until it finishes (or changes, for
@@ -310,12 +315,7 @@ pub async fn history(
     let balance = state.store.user(user_id)?.map_or(0, |u| u.balance);
     let snapshots = jobs
         .into_iter()
-        .map(|job| {
-            let live = (!job.status.is_terminal())
-                .then(|| state.jobs.live_status(job.job_id()))
-                .flatten();
-            Snapshot { job, balance, live }
-        })
+        .map(|job| with_live(state, job, balance))
         .collect();
     Ok((snapshots, next))
 }

@@ -165,16 +165,6 @@ pub enum FailCode {
 }
 
 impl FailCode {
-    pub const ALL: [FailCode; 7] = [
-        FailCode::InsufficientCredits,
-        FailCode::DailyLimit,
-        FailCode::TokensExhausted,
-        FailCode::GenerationFailed,
-        FailCode::EditFailed,
-        FailCode::SourceMissing,
-        FailCode::Cancelled,
-    ];
-
     pub fn as_str(self) -> &'static str {
         match self {
             FailCode::InsufficientCredits => "insufficient_credits",

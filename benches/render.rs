@@ -30,6 +30,7 @@ fn params(model: Model) -> PngParameters {
 fn generate(model: Model, prompt: &str) -> Vec<u8> {
     let pic = ProceduralRenderer
         .generate(&GenerateSpec {
+            noise: None,
             prompt: prompt.into(),
             model,
             ratio: Ratio::Square,

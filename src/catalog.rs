@@ -205,6 +205,53 @@ impl fmt::Display for Ratio {
     }
 }
 
+/// Where a seed's noise comes from (the diffusion engine's `noise` module draws it).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum NoiseKind {
+    /// PyTorch's CPU generator: diffusers with a CPU generator, ComfyUI, A1111 "RNG: CPU".
+    #[default]
+    TorchCpu,
+    /// NVIDIA-GPU Philox noise: AUTOMATIC1111's default ("RNG: GPU" on NVIDIA, "RNG: NV").
+    A1111Gpu,
+}
+
+impl NoiseKind {
+    pub const ALL: [NoiseKind; 2] = [NoiseKind::TorchCpu, NoiseKind::A1111Gpu];
+
+    /// `torch-cpu` or `a1111-gpu` (also the A1111 names `CPU`, `GPU`, `NV`).
+    pub fn parse(name: &str) -> Option<NoiseKind> {
+        match name.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "torch-cpu" | "cpu" => Some(NoiseKind::TorchCpu),
+            "a1111-gpu" | "gpu" | "nv" | "cuda" => Some(NoiseKind::A1111Gpu),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NoiseKind::TorchCpu => "torch-cpu",
+            NoiseKind::A1111Gpu => "a1111-gpu",
+        }
+    }
+
+    /// AUTOMATIC1111's `RNG` infotext value for this noise.
+    pub fn a1111_rng(self) -> &'static str {
+        match self {
+            NoiseKind::TorchCpu => "CPU",
+            NoiseKind::A1111Gpu => "NV",
+        }
+    }
+}
+
+impl fmt::Display for NoiseKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

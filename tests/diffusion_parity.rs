@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use candle::{DType, Device, Tensor};
-use pictor::render::diffusion::noise::{NoiseSource, TorchCpu, TorchFill};
+use pictor::render::diffusion::noise::{NoiseKind, NoiseSource, TorchCpu, TorchFill, source};
 use pictor::render::diffusion::scheduler::Sampler;
 use pictor::render::diffusion::{NoControl, Pipeline, Request, StepControl, to_rgb8};
 use serde_json::Value;
@@ -123,6 +123,7 @@ impl Fixture {
             steps,
             guidance,
             sampler,
+            karras: None,
             width: 64,
             height: 64,
         }
@@ -131,12 +132,26 @@ impl Fixture {
     /// A txt2img run to latents, from the fixture's initial noise and (ancestral) the seed 4242
     /// stream the reference drew its step noise from.
     fn run(&self, sampler: Sampler, steps: usize, guidance: f64) -> Tensor {
+        self.run_with(sampler, None, steps, guidance)
+    }
+
+    fn run_with(
+        &self,
+        sampler: Sampler,
+        karras: Option<bool>,
+        steps: usize,
+        guidance: f64,
+    ) -> Tensor {
         let req = self.request(steps, guidance, sampler);
         let cond = self
             .pipe
             .encode_text(&req.prompt, &req.negative_prompt, guidance > 1.0)
             .unwrap();
-        let schedule = self.pipe.scheduler.schedule(steps).unwrap();
+        let schedule = self
+            .pipe
+            .scheduler
+            .schedule(steps, sampler, karras)
+            .unwrap();
         let latents = (self.get("init_latents") * f64::from(schedule.init_noise_sigma)).unwrap();
         let mut noise = torch(4242);
         self.pipe
@@ -145,7 +160,6 @@ impl Fixture {
                 latents,
                 &schedule,
                 0,
-                sampler,
                 guidance,
                 &mut noise,
                 (64, 64),
@@ -290,6 +304,15 @@ fn check(arch: &str, f: &Fixture) {
         2.0 / 255.0,
     );
 
+    // DPM++ 2M with Karras sigmas (diffusers' DPMSolverMultistepScheduler).
+    let dpm = f.run_with(Sampler::DpmPp2m, Some(true), 4, 7.5);
+    close(
+        &format!("{arch} DPM++ 2M Karras latents"),
+        &dpm,
+        f.get("latents_dpmpp2m_karras"),
+        1e-3,
+    );
+
     if sdxl {
         // SDXL-Turbo's way: one step, no guidance.
         let one = f.run(Sampler::Euler, 1, 0.0);
@@ -425,24 +448,15 @@ fn progress_rises_each_step_and_cancellation_stops_between_steps() {
         (1..=6).map(|d| (d, 6)).collect::<Vec<_>>()
     );
     // The same seed gives the same picture; another seed another one.
-    let b = f
-        .pipe
-        .txt2img(&req, &mut torch(5), &NoControl)
-        .unwrap();
+    let b = f.pipe.txt2img(&req, &mut torch(5), &NoControl).unwrap();
     assert_eq!(a, b);
-    let c = f
-        .pipe
-        .txt2img(&req, &mut torch(6), &NoControl)
-        .unwrap();
+    let c = f.pipe.txt2img(&req, &mut torch(6), &NoControl).unwrap();
     assert_ne!(a, c);
     let stop = Recorder {
         seen: Mutex::new(Vec::new()),
         cancel_after: 2,
     };
-    let err = f
-        .pipe
-        .txt2img(&req, &mut torch(5), &stop)
-        .unwrap_err();
+    let err = f.pipe.txt2img(&req, &mut torch(5), &stop).unwrap_err();
     assert!(err.to_string().contains("cancelled"), "{err}");
     assert_eq!(
         stop.seen.lock().unwrap().len(),
@@ -502,16 +516,109 @@ fn tiled_vae_decode_stays_close_to_a_whole_decode() {
             .unwrap()
     };
     let d = mean_abs(&whole, &tiled);
-    let other = Tensor::from_vec(
-        torch(10).randn(4 * 24 * 24),
-        (1, 4, 24, 24),
-        &Device::Cpu,
-    )
-    .unwrap();
+    let other =
+        Tensor::from_vec(torch(10).randn(4 * 24 * 24), (1, 4, 24, 24), &Device::Cpu).unwrap();
     let apart = mean_abs(&whole, &tiled_decode(f.pipe.vae(), &other, 64, 16).unwrap());
     println!("tiled vs whole: mean abs {d:.4}; another latent: {apart:.4}");
     assert!(
         d.is_finite() && d < apart / 2.0,
         "tiled {d} vs apart {apart}"
     );
+}
+
+/// Every sampler and both noise sources, whole runs from the seed (8 steps, guidance 7.5) with
+/// Stable Diffusion 1.5's own scheduler configuration (no `timestep_spacing`: each sampler's
+/// diffusers default), against the diffusers pipeline (`tools/sd-fixtures/samplers.py`).
+#[test]
+fn every_sampler_and_noise_source_matches_diffusers() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion");
+    let dir = tempfile::tempdir().unwrap();
+    let model = sd15_with_scheduler(dir.path(), &root.join("samplers/scheduler_config.json"));
+    let pipe = Pipeline::load_diffusers(&model, &Default::default(), &Device::Cpu).unwrap();
+    let refs = candle::safetensors::load(root.join("samplers/reference.safetensors"), &Device::Cpu)
+        .unwrap();
+    let meta: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("samplers/reference.json")).unwrap(),
+    )
+    .unwrap();
+    let cases = meta["cases"].as_object().unwrap();
+    assert!(cases.len() >= 10);
+    for (case, c) in cases {
+        let sampler = Sampler::parse(c["sampler"].as_str().unwrap()).unwrap();
+        let kind = NoiseKind::parse(c["noise"].as_str().unwrap()).unwrap();
+        let req = Request {
+            prompt: meta["prompt"].as_str().unwrap().into(),
+            negative_prompt: meta["negative_prompt"].as_str().unwrap().into(),
+            steps: meta["steps"].as_u64().unwrap() as usize,
+            guidance: meta["guidance"].as_f64().unwrap(),
+            sampler,
+            karras: c["karras"].as_bool(),
+            width: 64,
+            height: 64,
+        };
+        let schedule = pipe.schedule(&req).unwrap();
+        let want_t: Vec<f32> = c["timesteps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect();
+        // Integer timesteps exactly; Karras' fractional ones within float32 log rounding.
+        assert_eq!(schedule.timesteps.len(), want_t.len(), "{case} timesteps");
+        for (a, b) in schedule.timesteps.iter().zip(&want_t) {
+            assert!(
+                (a - b).abs() <= 1e-3,
+                "{case} timesteps: {:?} vs {want_t:?}",
+                schedule.timesteps
+            );
+        }
+        let mut noise = source(kind, meta["seed"].as_u64().unwrap());
+        let latents = pipe
+            .txt2img_latents(&req, noise.as_mut(), &NoControl)
+            .unwrap();
+        close(
+            &format!("{case} latents"),
+            &latents,
+            &refs[&format!("{case}_latents")],
+            1e-3,
+        );
+        let rgb = to_rgb8(&pipe.decode_raw(&latents).unwrap()).unwrap();
+        let rgb = Tensor::from_vec(rgb, (64, 64, 3), &Device::Cpu)
+            .unwrap()
+            .to_dtype(DType::F32)
+            .unwrap();
+        close(
+            &format!("{case} picture (0..1)"),
+            &(rgb / 255.0).unwrap(),
+            &refs[&format!("{case}_image")],
+            2.0 / 255.0,
+        );
+    }
+}
+
+/// A copy of the tiny SD 1.5 model with another scheduler configuration.
+pub fn sd15_with_scheduler(dir: &std::path::Path, config: &std::path::Path) -> PathBuf {
+    let from = fixture_dir("sd15").join("model");
+    let to = dir.join("model");
+    for entry in walk(&from) {
+        let rel = entry.strip_prefix(&from).unwrap();
+        let dest = to.join(rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(&entry, &dest).unwrap();
+    }
+    std::fs::copy(config, to.join("scheduler/scheduler_config.json")).unwrap();
+    to
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

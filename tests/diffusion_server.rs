@@ -164,7 +164,7 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
             "{params}"
         );
         assert!(
-            params.contains("Model: tiny") && params.contains("RNG: torch-cpu"),
+            params.contains("Model: tiny") && params.contains("RNG: CPU"),
             "{params}"
         );
         let img = image::load_from_memory(&bytes).unwrap().to_rgb8();

@@ -59,7 +59,9 @@ fn check(name: &str, file: &str, make: impl Fn(u64) -> Box<dyn NoiseSource>) {
 
 #[test]
 fn torch_cpu_is_bit_identical_to_torch_randn_on_x86() {
-    check("torch-cpu", "torch_cpu.safetensors", |s| NoiseKind::TorchCpu.source(s));
+    check("torch-cpu", "torch_cpu.safetensors", |s| {
+        pictor::render::diffusion::noise::source(NoiseKind::TorchCpu, s)
+    });
 }
 
 #[test]
@@ -69,14 +71,16 @@ fn torch_cpu_portable_fill_is_bit_identical_to_atens_default_kernel() {
         println!("skipped: the portable fill's reference was drawn with glibc's libm");
         return;
     }
-    check("torch-cpu (portable fill)", "torch_cpu_portable.safetensors", |s| {
-        Box::new(TorchCpu::with_fill(s, TorchFill::Portable))
-    });
+    check(
+        "torch-cpu (portable fill)",
+        "torch_cpu_portable.safetensors",
+        |s| Box::new(TorchCpu::with_fill(s, TorchFill::Portable)),
+    );
 }
 
 #[test]
 fn a1111_gpu_is_bit_identical_to_a1111_philox() {
     check("a1111-gpu", "a1111_gpu.safetensors", |s| {
-        NoiseKind::A1111Gpu.source(s)
+        pictor::render::diffusion::noise::source(NoiseKind::A1111Gpu, s)
     });
 }

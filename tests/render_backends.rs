@@ -194,6 +194,7 @@ fn router(kind: &str, url: &str, extra: &str) -> Router {
 
 fn spec(model: Model) -> GenerateSpec {
     GenerateSpec {
+        noise: None,
         prompt: "a lighthouse".into(),
         model,
         ratio: Ratio::Wide,

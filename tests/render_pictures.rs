@@ -12,6 +12,7 @@ fn png(prompt: &str, model: Model, ratio: Ratio, seed: u64) -> Vec<u8> {
     let ratio = ratio.resolve_auto(prompt);
     let pic = ProceduralRenderer
         .generate(&GenerateSpec {
+            noise: None,
             prompt: prompt.into(),
             model,
             ratio,

@@ -9,6 +9,7 @@ use super::body::{FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiFailure, codes};
 use super::security::ApiAuth;
 use super::{ApiTags, MAX_IMAGE_BYTES, MAX_PROMPT_CHARS};
+use crate::catalog::NoiseKind;
 use crate::jobs::service::{self, Generate, random_seed};
 use crate::render::{Model, Ratio};
 use crate::state::AppState;
@@ -42,6 +43,22 @@ pub struct GenerateRequest {
         validator(minimum(value = "-1"), maximum(value = "4294967295"))
     )]
     pub seed: Option<i64>,
+    /// Where the seed's noise comes from, for models served by the built-in diffusion engine:
+    /// `torch-cpu` (PyTorch's CPU generator: the seeds of diffusers with a CPU generator,
+    /// ComfyUI and AUTOMATIC1111 "RNG: CPU") or `a1111-gpu` (AUTOMATIC1111's default GPU/NV
+    /// noise). Absent or `null`: the model's configured source (`torch-cpu` unless the operator
+    /// says otherwise). Other renderers record it and ignore it.
+    #[oai(nullable)]
+    pub noise: Option<NoiseName>,
+}
+
+/// Noise sources (documentation of `noise`).
+#[derive(poem_openapi::Enum, Debug)]
+pub enum NoiseName {
+    #[oai(rename = "torch-cpu")]
+    TorchCpu,
+    #[oai(rename = "a1111-gpu")]
+    A1111Gpu,
 }
 
 /// Model ids and aliases (documentation of `model`; the server also ignores case).
@@ -181,12 +198,25 @@ impl FromJsonBody for GenerateInput {
                 ));
             }
         };
+        let noise = match o.get("noise") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if NoiseKind::parse(s).is_some_and(|k| k.as_str() == s) => {
+                NoiseKind::parse(s)
+            }
+            Some(_) => {
+                return Err(ApiFailure::new(
+                    codes::INVALID_REQUEST,
+                    "`noise` must be \"torch-cpu\" or \"a1111-gpu\"",
+                ));
+            }
+        };
         Ok(GenerateInput(Generate {
             prompt,
             model,
             ratio,
             enhance,
             seed,
+            noise,
         }))
     }
 }

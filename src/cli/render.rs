@@ -78,6 +78,7 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<()> {
                 )
             }
             None => ProceduralRenderer.generate(&GenerateSpec {
+                noise: None,
                 prompt: args.prompt.clone(),
                 model,
                 ratio,

@@ -248,10 +248,34 @@ fn diffusion_renderer(
                         .ok_or_else(|| bad("a number from 0 to 30"))?
                 }
                 "sampler" => {
-                    m.sampler = v
+                    let (sampler, karras) = v
                         .as_str()
-                        .and_then(Sampler::parse)
-                        .ok_or_else(|| bad("\"euler\" or \"euler_a\""))?
+                        .and_then(Sampler::parse_with_schedule)
+                        .ok_or_else(|| {
+                            bad("one of euler, euler_a, ddim, dpm++_2m, heun, lms (A1111 names too, e.g. \"DPM++ 2M Karras\")")
+                        })?;
+                    m.sampler = sampler;
+                    if karras.is_some() {
+                        m.karras = karras;
+                    }
+                }
+                "schedule" => {
+                    m.karras = match v.as_str().map(str::to_ascii_lowercase).as_deref() {
+                        Some("karras") => Some(true),
+                        Some("uniform") => Some(false),
+                        Some("automatic") => None,
+                        _ => {
+                            return Err(bad(
+                                "\"automatic\" (the model's), \"karras\" or \"uniform\"",
+                            ));
+                        }
+                    }
+                }
+                "noise" => {
+                    m.noise = v
+                        .as_str()
+                        .and_then(crate::catalog::NoiseKind::parse)
+                        .ok_or_else(|| bad("\"torch-cpu\" or \"a1111-gpu\""))?
                 }
                 "size" => {
                     m.size = Some(
@@ -272,7 +296,7 @@ fn diffusion_renderer(
                 }
                 _ => {
                     return Err(bad(
-                        "unknown setting (model, steps, guidance, sampler, size, negative_prompt, strength, prediction, timestep_spacing, tiny_vae; config for single files)",
+                        "unknown setting (model, steps, guidance, sampler, schedule, noise, size, negative_prompt, strength, prediction, timestep_spacing, tiny_vae; config for single files)",
                     ));
                 }
             }

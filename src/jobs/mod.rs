@@ -656,6 +656,7 @@ fn render_job(
                     model,
                     ratio,
                     seed: job.seed,
+                    noise: job.noise,
                 },
                 control,
             )

@@ -23,6 +23,8 @@ pub struct Generate {
     pub ratio: Ratio,
     pub enhance: bool,
     pub seed: u64,
+    /// The seed's noise source (`None`: the model's configured one).
+    pub noise: Option<crate::catalog::NoiseKind>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +103,7 @@ pub async fn create_generate(
         enhance: input.enhance,
         enhanced_prompt,
         seed: input.seed,
+        noise: input.noise,
     };
     create(state, new).await
 }
@@ -166,6 +169,7 @@ pub async fn create_edit(
         enhance: false,
         enhanced_prompt: None,
         seed: random_seed(),
+        noise: None,
     };
     match create(state, new).await {
         Ok(job) => Ok(job),

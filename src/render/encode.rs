@@ -3,6 +3,7 @@
 
 use std::io::Cursor;
 
+use super::infotext::Infotext;
 use super::{PngParameters, RenderError};
 
 /// Keyword of the text chunk, as written by AUTOMATIC1111 and read by most image tools.
@@ -53,43 +54,59 @@ pub fn png_with_parameters(
     Ok(out)
 }
 
-/// The `parameters` text: the prompt, then one line of comma-separated settings.
+/// The `parameters` text in AUTOMATIC1111's format (see [`super::infotext`]): the prompt, the
+/// negative prompt, then the settings A1111 writes, in its order, and Pictor's own after them.
 pub fn parameters_text(params: &PngParameters, width: u32, height: u32) -> String {
     // NUL is not allowed in PNG text; other control characters are harmless.
-    let prompt = params.prompt.replace('\0', " ");
-    let mut text = match &params.details {
-        None => format!(
-            "{prompt}\nSteps: 1, Sampler: procedural, Seed: {}, Size: {width}x{height}, Model: {}",
-            params.seed, params.model
-        ),
-        Some(d) => {
-            let mut t = prompt.clone();
-            if !d.negative_prompt.is_empty() {
-                t.push_str("\nNegative prompt: ");
-                t.push_str(&d.negative_prompt.replace('\0', " "));
-            }
-            t.push_str(&format!(
-                "\nSteps: {}, Sampler: {}, CFG scale: {}, Seed: {}, Size: {}x{}, Model hash: {}, Model: {}",
-                d.steps, d.sampler, d.guidance, params.seed, d.size.0, d.size.1, d.model_hash, d.model_name
-            ));
-            if let Some(s) = d.strength {
-                t.push_str(&format!(", Denoising strength: {s}"));
-            }
-            if (d.size.0, d.size.1) != (width, height) {
-                t.push_str(&format!(", Output size: {width}x{height}"));
-            }
-            t.push_str(&format!(
-                ", RNG: {}, Pictor model: {}",
-                d.noise, params.model
-            ));
-            t
-        }
+    let clean = |s: &str| s.replace('\0', " ");
+    let mut t = Infotext {
+        prompt: clean(&params.prompt),
+        ..Infotext::default()
     };
-    if params.kind.eq_ignore_ascii_case("edit") {
-        text.push_str(", Edit: yes");
+    let mut kv = |k: &str, v: String| t.params.push((k.to_owned(), v));
+    match &params.details {
+        None => {
+            kv("Steps", "1".into());
+            kv("Sampler", "procedural".into());
+            kv("Seed", params.seed.to_string());
+            kv("Size", format!("{width}x{height}"));
+            kv("Model", params.model.clone());
+        }
+        Some(d) => {
+            kv("Steps", d.steps.to_string());
+            kv("Sampler", d.sampler.clone());
+            kv("Schedule type", d.schedule.into());
+            kv("CFG scale", d.guidance.to_string());
+            kv("Seed", params.seed.to_string());
+            kv("Size", format!("{}x{}", d.size.0, d.size.1));
+            if !d.model_hash.is_empty() {
+                kv("Model hash", d.model_hash.clone());
+            }
+            kv("Model", d.model_name.clone());
+            if let Some(s) = d.strength {
+                kv("Denoising strength", s.to_string());
+            }
+            kv("RNG", d.rng.into());
+            kv("Noise source", d.noise.into());
+            if (d.size.0, d.size.1) != (width, height) {
+                kv("Output size", format!("{width}x{height}"));
+            }
+            kv("Pictor model", params.model.clone());
+        }
     }
-    text.push_str(concat!(", Version: pictor ", env!("CARGO_PKG_VERSION")));
-    text
+    if params.kind.eq_ignore_ascii_case("edit") {
+        kv("Edit", "yes".into());
+    }
+    kv(
+        "Version",
+        concat!("pictor ", env!("CARGO_PKG_VERSION")).into(),
+    );
+    if let Some(d) = &params.details
+        && !d.negative_prompt.is_empty()
+    {
+        t.negative_prompt = clean(&d.negative_prompt);
+    }
+    t.render()
 }
 
 /// Reads the `parameters` text back from a PNG (tEXt, zTXt or iTXt), if present.

@@ -14,6 +14,7 @@ pub mod edit;
 pub mod encode;
 pub mod enhance;
 pub mod faults;
+pub mod infotext;
 pub mod pool;
 pub mod procedural;
 pub mod style;
@@ -22,7 +23,7 @@ pub mod watermark;
 
 use std::fmt;
 
-pub use crate::catalog::{Model, Ratio};
+pub use crate::catalog::{Model, NoiseKind, Ratio};
 pub use decode::{DecodeLimits, SourceInfo};
 pub use pool::RenderPool;
 pub use procedural::ProceduralRenderer;
@@ -59,6 +60,9 @@ pub struct GenerateSpec {
     pub model: Model,
     pub ratio: Ratio,
     pub seed: u64,
+    /// The seed's noise source, when the job chose one (diffusion models; `None`: the
+    /// model's configured one).
+    pub noise: Option<NoiseKind>,
 }
 
 /// What to do for an edit job: the stored upload and the instruction.
@@ -124,13 +128,19 @@ struct ControlInner {
 pub struct RenderDetails {
     pub negative_prompt: String,
     pub steps: usize,
+    /// The sampler by its AUTOMATIC1111 name ("Euler a", "DPM++ 2M"…).
     pub sampler: String,
+    /// A1111's "Schedule type": "Automatic" (the model's own spacing) or "Karras".
+    pub schedule: &'static str,
     pub guidance: f64,
     /// The size the model rendered at (before fitting to the job's size).
     pub size: (u32, u32),
     pub model_name: String,
     pub model_hash: String,
+    /// The noise source (`torch-cpu`, `a1111-gpu`).
     pub noise: &'static str,
+    /// A1111's "RNG" for that noise ("CPU", "NV").
+    pub rng: &'static str,
     /// img2img: how much of the schedule ran.
     pub strength: Option<f64>,
 }

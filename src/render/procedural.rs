@@ -453,6 +453,7 @@ mod tests {
 
     fn spec(prompt: &str, model: Model, ratio: Ratio, seed: u64) -> GenerateSpec {
         GenerateSpec {
+            noise: None,
             prompt: prompt.to_owned(),
             model,
             ratio,

@@ -206,6 +206,9 @@ pub struct JobRecord {
     #[serde(default)]
     pub enhanced_prompt: Option<String>,
     pub seed: u64,
+    /// The seed's noise source the client chose (`None`: the model's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<crate::catalog::NoiseKind>,
     pub cost: u32,
     /// Credits were taken (at start). Set once, never cleared.
     #[serde(default)]
@@ -261,6 +264,7 @@ pub struct NewJob {
     pub enhance: bool,
     pub enhanced_prompt: Option<String>,
     pub seed: u64,
+    pub noise: Option<crate::catalog::NoiseKind>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -456,6 +460,7 @@ impl Store {
                 enhance: new.enhance,
                 enhanced_prompt: new.enhanced_prompt,
                 seed: new.seed,
+                noise: new.noise,
                 cost,
                 charged: false,
                 refunded: false,

@@ -31,7 +31,7 @@ use net::clip::ClipTextTransformer;
 use net::unet_2d::{TextTime, UNet2DConditionModel};
 use net::vae::AutoEncoderKL;
 use noise::NoiseSource;
-use scheduler::{Sampler, Schedule, SchedulerConfig};
+use scheduler::{Sampler, SamplerState, Schedule, SchedulerConfig};
 use tokenizer::ClipTokenizer;
 
 pub use renderer::{DiffusionRenderer, ModelMapping};
@@ -141,6 +141,8 @@ pub struct Request {
     pub steps: usize,
     pub guidance: f64,
     pub sampler: Sampler,
+    /// Karras sigmas (`None`: as the model's scheduler configuration says).
+    pub karras: Option<bool>,
     pub width: usize,
     pub height: usize,
 }
@@ -512,9 +514,9 @@ impl Pipeline {
         Ok(self.unet.forward(x, t, context, text_time.as_ref())?)
     }
 
-    /// The denoising loop from `latents` (already noised to `schedule.sigmas[start]`).
-    /// Classifier-free guidance runs the two halves one after the other (half the peak memory of
-    /// a batch of two, the same arithmetic).
+    /// The denoising loop from `latents` (already noised to the schedule's evaluation
+    /// `start`). Classifier-free guidance runs the two halves one after the other (half the peak
+    /// memory of a batch of two, the same arithmetic).
     #[allow(clippy::too_many_arguments)]
     pub fn denoise(
         &self,
@@ -522,19 +524,19 @@ impl Pipeline {
         mut latents: Tensor,
         schedule: &Schedule,
         start: usize,
-        sampler: Sampler,
         guidance: f64,
         noise: &mut dyn NoiseSource,
         size: (usize, usize),
         control: &dyn StepControl,
     ) -> Result<Tensor, DiffusionError> {
         let total = schedule.len() - start;
-        for (done, i) in (start..schedule.len()).enumerate() {
+        let mut state = SamplerState::default();
+        for (done, k) in (start..schedule.len()).enumerate() {
             if control.cancelled() {
                 return Err(DiffusionError::Cancelled);
             }
-            let t = f64::from(schedule.timesteps[i]);
-            let x = schedule.scale_input(&latents, i)?;
+            let t = f64::from(schedule.timesteps[k]);
+            let x = schedule.scale_input(&latents, k)?;
             let text = self.unet(&x, t, &cond.cond, cond.pooled.as_ref(), size)?;
             let eps = match &cond.uncond {
                 Some(uncond) if guidance > 1.0 => {
@@ -543,11 +545,12 @@ impl Pipeline {
                 }
                 _ => text,
             };
-            let step_noise = match sampler {
-                Sampler::EulerAncestral => Some(self.randn(noise, latents.dims())?),
-                Sampler::Euler => None,
+            let step_noise = if schedule.sampler.ancestral() {
+                Some(self.randn(noise, latents.dims())?)
+            } else {
+                None
             };
-            latents = schedule.step(sampler, &eps, i, &latents, step_noise.as_ref())?;
+            latents = schedule.step(&mut state, &eps, k, &latents, step_noise.as_ref())?;
             control.progress(done + 1, total);
         }
         Ok(latents)
@@ -590,6 +593,11 @@ impl Pipeline {
         Ok((dist.sample_with(&eps)? * self.vae_scale)?)
     }
 
+    /// The schedule of a request.
+    pub fn schedule(&self, req: &Request) -> Result<Schedule, DiffusionError> {
+        self.scheduler.schedule(req.steps, req.sampler, req.karras)
+    }
+
     fn check(&self, req: &Request) -> Result<(), DiffusionError> {
         if !req.width.is_multiple_of(8)
             || !req.height.is_multiple_of(8)
@@ -615,24 +623,33 @@ impl Pipeline {
         noise: &mut dyn NoiseSource,
         control: &dyn StepControl,
     ) -> Result<Vec<u8>, DiffusionError> {
+        let latents = self.txt2img_latents(req, noise, control)?;
+        to_rgb8(&self.decode_raw(&latents)?)
+    }
+
+    /// [`Pipeline::txt2img`] up to the final latents.
+    pub fn txt2img_latents(
+        &self,
+        req: &Request,
+        noise: &mut dyn NoiseSource,
+        control: &dyn StepControl,
+    ) -> Result<Tensor, DiffusionError> {
         self.check(req)?;
         let guided = req.guidance > 1.0;
         let cond = self.encode_text(&req.prompt, &req.negative_prompt, guided)?;
-        let schedule = self.scheduler.schedule(req.steps)?;
+        let schedule = self.schedule(req)?;
         let shape = self.latent_shape(req.width, req.height);
         let latents = (self.randn(noise, &shape)? * f64::from(schedule.init_noise_sigma))?;
-        let latents = self.denoise(
+        self.denoise(
             &cond,
             latents,
             &schedule,
             0,
-            req.sampler,
             req.guidance,
             noise,
             (req.height, req.width),
             control,
-        )?;
-        to_rgb8(&self.decode_raw(&latents)?)
+        )
     }
 
     /// Image to image: `image` is RGB8 of `req.width`×`req.height`; `strength` in (0, 1] is how
@@ -666,7 +683,7 @@ impl Pipeline {
         }
         let guided = req.guidance > 1.0;
         let cond = self.encode_text(&req.prompt, &req.negative_prompt, guided)?;
-        let schedule = self.scheduler.schedule(req.steps)?;
+        let schedule = self.schedule(req)?;
         let init = ((req.steps as f64 * strength.clamp(0.0, 1.0)) as usize).min(req.steps);
         if init == 0 {
             return Err(DiffusionError::Invalid(
@@ -681,13 +698,13 @@ impl Pipeline {
         let pixels = (((pixels / 255.0)? * 2.0)? - 1.0)?;
         let clean = self.encode_image(&pixels, noise)?;
         let eps = self.randn(noise, clean.dims())?;
-        let latents = schedule.add_noise(&clean, &eps, start)?;
+        let begin = schedule.begin(start);
+        let latents = schedule.add_noise(&clean, &eps, begin)?;
         self.denoise(
             &cond,
             latents,
             &schedule,
-            start,
-            req.sampler,
+            begin,
             req.guidance,
             noise,
             (req.height, req.width),

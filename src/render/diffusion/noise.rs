@@ -18,57 +18,13 @@
 //! this (portable, `ATEN_CPU_CAPABILITY=default` / AVX-512 / ARM) fill in the last bit of a value
 //! (at most ~1.2e-6); pictures are equal within float tolerance either way.
 
-use std::fmt;
+pub use crate::catalog::NoiseKind;
 
-/// Which noise a seed gives (see the module documentation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum NoiseKind {
-    /// PyTorch's CPU generator: diffusers with a CPU generator, ComfyUI, A1111 "RNG: CPU".
-    #[default]
-    TorchCpu,
-    /// NVIDIA-GPU Philox noise: AUTOMATIC1111's default ("RNG: GPU" on NVIDIA, "RNG: NV").
-    A1111Gpu,
-}
-
-impl NoiseKind {
-    pub const ALL: [NoiseKind; 2] = [NoiseKind::TorchCpu, NoiseKind::A1111Gpu];
-
-    /// `torch-cpu` or `a1111-gpu` (also the A1111 names `CPU`, `GPU`, `NV`).
-    pub fn parse(name: &str) -> Option<NoiseKind> {
-        match name.trim().to_ascii_lowercase().replace('_', "-").as_str() {
-            "torch-cpu" | "cpu" => Some(NoiseKind::TorchCpu),
-            "a1111-gpu" | "gpu" | "nv" | "cuda" => Some(NoiseKind::A1111Gpu),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NoiseKind::TorchCpu => "torch-cpu",
-            NoiseKind::A1111Gpu => "a1111-gpu",
-        }
-    }
-
-    /// AUTOMATIC1111's `RNG` infotext value for this noise.
-    pub fn a1111_rng(self) -> &'static str {
-        match self {
-            NoiseKind::TorchCpu => "CPU",
-            NoiseKind::A1111Gpu => "NV",
-        }
-    }
-
-    /// A fresh generator for `seed`.
-    pub fn source(self, seed: u64) -> Box<dyn NoiseSource> {
-        match self {
-            NoiseKind::TorchCpu => Box::new(TorchCpu::new(seed)),
-            NoiseKind::A1111Gpu => Box::new(Philox::new(seed)),
-        }
-    }
-}
-
-impl fmt::Display for NoiseKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+/// A fresh generator of `kind` for `seed`.
+pub fn source(kind: NoiseKind, seed: u64) -> Box<dyn NoiseSource> {
+    match kind {
+        NoiseKind::TorchCpu => Box::new(TorchCpu::new(seed)),
+        NoiseKind::A1111Gpu => Box::new(Philox::new(seed)),
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use candle::Device;
 
-use super::noise::TorchCpu;
+use super::noise::NoiseKind;
 use super::scheduler::Sampler;
 use super::single_file::Overrides;
 use super::{DiffusionError, ModelSource, Pipeline, Request, StepControl};
@@ -33,6 +33,10 @@ pub struct ModelMapping {
     pub steps: usize,
     pub guidance: f64,
     pub sampler: Sampler,
+    /// Karras sigmas (`None`: as the model's scheduler configuration says).
+    pub karras: Option<bool>,
+    /// The seed's noise when the job does not choose.
+    pub noise: NoiseKind,
     /// Long side the model renders at; `None`: the model's native size.
     pub size: Option<usize>,
     pub negative_prompt: String,
@@ -62,6 +66,8 @@ impl ModelMapping {
             steps: 20,
             guidance: 7.0,
             sampler: Sampler::EulerAncestral,
+            karras: None,
+            noise: NoiseKind::TorchCpu,
             size: None,
             negative_prompt: String::new(),
             strength: 0.6,
@@ -209,18 +215,50 @@ impl DiffusionRenderer {
         Ok(pipeline)
     }
 
-    fn details(&self, m: &ModelMapping, req: &Request, strength: Option<f64>) -> RenderDetails {
+    fn details(
+        &self,
+        m: &ModelMapping,
+        pipeline: &Pipeline,
+        req: &Request,
+        noise: NoiseKind,
+        strength: Option<f64>,
+    ) -> RenderDetails {
+        let karras = pipeline.schedule(req).is_ok_and(|s| s.karras);
         RenderDetails {
             negative_prompt: req.negative_prompt.clone(),
             steps: req.steps,
             sampler: req.sampler.a1111_name().to_owned(),
+            schedule: schedule_type(req.sampler, karras),
             guidance: req.guidance,
             size: (req.width as u32, req.height as u32),
             model_name: m.name.clone(),
             model_hash: m.hash.clone(),
-            noise: "torch-cpu",
+            noise: noise.as_str(),
+            rng: noise.a1111_rng(),
             strength,
         }
+    }
+}
+
+/// A1111's "Schedule type" for a run: "Karras" for Karras sigmas; for DPM++ 2M without them
+/// "Uniform" (A1111's "Automatic" means Karras for that sampler); else "Automatic".
+pub fn schedule_type(sampler: Sampler, karras: bool) -> &'static str {
+    if karras {
+        "Karras"
+    } else if sampler == Sampler::DpmPp2m {
+        "Uniform"
+    } else {
+        "Automatic"
+    }
+}
+
+/// The Karras choice A1111's "Schedule type" asks of `sampler` (`None`: the model's own).
+pub fn karras_for(sampler: Sampler, schedule_type: Option<&str>) -> Option<bool> {
+    match schedule_type.map(str::to_ascii_lowercase).as_deref() {
+        Some("karras") => Some(true),
+        Some("uniform") => Some(false),
+        Some("automatic") | None if sampler == Sampler::DpmPp2m => Some(true),
+        _ => None,
     }
 }
 
@@ -303,15 +341,17 @@ impl Renderer for DiffusionRenderer {
             steps: m.steps,
             guidance: m.guidance,
             sampler: m.sampler,
+            karras: m.karras,
             width,
             height,
         };
         control.set_progress(0.02);
-        let mut noise = TorchCpu::new(spec.seed);
+        let kind = spec.noise.unwrap_or(m.noise);
+        let mut noise = super::noise::source(kind, spec.seed);
         let rgb = pipeline
-            .txt2img(&req, &mut noise, &Control(control))
+            .txt2img(&req, noise.as_mut(), &Control(control))
             .map_err(failed)?;
-        control.set_details(self.details(m, &req, None));
+        control.set_details(self.details(m, &pipeline, &req, kind, None));
         control.set_progress(1.0);
         to_picture(rgb, width, height, out_w, out_h)
     }
@@ -343,22 +383,23 @@ impl Renderer for DiffusionRenderer {
             steps: m.steps,
             guidance: m.guidance,
             sampler: m.sampler,
+            karras: m.karras,
             width,
             height,
         };
         let strength = strength_for(&spec.instruction, m.strength);
         control.set_progress(0.02);
-        let mut noise = TorchCpu::new(spec.seed);
+        let mut noise = super::noise::source(m.noise, spec.seed);
         let rgb = pipeline
             .img2img(
                 &req,
                 resized.as_raw(),
                 strength,
-                &mut noise,
+                noise.as_mut(),
                 &Control(control),
             )
             .map_err(failed)?;
-        control.set_details(self.details(m, &req, Some(strength)));
+        control.set_details(self.details(m, &pipeline, &req, m.noise, Some(strength)));
         control.set_progress(1.0);
         to_picture(rgb, width, height, out_w, out_h)
     }

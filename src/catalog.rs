@@ -144,6 +144,22 @@ impl Ratio {
             .find(|r| r.as_str().eq_ignore_ascii_case(s))
     }
 
+    /// The concrete ratio nearest to a `width`×`height` picture's (in log space).
+    pub fn closest(width: u32, height: u32) -> Ratio {
+        let want = (f64::from(width.max(1)) / f64::from(height.max(1))).ln();
+        Ratio::ALL
+            .into_iter()
+            .filter(|r| *r != Ratio::Auto)
+            .min_by(|a, b| {
+                let d = |r: &Ratio| {
+                    let (w, h) = r.parts();
+                    ((f64::from(w) / f64::from(h)).ln() - want).abs()
+                };
+                d(a).total_cmp(&d(b))
+            })
+            .unwrap_or(Ratio::Square)
+    }
+
     /// (width part, height part); `Auto` counts as 1:1.
     pub fn parts(self) -> (u32, u32) {
         match self {

@@ -2,6 +2,8 @@
 //! edit of an image file, no server or data folder.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[cfg(feature = "diffusion")]
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn pictor(args: &[&str]) -> std::process::Output {
@@ -63,4 +65,213 @@ fn render_writes_a_png_with_parameters_and_edits_a_file() {
     ]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown style"));
+}
+
+/// The tiny SD 1.5 model with Stable Diffusion 1.5's own scheduler configuration, as the
+/// sampler references were made (`tools/sd-fixtures/samplers.py`).
+#[cfg(feature = "diffusion")]
+fn sd15_with_sd15_scheduler(dir: &Path) -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion");
+    let to = dir.join("model");
+    copy_dir(&root.join("sd15/model"), &to);
+    std::fs::copy(
+        root.join("samplers/scheduler_config.json"),
+        to.join("scheduler/scheduler_config.json"),
+    )
+    .unwrap();
+    to
+}
+
+#[cfg(feature = "diffusion")]
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let dest = to.join(p.file_name().unwrap());
+        if p.is_dir() {
+            copy_dir(&p, &dest);
+        } else {
+            std::fs::copy(&p, &dest).unwrap();
+        }
+    }
+}
+
+/// Largest per-channel difference (0..255) between a PNG and a float 0..1 HWC reference.
+#[cfg(feature = "diffusion")]
+fn max_pixel_diff(png: &Path, reference: &candle::Tensor) -> u8 {
+    let img = image::open(png).unwrap().to_rgb8();
+    let want = reference.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    assert_eq!(img.as_raw().len(), want.len(), "picture size");
+    img.as_raw()
+        .iter()
+        .zip(&want)
+        .map(|(&g, &w)| (f32::from(g) - w * 255.0).abs().round() as u8)
+        .max()
+        .unwrap()
+}
+
+/// `pictor render` with a diffusion model gives the diffusers pipeline's picture for every
+/// sampler and both noise sources (within 2/255 per channel), writes A1111-format parameters,
+/// and `--from-png` re-renders its own PNG exactly.
+#[cfg(feature = "diffusion")]
+#[test]
+fn diffusion_render_matches_diffusers_for_every_sampler_and_rerenders_from_png() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/samplers");
+    let dir = tempfile::tempdir().unwrap();
+    let model = sd15_with_sd15_scheduler(dir.path());
+    let refs = candle::safetensors::load(root.join("reference.safetensors"), &candle::Device::Cpu)
+        .unwrap();
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("reference.json")).unwrap())
+            .unwrap();
+    let data = dir.path().join("data");
+    for (case, c) in meta["cases"].as_object().unwrap() {
+        let out = dir.path().join(format!("{case}.png"));
+        let mut args = vec![
+            "render".to_owned(),
+            "--data-dir".into(),
+            data.to_str().unwrap().into(),
+            "--model".into(),
+            model.to_str().unwrap().into(),
+            "--prompt".into(),
+            meta["prompt"].as_str().unwrap().into(),
+            "--negative-prompt".into(),
+            meta["negative_prompt"].as_str().unwrap().into(),
+            "--sampler".into(),
+            c["sampler"].as_str().unwrap().into(),
+            "--steps".into(),
+            meta["steps"].to_string(),
+            "--guidance".into(),
+            meta["guidance"].to_string(),
+            "--width".into(),
+            "64".into(),
+            "--height".into(),
+            "64".into(),
+            "--seed".into(),
+            meta["seed"].to_string(),
+            "--noise".into(),
+            c["noise"].as_str().unwrap().into(),
+            "--out".into(),
+            out.to_str().unwrap().into(),
+        ];
+        match c["karras"].as_bool() {
+            Some(true) => args.extend(["--schedule".into(), "karras".into()]),
+            Some(false) => args.extend(["--schedule".into(), "uniform".into()]),
+            None => {}
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = pictor(&args);
+        assert!(
+            o.status.success(),
+            "{case}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let d = max_pixel_diff(&out, &refs[&format!("{case}_image")]);
+        println!("{case}: max diff {d}/255");
+        assert!(d <= 2, "{case}: {d}/255 from diffusers");
+
+        // The PNG says how it was made, in A1111's words, and re-renders to the same pixels.
+        let text = pictor::render::encode::read_parameters(&std::fs::read(&out).unwrap()).unwrap();
+        let info = pictor::render::infotext::Infotext::parse(&text);
+        assert_eq!(info.get("Seed"), Some(meta["seed"].to_string().as_str()));
+        assert_eq!(info.get("Steps"), Some("8"));
+        assert_eq!(info.get("CFG scale"), Some("7.5"));
+        assert_eq!(info.get("Size"), Some("64x64"));
+        assert_eq!(info.negative_prompt, "blurry");
+        let rng = if c["noise"] == "a1111-gpu" {
+            "NV"
+        } else {
+            "CPU"
+        };
+        assert_eq!(info.get("RNG"), Some(rng), "{text}");
+        let again = dir.path().join(format!("{case}-again.png"));
+        let o = pictor(&[
+            "render",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--from-png",
+            out.to_str().unwrap(),
+            "--model",
+            model.to_str().unwrap(),
+            "--out",
+            again.to_str().unwrap(),
+        ]);
+        assert!(
+            o.status.success(),
+            "{case}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(
+            image::open(&out).unwrap().to_rgb8(),
+            image::open(&again).unwrap().to_rgb8(),
+            "{case}: --from-png gave another picture"
+        );
+    }
+    assert!(!data.exists(), "rendering must not create a data folder");
+}
+
+/// The README's example: a picture AUTOMATIC1111-style metadata describes (DPM++ 2M Karras, GPU
+/// noise, made by diffusers with A1111's Philox noise) is reproduced from the PNG alone, the model
+/// found among the installed ones by the name the PNG gives.
+#[cfg(feature = "diffusion")]
+#[test]
+fn from_png_reproduces_an_a1111_picture_with_the_installed_model() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion");
+    let png = root.join("samplers/a1111_dpmpp_2m_karras.png");
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let model = root.join("sd15/model");
+    let o = pictor(&[
+        "models",
+        "add",
+        "model",
+        model.to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = dir.path().join("again.png");
+    let o = pictor(&[
+        "render",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--from-png",
+        png.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = image::open(&png).unwrap().to_rgb8();
+    let got = image::open(&out).unwrap().to_rgb8();
+    let d = want
+        .as_raw()
+        .iter()
+        .zip(got.as_raw())
+        .map(|(a, b)| a.abs_diff(*b))
+        .max()
+        .unwrap();
+    println!("A1111 PNG reproduced within {d}/255");
+    assert!(d <= 2, "{d}/255");
+    let text = pictor::render::encode::read_parameters(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(
+        text.contains("Sampler: DPM++ 2M, Schedule type: Karras") && text.contains("RNG: NV"),
+        "{text}"
+    );
+
+    // A PNG naming a model that is not installed says so.
+    let o = pictor(&[
+        "render",
+        "--from-png",
+        png.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--data-dir",
+        dir.path().join("empty").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not installed here"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

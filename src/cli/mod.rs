@@ -71,7 +71,7 @@ pub enum Command {
     #[command(subcommand)]
     Models(ModelsCommand),
     /// Render one picture to a file with the built-in renderer (no server needed).
-    Render(render::RenderArgs),
+    Render(Box<render::RenderArgs>),
     /// Write a consistent backup (store snapshot + pictures) to one file; works while the server runs.
     Backup {
         #[arg(long)]
@@ -536,7 +536,7 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
     let dir = data_dir(cli)?;
     match command {
         Command::Serve(_) => unreachable_serve(),
-        Command::Render(args) => render::run(args),
+        Command::Render(args) => render::run(args, dir).await,
         Command::Backup { to, json } => {
             let to =
                 std::path::absolute(to).with_context(|| format!("bad path {}", to.display()))?;

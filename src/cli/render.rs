@@ -1,98 +1,117 @@
-//! `pictor render`: one picture to a file with the built-in renderer, no server or data folder.
-//! Also applies an edit instruction to an image file (`--edit IN --instruction …`).
+//! `pictor render`: one picture to a file, no server needed.
+//!
+//! - With `--model fast|artist|0.2plus` (the default) the built-in painter draws it; `--edit IN
+//!   --instruction …` applies an edit instruction to an image file.
+//! - With `--model` naming a diffusion model (an installed model's name, a diffusers folder or a
+//!   `.safetensors` checkpoint) the built-in diffusion engine renders it, with the sampler, steps,
+//!   guidance, size, seed, noise source and negative prompt given.
+//! - `--from-png FILE` takes all of that from a PNG's `parameters` (Pictor's or AUTOMATIC1111's);
+//!   flags given beside it override what the file says.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::Args;
 
+use crate::render::infotext::Infotext;
 use crate::render::{
     self, EditSpec, GenerateSpec, Model, PngParameters, ProceduralRenderer, Ratio, Renderer, Style,
 };
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone, Default)]
 pub struct RenderArgs {
     /// What to draw.
-    #[arg(long, default_value = "")]
-    pub prompt: String,
-    /// fast, artist or 0.2plus (aliases accepted).
-    #[arg(long, default_value = "fast")]
-    pub model: String,
-    /// 1:1, 16:9, 9:16, 3:2, 2:3, 4:3, 3:4 or auto.
-    #[arg(long, default_value = "1:1")]
-    pub ratio: String,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Force a style: photo, watercolor, oil, sketch, pixel, lowpoly, neon, poster, japanese.
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// fast, artist or 0.2plus (the built-in painter; the default), or a diffusion model: an
+    /// installed model's name (`pictor models list`), a diffusers folder or a .safetensors file.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Painter: 1:1, 16:9, 9:16, 3:2, 2:3, 4:3, 3:4 or auto.
+    #[arg(long)]
+    pub ratio: Option<String>,
+    /// The seed (default 1).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Painter: force a style: photo, watercolor, oil, sketch, pixel, lowpoly, neon, poster, japanese.
     #[arg(long)]
     pub style: Option<String>,
     /// Downscale the result so its long side is at most this many pixels (gallery thumbnails).
     #[arg(long)]
     pub max_side: Option<u32>,
     /// Edit this image file (PNG, JPEG or WebP) with `--instruction` instead of generating.
-    #[arg(long, requires = "instruction")]
+    #[arg(long, requires = "instruction", conflicts_with = "from_png")]
     pub edit: Option<PathBuf>,
     /// The edit instruction, e.g. "make it black and white and add a vignette".
     #[arg(long)]
     pub instruction: Option<String>,
+    /// Re-render the picture a PNG's `parameters` describe (Pictor's or AUTOMATIC1111's); the
+    /// other flags override what it says.
+    #[arg(long)]
+    pub from_png: Option<PathBuf>,
+    /// Diffusion: what the picture must not show.
+    #[arg(long)]
+    pub negative_prompt: Option<String>,
+    /// Diffusion: euler, euler_a (default), ddim, dpm++_2m, heun or lms (AUTOMATIC1111's names too).
+    #[arg(long)]
+    pub sampler: Option<String>,
+    /// Diffusion: automatic (the model's own sigmas), karras or uniform.
+    #[arg(long)]
+    pub schedule: Option<String>,
+    /// Diffusion: sampling steps, 1 to 150 (default 20).
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Diffusion: classifier-free guidance (CFG scale), 0 to 30 (default 7).
+    #[arg(long)]
+    pub guidance: Option<f64>,
+    /// Diffusion: width in pixels, a multiple of 8 (default: the model's native size).
+    #[arg(long)]
+    pub width: Option<usize>,
+    /// Diffusion: height in pixels, a multiple of 8 (default: the model's native size).
+    #[arg(long)]
+    pub height: Option<usize>,
+    /// Diffusion: where the seed's noise comes from: torch-cpu (default; diffusers with a CPU
+    /// generator, ComfyUI, A1111 "RNG: CPU") or a1111-gpu (A1111's default GPU/NV noise).
+    #[arg(long)]
+    pub noise: Option<String>,
+    /// Diffusion, single-file checkpoints: a diffusers folder whose configuration and
+    /// tokenizers to use instead of those read off the checkpoint.
+    #[arg(long)]
+    pub model_config: Option<PathBuf>,
     /// Output PNG file.
     #[arg(long)]
     pub out: PathBuf,
 }
 
-pub fn run(args: &RenderArgs) -> anyhow::Result<()> {
-    let model = Model::parse(&args.model).context("unknown model; use fast, artist or 0.2plus")?;
-    let (picture, params) = if let Some(input) = &args.edit {
-        let instruction = args.instruction.clone().unwrap_or_default();
-        let source =
-            std::fs::read(input).with_context(|| format!("cannot read {}", input.display()))?;
-        let picture = ProceduralRenderer.edit(&EditSpec {
-            source,
-            instruction: instruction.clone(),
-            seed: args.seed,
+pub async fn run(args: &RenderArgs, data_dir: PathBuf) -> anyhow::Result<()> {
+    let mut args = args.clone();
+    let mut from_png = None;
+    if let Some(path) = &args.from_png {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let text = render::encode::read_parameters(&bytes).with_context(|| {
+            format!(
+                "{} has no `parameters` text (not made by Pictor or AUTOMATIC1111?)",
+                path.display()
+            )
         })?;
-        let params = PngParameters {
-            prompt: instruction,
-            seed: args.seed,
-            model: model.id().into(),
-            kind: "edit",
-            details: None,
-        };
-        (picture, params)
-    } else {
-        anyhow::ensure!(!args.prompt.trim().is_empty(), "--prompt is required");
-        let ratio = Ratio::parse(&args.ratio)
-            .context("unknown ratio")?
-            .resolve_auto(&args.prompt);
-        let picture = match &args.style {
-            Some(name) => {
-                let style = Style::parse(name).context(
-                    "unknown style; use photo, watercolor, oil, sketch, pixel, lowpoly, neon, poster or japanese",
-                )?;
-                render::procedural::render_picture(
-                    &args.prompt,
-                    model,
-                    ratio,
-                    args.seed,
-                    Some(style),
-                )
-            }
-            None => ProceduralRenderer.generate(&GenerateSpec {
-                noise: None,
-                prompt: args.prompt.clone(),
-                model,
-                ratio,
-                seed: args.seed,
-            })?,
-        };
-        let params = PngParameters {
-            prompt: args.prompt.clone(),
-            seed: args.seed,
-            model: model.id().into(),
-            kind: "generate",
-            details: None,
-        };
-        (picture, params)
+        let info = Infotext::parse(&text);
+        if info.params.is_empty() {
+            bail!("{}: its parameters have no settings line", path.display());
+        }
+        apply_infotext(&mut args, &info)?;
+        from_png = Some(info);
+    }
+    // No model and no PNG to say which: the painter's default.
+    let model = match (&args.model, &from_png) {
+        (Some(m), _) => m.clone(),
+        (None, None) => "fast".to_owned(),
+        (None, Some(_)) => String::new(),
+    };
+    let painter = Model::parse(&model).filter(|_| !Path::new(&model).exists());
+    let (picture, params) = match painter {
+        Some(model) => paint(&args, model)?,
+        None => diffuse(&args, &model, from_png.as_ref(), &data_dir).await?,
     };
     let picture = match args.max_side {
         Some(side) => render::downscale(picture, side),
@@ -102,4 +121,316 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<()> {
     std::fs::write(&args.out, png)
         .with_context(|| format!("cannot write {}", args.out.display()))?;
     Ok(())
+}
+
+/// Fills the flags not given from an infotext.
+fn apply_infotext(args: &mut RenderArgs, info: &Infotext) -> anyhow::Result<()> {
+    let num = |k: &str| -> anyhow::Result<Option<f64>> {
+        info.get(k)
+            .map(|v| {
+                v.trim()
+                    .parse::<f64>()
+                    .with_context(|| format!("the PNG's {k} is not a number: {v:?}"))
+            })
+            .transpose()
+    };
+    args.prompt.get_or_insert_with(|| info.prompt.clone());
+    if !info.negative_prompt.is_empty() {
+        args.negative_prompt
+            .get_or_insert_with(|| info.negative_prompt.clone());
+    }
+    if args.seed.is_none() {
+        args.seed = num("Seed")?.map(|s| s as u64);
+    }
+    let procedural = info.get("Sampler") == Some("procedural");
+    if procedural {
+        if args.model.is_none() {
+            args.model = info
+                .get("Pictor model")
+                .or(info.get("Model"))
+                .map(str::to_owned);
+        }
+        if args.ratio.is_none()
+            && let Some((w, h)) = info.size("Size")
+        {
+            args.ratio = Some(Ratio::closest(w, h).as_str().to_owned());
+        }
+        return Ok(());
+    }
+    if args.steps.is_none() {
+        args.steps = num("Steps")?.map(|s| s as usize);
+    }
+    if args.guidance.is_none() {
+        args.guidance = num("CFG scale")?;
+    }
+    if args.sampler.is_none() {
+        args.sampler = info.get("Sampler").map(str::to_owned);
+    }
+    if args.schedule.is_none() {
+        args.schedule = info.get("Schedule type").map(str::to_owned);
+    }
+    if let Some((w, h)) = info.size("Size") {
+        args.width.get_or_insert(w as usize);
+        args.height.get_or_insert(h as usize);
+    }
+    if args.noise.is_none() {
+        // A1111 leaves RNG out for its default, the GPU noise.
+        args.noise = Some(info.get("RNG").unwrap_or("GPU").to_owned());
+    }
+    Ok(())
+}
+
+fn paint(args: &RenderArgs, model: Model) -> anyhow::Result<(render::Picture, PngParameters)> {
+    let seed = args.seed.unwrap_or(1);
+    if let Some(input) = &args.edit {
+        let instruction = args.instruction.clone().unwrap_or_default();
+        let source =
+            std::fs::read(input).with_context(|| format!("cannot read {}", input.display()))?;
+        let picture = ProceduralRenderer.edit(&EditSpec {
+            source,
+            instruction: instruction.clone(),
+            seed,
+        })?;
+        let params = PngParameters {
+            prompt: instruction,
+            seed,
+            model: model.id().into(),
+            kind: "edit",
+            details: None,
+        };
+        return Ok((picture, params));
+    }
+    let prompt = args.prompt.clone().unwrap_or_default();
+    anyhow::ensure!(!prompt.trim().is_empty(), "--prompt is required");
+    let ratio = Ratio::parse(args.ratio.as_deref().unwrap_or("1:1"))
+        .context("unknown ratio")?
+        .resolve_auto(&prompt);
+    let picture = match &args.style {
+        Some(name) => {
+            let style = Style::parse(name).context(
+                "unknown style; use photo, watercolor, oil, sketch, pixel, lowpoly, neon, poster or japanese",
+            )?;
+            render::procedural::render_picture(&prompt, model, ratio, seed, Some(style))
+        }
+        None => ProceduralRenderer.generate(&GenerateSpec {
+            prompt: prompt.clone(),
+            model,
+            ratio,
+            seed,
+            noise: None,
+        })?,
+    };
+    let params = PngParameters {
+        prompt,
+        seed,
+        model: model.id().into(),
+        kind: "generate",
+        details: None,
+    };
+    Ok((picture, params))
+}
+
+#[cfg(not(feature = "diffusion"))]
+async fn diffuse(
+    _: &RenderArgs,
+    model: &str,
+    _: Option<&Infotext>,
+    _: &Path,
+) -> anyhow::Result<(render::Picture, PngParameters)> {
+    bail!(
+        "{model:?} is not fast, artist or 0.2plus, and this build has no diffusion engine (feature `diffusion`)"
+    )
+}
+
+#[cfg(feature = "diffusion")]
+async fn diffuse(
+    args: &RenderArgs,
+    model: &str,
+    from_png: Option<&Infotext>,
+    data_dir: &Path,
+) -> anyhow::Result<(render::Picture, PngParameters)> {
+    use crate::catalog::NoiseKind;
+    use crate::render::RenderDetails;
+    use crate::render::diffusion::renderer::{karras_for, schedule_type};
+    use crate::render::diffusion::scheduler::Sampler;
+    use crate::render::diffusion::{NoControl, Pipeline, Request, noise};
+
+    if args.edit.is_some() {
+        bail!("--edit works with the painter models (fast, artist, 0.2plus)");
+    }
+    let (name, source, hash) = resolve_model(args, model, from_png, data_dir).await?;
+    let (sampler, named_karras) = match &args.sampler {
+        None => (Sampler::EulerAncestral, None),
+        Some(s) => Sampler::parse_with_schedule(s).with_context(|| {
+            format!("unknown sampler {s:?}; use euler, euler_a, ddim, dpm++_2m, heun or lms")
+        })?,
+    };
+    let karras = match &args.schedule {
+        Some(s)
+            if !matches!(
+                s.to_ascii_lowercase().as_str(),
+                "automatic" | "karras" | "uniform"
+            ) =>
+        {
+            bail!("unknown schedule {s:?}; use automatic, karras or uniform")
+        }
+        s => named_karras.or(karras_for(sampler, s.as_deref())),
+    };
+    let kind = match &args.noise {
+        None => NoiseKind::TorchCpu,
+        Some(n) => NoiseKind::parse(n)
+            .with_context(|| format!("unknown noise source {n:?}; use torch-cpu or a1111-gpu"))?,
+    };
+    let steps = args.steps.unwrap_or(20);
+    anyhow::ensure!((1..=150).contains(&steps), "--steps must be from 1 to 150");
+    let guidance = args.guidance.unwrap_or(7.0);
+    anyhow::ensure!(
+        (0.0..=30.0).contains(&guidance),
+        "--guidance must be from 0 to 30"
+    );
+    let prompt = args.prompt.clone().unwrap_or_default();
+    anyhow::ensure!(!prompt.trim().is_empty(), "--prompt is required");
+    let seed = args.seed.unwrap_or(1);
+
+    let started = std::time::Instant::now();
+    let device = crate::render::diffusion::device();
+    let pipeline =
+        tokio::task::spawn_blocking(move || Pipeline::load(&source, &Default::default(), &device))
+            .await?
+            .with_context(|| format!("cannot load {name:?}"))?;
+    let native = pipeline.sample_size * 8;
+    let req = Request {
+        prompt: prompt.clone(),
+        negative_prompt: args.negative_prompt.clone().unwrap_or_default(),
+        steps,
+        guidance,
+        sampler,
+        karras,
+        width: args.width.unwrap_or(native),
+        height: args.height.unwrap_or(native),
+    };
+    let karras_used = pipeline.schedule(&req).map(|s| s.karras)?;
+    let (req2, pipeline) = (req.clone(), std::sync::Arc::new(pipeline));
+    let p = pipeline.clone();
+    let rgb = tokio::task::spawn_blocking(move || {
+        let mut n = noise::source(kind, seed);
+        p.txt2img(&req2, n.as_mut(), &NoControl)
+    })
+    .await??;
+    let image = image::RgbImage::from_raw(req.width as u32, req.height as u32, rgb)
+        .context("the engine returned a picture of the wrong size")?;
+    let picture = render::Picture(image::DynamicImage::ImageRgb8(image).to_rgba8());
+    eprintln!(
+        "{name}: {}x{}, {} {} steps, seed {seed}, {kind} noise, {:.1} s",
+        req.width,
+        req.height,
+        sampler.a1111_name(),
+        steps,
+        started.elapsed().as_secs_f64()
+    );
+    let params = PngParameters {
+        prompt,
+        seed,
+        model: name.clone(),
+        kind: "generate",
+        details: Some(RenderDetails {
+            negative_prompt: req.negative_prompt.clone(),
+            steps,
+            sampler: sampler.a1111_name().to_owned(),
+            schedule: schedule_type(sampler, karras_used),
+            guidance,
+            size: (req.width as u32, req.height as u32),
+            model_name: name,
+            model_hash: hash,
+            noise: kind.as_str(),
+            rng: kind.a1111_rng(),
+            strength: None,
+        }),
+    };
+    Ok((picture, params))
+}
+
+/// The model a diffusion render uses: a path (a diffusers folder or a checkpoint file), an
+/// installed model's name, or — from a PNG with no `--model` — the installed model its
+/// parameters name (by name or file name, else by hash).
+#[cfg(feature = "diffusion")]
+async fn resolve_model(
+    args: &RenderArgs,
+    model: &str,
+    from_png: Option<&Infotext>,
+    data_dir: &Path,
+) -> anyhow::Result<(String, crate::render::diffusion::ModelSource, String)> {
+    use crate::render::diffusion::{ModelSource, load};
+
+    let from_path = |path: &Path, name: String| -> anyhow::Result<_> {
+        let source = if path.join("model_index.json").is_file() {
+            ModelSource::Diffusers(path.to_path_buf())
+        } else if path.is_file() {
+            ModelSource::SingleFile {
+                path: path.to_path_buf(),
+                config: args.model_config.clone(),
+            }
+        } else {
+            bail!(
+                "{} is neither a diffusers folder (model_index.json) nor a checkpoint file",
+                path.display()
+            )
+        };
+        Ok((name, source, load::quick_hash(path)))
+    };
+    let path = Path::new(model);
+    let explicit = args.model.is_some();
+    if explicit && path.exists() {
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| model.to_owned());
+        return from_path(path, name);
+    }
+    // Installed models, if there is a store (rendering never creates one).
+    let listed = if data_dir.join("pictor.redb").exists() {
+        super::run_admin(data_dir.to_path_buf(), crate::ops::AdminRequest::ModelList).await?
+    } else {
+        serde_json::Value::Null
+    };
+    let installed: Vec<(String, PathBuf)> = listed["models"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|m| {
+                    Some((
+                        m["name"].as_str()?.to_owned(),
+                        PathBuf::from(m["path"].as_str()?),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let stem = |p: &Path| p.file_stem().map(|s| s.to_string_lossy().into_owned());
+    let found = if explicit {
+        installed.iter().find(|(n, _)| n == model)
+    } else {
+        let info = from_png.context("--model is required")?;
+        let wanted = info.get("Model").unwrap_or_default();
+        installed
+            .iter()
+            .find(|(n, p)| n == wanted || stem(p).as_deref() == Some(wanted))
+            .or_else(|| {
+                let hash = info.get("Model hash")?;
+                installed
+                    .iter()
+                    .find(|(_, p)| load::quick_hash(p).eq_ignore_ascii_case(hash))
+            })
+    };
+    match found {
+        Some((name, path)) => from_path(path, name.clone()),
+        None if explicit => bail!(
+            "no installed model is named {model:?} and no such file or folder exists (see `pictor models list`)"
+        ),
+        None => bail!(
+            "the PNG was made with model {:?} (hash {}), which is not installed here: pass --model NAME|PATH",
+            from_png.and_then(|i| i.get("Model")).unwrap_or("?"),
+            from_png.and_then(|i| i.get("Model hash")).unwrap_or("?"),
+        ),
+    }
 }

@@ -200,7 +200,7 @@ fn diffusion_renderer(
             }
         };
         let mut m = ModelMapping::new(name, source);
-        m.hash = quick_hash(&record.path);
+        m.hash = crate::render::diffusion::load::quick_hash(std::path::Path::new(&record.path));
         for (k, v) in t {
             let bad = |what: &str| anyhow::anyhow!("[diffusion.{key}] {k}: {what}");
             match k.as_str() {
@@ -319,30 +319,6 @@ fn diffusion_renderer(
         fallback,
         budget_mb * 1024 * 1024,
     )))
-}
-
-/// A short, cheap fingerprint of a model (SHA-256 of the UNet weights' size and first MiB),
-/// shown as "Model hash" in the PNG parameters.
-#[cfg(feature = "diffusion")]
-fn quick_hash(path: &str) -> String {
-    use sha2::Digest;
-    use std::io::Read;
-    let dir = std::path::Path::new(path);
-    // A diffusers folder: its UNet weights; a single file: itself.
-    let file = crate::render::diffusion::load::weights_in(
-        &dir.join("unet"),
-        "diffusion_pytorch_model.safetensors",
-    )
-    .unwrap_or_else(|_| dir.to_path_buf());
-    let mut h = sha2::Sha256::new();
-    if let Ok(f) = std::fs::File::open(&file) {
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        h.update(len.to_le_bytes());
-        let mut buf = Vec::new();
-        let _ = f.take(1 << 20).read_to_end(&mut buf);
-        h.update(&buf);
-    }
-    hex::encode(&h.finalize()[..5])
 }
 
 fn with_testing_hooks(base: Arc<dyn Renderer>) -> Arc<dyn Renderer> {

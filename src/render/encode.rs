@@ -91,7 +91,9 @@ pub fn parameters_text(params: &PngParameters, width: u32, height: u32) -> Strin
             if (d.size.0, d.size.1) != (width, height) {
                 kv("Output size", format!("{width}x{height}"));
             }
-            kv("Pictor model", params.model.clone());
+            if params.model != d.model_name {
+                kv("Pictor model", params.model.clone());
+            }
         }
     }
     if params.kind.eq_ignore_ascii_case("edit") {

@@ -19,7 +19,9 @@ Noise:
   AGPL and not part of Pictor).
 
 Writes tests/fixtures/diffusion/samplers/{reference.safetensors,reference.json}: for each case the
-final latents (`<case>_latents`) and the picture (`<case>_image`, float 0..1, HWC).
+final latents (`<case>_latents`) and the picture (`<case>_image`, float 0..1, HWC); and
+`a1111_dpmpp_2m_karras.png`, the DPM++ 2M Karras / GPU-noise picture as a PNG carrying the
+`parameters` text AUTOMATIC1111 writes for those settings (the README's reproduction example).
 
     python tools/sd-fixtures/samplers.py --philox /path/to/rng_philox.py
 """
@@ -169,6 +171,20 @@ def main():
             "timesteps": [float(x) for x in pipe.scheduler.timesteps],
         }
     save_file(tensors, str(OUT / "reference.safetensors"))
+
+    # The GPU-noise DPM++ 2M Karras picture as A1111 would save it (A1111 leaves RNG out for its
+    # default GPU noise; "Model" is the checkpoint's file name without extension).
+    from PIL import Image
+    from PIL.PngImagePlugin import PngInfo
+
+    info = PngInfo()
+    info.add_text(
+        "parameters",
+        f"{PROMPT}\nNegative prompt: {NEGATIVE}\nSteps: {STEPS}, Sampler: DPM++ 2M, Schedule type: Karras, "
+        f"CFG scale: {GUIDANCE}, Seed: {SEED}, Size: {SIZE}x{SIZE}, Model: model, Version: v1.10.1",
+    )
+    pixels = (tensors["dpmpp_2m_karras_nv_image"].numpy() * 255).round().astype("uint8")
+    Image.fromarray(pixels).save(OUT / "a1111_dpmpp_2m_karras.png", pnginfo=info)
     meta = {
         "model": "tests/fixtures/diffusion/sd15/model with scheduler/scheduler_config.json replaced by scheduler_config.json here",
         "prompt": PROMPT,

@@ -289,3 +289,23 @@ pub fn weights_in(dir: &Path, plain: &str) -> Result<PathBuf, DiffusionError> {
         DiffusionError::Model(format!("no .safetensors weights in {}", dir.display()))
     })
 }
+
+/// A short, cheap fingerprint of a model (SHA-256 of the UNet weights' size and first MiB),
+/// shown as "Model hash" in the PNG parameters.
+pub fn quick_hash(path: &std::path::Path) -> String {
+    use sha2::Digest;
+    use std::io::Read;
+    let dir = path;
+    // A diffusers folder: its UNet weights; a single file: itself.
+    let file = weights_in(&dir.join("unet"), "diffusion_pytorch_model.safetensors")
+        .unwrap_or_else(|_| dir.to_path_buf());
+    let mut h = sha2::Sha256::new();
+    if let Ok(f) = std::fs::File::open(&file) {
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        h.update(len.to_le_bytes());
+        let mut buf = Vec::new();
+        let _ = f.take(1 << 20).read_to_end(&mut buf);
+        h.update(&buf);
+    }
+    hex::encode(&h.finalize()[..5])
+}

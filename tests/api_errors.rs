@@ -120,12 +120,26 @@ async fn generate_validation_errors_change_nothing() {
             json!({"prompt": "cat", "seed": 99999999999u64}),
             "invalid_request",
         ),
+        (json!({"prompt": "cat", "noise": "gpu"}), "invalid_request"),
+        (
+            json!({"prompt": "cat", "noise": "TORCH-CPU"}),
+            "invalid_request",
+        ),
+        (json!({"prompt": "cat", "noise": 1}), "invalid_request"),
         (json!([1, 2]), "invalid_request"),
         (json!("prompt"), "invalid_request"),
     ];
     for (body, code) in cases {
         let got = s.generate(&key, body.clone()).await;
         assert_error(&got, 400, code);
+    }
+    // Both noise sources are accepted (the painter records and ignores them).
+    for noise in ["torch-cpu", "a1111-gpu"] {
+        let (st, c) = s
+            .generate(&key, json!({"prompt": "cat", "noise": noise}))
+            .await;
+        assert_eq!(st, 202, "{c}");
+        s.finish(&key, c["job_id"].as_str().unwrap()).await;
     }
     // 4000 characters (multi-byte) is fine.
     let (st, c) = s.generate(&key, json!({"prompt": "я".repeat(4000)})).await;
@@ -175,9 +189,9 @@ async fn generate_validation_errors_change_nothing() {
     assert_error(&status_json(r).await, 400, "invalid_request");
 
     let me = s.me(&key).await;
-    assert_eq!(me["balance"], 4, "only the one valid job was charged");
+    assert_eq!(me["balance"], 2, "only the three valid jobs were charged");
     assert_eq!(me["active_job"], json!(null));
-    assert_eq!(s.store().all_jobs().unwrap().len(), 1, "no job half-made");
+    assert_eq!(s.store().all_jobs().unwrap().len(), 3, "no job half-made");
     s.assert_books_balanced();
     s.stop().await;
 }

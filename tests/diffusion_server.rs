@@ -43,10 +43,20 @@ async fn generate(
     model: &str,
     seed: u64,
 ) -> Vec<u8> {
+    generate_with(http, base, key, json!({"model": model, "seed": seed})).await
+}
+
+/// A generate job with these request fields (and the test prompt), to its PNG.
+async fn generate_with(http: &reqwest::Client, base: &str, key: &str, fields: Value) -> Vec<u8> {
+    let model = fields["model"].clone();
+    let mut body = json!({"prompt": "a photo of a red car"});
+    for (k, v) in fields.as_object().unwrap() {
+        body[k] = v.clone();
+    }
     let r: Value = json_of(
         http.post(format!("{base}/api/pictor/v1/generate"))
             .bearer_auth(key)
-            .json(&json!({"prompt": "a photo of a red car", "model": model, "seed": seed})),
+            .json(&body),
     )
     .await;
     let job = r["job_id"]
@@ -155,7 +165,7 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
         assert!(
             params.starts_with("a photo of a red car")
                 && params.contains(
-                    "\nNegative prompt: blurry\nSteps: 4, Sampler: Euler a, CFG scale: 7.5, "
+                    "\nNegative prompt: blurry\nSteps: 4, Sampler: Euler a, Schedule type: Automatic, CFG scale: 7.5, "
                 ),
             "{params}"
         );
@@ -180,6 +190,25 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
         pictures[0].as_raw(),
         pictures[2].as_raw(),
         "another seed gives another picture"
+    );
+    // The job chooses A1111's GPU noise: the same seed, another picture, and the PNG says so.
+    let bytes = generate_with(
+        &http,
+        &base,
+        &key,
+        json!({"model": "fast", "seed": 7, "noise": "a1111-gpu"}),
+    )
+    .await;
+    let params = pictor::render::encode::read_parameters(&bytes).unwrap();
+    assert!(
+        params.contains("RNG: NV") && params.contains("Noise source: a1111-gpu"),
+        "{params}"
+    );
+    let nv = image::load_from_memory(&bytes).unwrap().to_rgb8();
+    assert_ne!(
+        nv.as_raw(),
+        pictures[0].as_raw(),
+        "GPU noise is another noise"
     );
     // The single file, same settings and seed: the very same picture as the folder.
     let bytes = generate(&http, &base, &key, "artist", 7).await;
@@ -293,7 +322,7 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
     };
     assert_eq!(
         me["balance"].as_i64().unwrap(),
-        50 - 3 * price("fast") - price("artist") - price("0.2plus") - 2 * edit_price,
+        50 - 4 * price("fast") - price("artist") - price("0.2plus") - 2 * edit_price,
         "{me}"
     );
     drop(server);

@@ -65,6 +65,9 @@ pub enum AdminRequest {
         path: String,
         #[serde(default)]
         source: Option<String>,
+        /// SHA-256 of a single-file checkpoint (hex), hashed by the caller.
+        #[serde(default)]
+        sha256: Option<String>,
     },
     ModelList,
     ModelRemove {
@@ -265,7 +268,17 @@ pub fn execute(
             store.add_signing_key(key, now)?;
             Ok(json!({ "kid": kid }))
         }
-        AdminRequest::ModelAdd { name, path, source } => {
+        AdminRequest::ModelAdd {
+            name,
+            path,
+            source,
+            sha256,
+        } => {
+            if let Some(h) = &sha256
+                && (h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()))
+            {
+                return Err(OpError::Invalid("sha256 must be 64 hex digits".into()));
+            }
             crate::models::check_name(&name).map_err(|e| OpError::Invalid(e.to_string()))?;
             let p = std::path::Path::new(&path);
             if !p.is_absolute() {
@@ -281,6 +294,7 @@ pub fn execute(
                 weight_bytes: info.weight_bytes,
                 added_at: now,
                 source,
+                sha256: sha256.map(|h| h.to_ascii_lowercase()),
             };
             store.add_model(record.clone())?;
             Ok(json!({ "model": record, "tensors": info.tensors }))

@@ -214,6 +214,22 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
     let bytes = generate(&http, &base, &key, "artist", 7).await;
     let params = pictor::render::encode::read_parameters(&bytes).unwrap();
     assert!(params.contains("Model: tinyfile"), "{params}");
+    // A single file's "Model hash" is AUTOMATIC1111's: the file's SHA-256, first 10 digits.
+    let listed = cli_json(&d, &["models", "list", "--json"], None);
+    let file = listed["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "tinyfile")
+        .unwrap()["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let sha = pictor::models::sha256_file(std::path::Path::new(&file)).unwrap();
+    assert!(
+        params.contains(&format!("Model hash: {}, Model: tinyfile", &sha[..10])),
+        "{params}"
+    );
     // artist is delivered larger (1536²) than fast (1024²): both are the same 64² render
     // scaled up, so scaled back down to 64² they agree within resampling rounding.
     let small = |img: &image::RgbImage| {

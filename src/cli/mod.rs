@@ -411,12 +411,23 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
         ModelsCommand::Add { name, path, json } => {
             let path = std::fs::canonicalize(path)
                 .with_context(|| format!("cannot find {}", path.display()))?;
+            // A single file's SHA-256, once, for AUTOMATIC1111's "Model hash".
+            let sha256 = if path.is_file() {
+                if !*json {
+                    eprintln!("hashing {} (AUTOMATIC1111's model hash)…", path.display());
+                }
+                let p = path.clone();
+                Some(tokio::task::spawn_blocking(move || crate::models::sha256_file(&p)).await??)
+            } else {
+                None
+            };
             let v = run_admin(
                 dir,
                 AdminRequest::ModelAdd {
                     name: name.clone(),
                     path: path.display().to_string(),
                     source: None,
+                    sha256,
                 },
             )
             .await?;
@@ -513,6 +524,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
                     name: name.clone(),
                     path: std::fs::canonicalize(&report.path)?.display().to_string(),
                     source: Some(source),
+                    sha256: None,
                 },
             )
             .await?;

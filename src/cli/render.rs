@@ -362,21 +362,32 @@ async fn resolve_model(
 ) -> anyhow::Result<(String, crate::render::diffusion::ModelSource, String)> {
     use crate::render::diffusion::{ModelSource, load};
 
-    let from_path = |path: &Path, name: String| -> anyhow::Result<_> {
-        let source = if path.join("model_index.json").is_file() {
-            ModelSource::Diffusers(path.to_path_buf())
+    // The hash a PNG records: A1111's (the file's SHA-256, first 10 digits) for a single file,
+    // Pictor's quick hash for a diffusers folder.
+    let from_path = |path: &Path, name: String, sha256: Option<&str>| -> anyhow::Result<_> {
+        let (source, hash) = if path.join("model_index.json").is_file() {
+            (
+                ModelSource::Diffusers(path.to_path_buf()),
+                load::quick_hash(path),
+            )
         } else if path.is_file() {
-            ModelSource::SingleFile {
+            let sha = match sha256 {
+                Some(h) => h.to_owned(),
+                None => crate::models::sha256_file(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?,
+            };
+            let source = ModelSource::SingleFile {
                 path: path.to_path_buf(),
                 config: args.model_config.clone(),
-            }
+            };
+            (source, sha.chars().take(10).collect())
         } else {
             bail!(
                 "{} is neither a diffusers folder (model_index.json) nor a checkpoint file",
                 path.display()
             )
         };
-        Ok((name, source, load::quick_hash(path)))
+        Ok((name, source, hash))
     };
     let path = Path::new(model);
     let explicit = args.model.is_some();
@@ -385,7 +396,7 @@ async fn resolve_model(
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| model.to_owned());
-        return from_path(path, name);
+        return from_path(path, name, None);
     }
     // Installed models, if there is a store (rendering never creates one).
     let listed = if data_dir.join("pictor.redb").exists() {
@@ -393,7 +404,7 @@ async fn resolve_model(
     } else {
         serde_json::Value::Null
     };
-    let installed: Vec<(String, PathBuf)> = listed["models"]
+    let installed: Vec<(String, PathBuf, Option<String>)> = listed["models"]
         .as_array()
         .map(|a| {
             a.iter()
@@ -401,6 +412,7 @@ async fn resolve_model(
                     Some((
                         m["name"].as_str()?.to_owned(),
                         PathBuf::from(m["path"].as_str()?),
+                        m["sha256"].as_str().map(str::to_owned),
                     ))
                 })
                 .collect()
@@ -408,22 +420,23 @@ async fn resolve_model(
         .unwrap_or_default();
     let stem = |p: &Path| p.file_stem().map(|s| s.to_string_lossy().into_owned());
     let found = if explicit {
-        installed.iter().find(|(n, _)| n == model)
+        installed.iter().find(|(n, _, _)| n == model)
     } else {
         let info = from_png.context("--model is required")?;
         let wanted = info.get("Model").unwrap_or_default();
         installed
             .iter()
-            .find(|(n, p)| n == wanted || stem(p).as_deref() == Some(wanted))
+            .find(|(n, p, _)| n == wanted || stem(p).as_deref() == Some(wanted))
             .or_else(|| {
-                let hash = info.get("Model hash")?;
-                installed
-                    .iter()
-                    .find(|(_, p)| load::quick_hash(p).eq_ignore_ascii_case(hash))
+                let hash = info.get("Model hash")?.to_ascii_lowercase();
+                installed.iter().find(|(_, p, sha)| {
+                    sha.as_deref().is_some_and(|s| s.starts_with(&hash))
+                        || load::quick_hash(p) == hash
+                })
             })
     };
     match found {
-        Some((name, path)) => from_path(path, name.clone()),
+        Some((name, path, sha)) => from_path(path, name.clone(), sha.as_deref()),
         None if explicit => bail!(
             "no installed model is named {model:?} and no such file or folder exists (see `pictor models list`)"
         ),

@@ -200,7 +200,11 @@ fn diffusion_renderer(
             }
         };
         let mut m = ModelMapping::new(name, source);
-        m.hash = crate::render::diffusion::load::quick_hash(std::path::Path::new(&record.path));
+        // A1111's hash of a single file (taken when it was added); Pictor's quick one otherwise.
+        m.hash = match &record.sha256 {
+            Some(h) if h.len() >= 10 => h[..10].to_owned(),
+            _ => crate::render::diffusion::load::quick_hash(std::path::Path::new(&record.path)),
+        };
         for (k, v) in t {
             let bad = |what: &str| anyhow::anyhow!("[diffusion.{key}] {k}: {what}");
             match k.as_str() {

@@ -314,6 +314,23 @@ fn inspect_single_file(path: &Path, len: u64) -> Result<ModelInfo, ModelError> {
 }
 
 /// A model name as used in `pictor models …` and the configuration: 1–64 of `a-z 0-9 . _ -`.
+/// SHA-256 of a whole file, hex (AUTOMATIC1111's model hash is its first 10 digits).
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    use sha2::Digest;
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
 pub fn check_name(name: &str) -> Result<(), ModelError> {
     let ok = !name.is_empty()
         && name.len() <= 64

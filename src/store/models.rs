@@ -24,6 +24,10 @@ pub struct ModelRecord {
     /// `owner/name@commit` for models pulled from the hub.
     #[serde(default)]
     pub source: Option<String>,
+    /// SHA-256 of a single-file checkpoint (hex): its first 10 digits are AUTOMATIC1111's
+    /// "Model hash".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 impl Store {

@@ -235,8 +235,6 @@ pub enum NoiseKind {
 }
 
 impl NoiseKind {
-    pub const ALL: [NoiseKind; 2] = [NoiseKind::TorchCpu, NoiseKind::A1111Gpu];
-
     /// `torch-cpu` or `a1111-gpu` (also the A1111 names `CPU`, `GPU`, `NV`).
     pub fn parse(name: &str) -> Option<NoiseKind> {
         match name.trim().to_ascii_lowercase().replace('_', "-").as_str() {

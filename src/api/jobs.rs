@@ -44,6 +44,9 @@ pub struct JobView {
     pub enhanced_prompt: Option<String>,
     /// Seed of the render; the same prompt, model, ratio and seed give the same picture.
     pub seed: u64,
+    /// *(added)* The noise source the job asked for (`torch-cpu`, `a1111-gpu`); absent when it
+    /// left the choice to the model's configuration.
+    pub noise: Option<String>,
     /// While `queued` and waiting for a render slot: 1-based place in the queue (1 = next).
     pub queue_position: Option<u32>,
     /// While `queued`: predicted seconds until the render starts, from recent render times of
@@ -95,6 +98,7 @@ pub fn job_view(state: &AppState, snap: &Snapshot) -> JobView {
         prompt: job.prompt.clone(),
         enhanced_prompt: job.enhanced_prompt.clone(),
         seed: job.seed,
+        noise: job.noise.map(|n| n.as_str().to_owned()),
         queue_position: live.queue_position,
         eta_seconds: live.eta_seconds.map(|s| (s * 10.0).round() / 10.0),
         progress: live.progress,

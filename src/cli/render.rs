@@ -81,6 +81,10 @@ pub struct RenderArgs {
     /// Output PNG file.
     #[arg(long)]
     pub out: PathBuf,
+    /// The Karras choice a PNG's "Schedule type" makes (A1111's meaning), used when neither
+    /// `--schedule` nor the sampler's name decides.
+    #[arg(skip)]
+    pub png_karras: Option<bool>,
 }
 
 pub async fn run(args: &RenderArgs, data_dir: PathBuf) -> anyhow::Result<()> {
@@ -123,59 +127,111 @@ pub async fn run(args: &RenderArgs, data_dir: PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Fills the flags not given from an infotext.
+/// Settings in a PNG that change a picture and that a re-render does not reproduce.
+const NOT_REPRODUCED: [&str; 9] = [
+    "Clip skip",
+    "ENSD",
+    "Eta",
+    "Eta DDIM",
+    "Hires upscale",
+    "Variation seed",
+    "Seed resize from",
+    "SGM noise multiplier",
+    "Refiner",
+];
+
+/// Fills the flags not given from an infotext; refuses what cannot be re-rendered and warns
+/// about settings that will be left out.
 fn apply_infotext(args: &mut RenderArgs, info: &Infotext) -> anyhow::Result<()> {
-    let num = |k: &str| -> anyhow::Result<Option<f64>> {
+    fn int<T: std::str::FromStr>(info: &Infotext, k: &str) -> anyhow::Result<Option<T>> {
         info.get(k)
             .map(|v| {
-                v.trim()
-                    .parse::<f64>()
-                    .with_context(|| format!("the PNG's {k} is not a number: {v:?}"))
+                v.trim().parse::<T>().ok().with_context(|| {
+                    format!("the PNG's {k} is not a whole number in range: {v:?}")
+                })
             })
             .transpose()
-    };
+    }
+    if info.get("Denoising strength").is_some() || info.get("Edit") == Some("yes") {
+        bail!("the PNG is an edit (image to image): only text-to-image pictures can be re-rendered");
+    }
     args.prompt.get_or_insert_with(|| info.prompt.clone());
     if !info.negative_prompt.is_empty() {
         args.negative_prompt
             .get_or_insert_with(|| info.negative_prompt.clone());
     }
     if args.seed.is_none() {
-        args.seed = num("Seed")?.map(|s| s as u64);
+        args.seed = int::<u64>(info, "Seed")?;
     }
-    let procedural = info.get("Sampler") == Some("procedural");
-    if procedural {
+    let size = match info.get("Size") {
+        None => None,
+        Some(v) => Some(info.size("Size").with_context(|| {
+            format!("the PNG's Size is not WIDTHxHEIGHT: {v:?}")
+        })?),
+    };
+    if info.get("Sampler") == Some("procedural") {
+        // Only a painter id: a PNG does not get to name files to load.
         if args.model.is_none() {
-            args.model = info
-                .get("Pictor model")
-                .or(info.get("Model"))
-                .map(str::to_owned);
+            args.model = ["Pictor model", "Model"]
+                .into_iter()
+                .filter_map(|k| info.get(k))
+                .find_map(Model::parse)
+                .map(|m| m.id().to_owned());
         }
         if args.ratio.is_none()
-            && let Some((w, h)) = info.size("Size")
+            && let Some((w, h)) = size
         {
             args.ratio = Some(Ratio::closest(w, h).as_str().to_owned());
         }
         return Ok(());
     }
     if args.steps.is_none() {
-        args.steps = num("Steps")?.map(|s| s as usize);
+        args.steps = int::<usize>(info, "Steps")?;
     }
     if args.guidance.is_none() {
-        args.guidance = num("CFG scale")?;
+        args.guidance = info
+            .get("CFG scale")
+            .map(|v| {
+                v.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|g| g.is_finite())
+                    .with_context(|| format!("the PNG's CFG scale is not a number: {v:?}"))
+            })
+            .transpose()?;
     }
     if args.sampler.is_none() {
         args.sampler = info.get("Sampler").map(str::to_owned);
     }
-    if args.schedule.is_none() {
-        args.schedule = info.get("Schedule type").map(str::to_owned);
+    #[cfg(feature = "diffusion")]
+    if let Some(name) = &args.sampler
+        && let Some((sampler, _)) =
+            crate::render::diffusion::scheduler::Sampler::parse_with_schedule(name)
+    {
+        args.png_karras =
+            crate::render::diffusion::renderer::karras_for(sampler, info.get("Schedule type"));
     }
-    if let Some((w, h)) = info.size("Size") {
+    if let Some((w, h)) = size {
         args.width.get_or_insert(w as usize);
         args.height.get_or_insert(h as usize);
     }
     if args.noise.is_none() {
         // A1111 leaves RNG out for its default, the GPU noise.
         args.noise = Some(info.get("RNG").unwrap_or("GPU").to_owned());
+    }
+    let left_out: Vec<&str> = NOT_REPRODUCED
+        .into_iter()
+        .filter(|k| match info.get(k) {
+            None => false,
+            Some(v) => !(*k == "Clip skip" && v.trim() == "1"),
+        })
+        .collect();
+    if !left_out.is_empty() {
+        eprintln!(
+            "warning: the PNG's {} {} not reproduced; the picture will differ",
+            left_out.join(", "),
+            if left_out.len() == 1 { "is" } else { "are" }
+        );
     }
     Ok(())
 }
@@ -251,7 +307,7 @@ async fn diffuse(
 ) -> anyhow::Result<(render::Picture, PngParameters)> {
     use crate::catalog::NoiseKind;
     use crate::render::RenderDetails;
-    use crate::render::diffusion::renderer::{karras_for, schedule_type};
+    use crate::render::diffusion::renderer::schedule_type;
     use crate::render::diffusion::scheduler::Sampler;
     use crate::render::diffusion::{NoControl, Pipeline, Request, noise};
 
@@ -265,17 +321,21 @@ async fn diffuse(
             format!("unknown sampler {s:?}; use euler, euler_a, ddim, dpm++_2m, heun or lms")
         })?,
     };
-    let karras = match &args.schedule {
-        Some(s)
-            if !matches!(
-                s.to_ascii_lowercase().as_str(),
-                "automatic" | "karras" | "uniform"
-            ) =>
-        {
-            bail!("unknown schedule {s:?}; use automatic, karras or uniform")
-        }
-        s => named_karras.or(karras_for(sampler, s.as_deref())),
+    // An explicit --schedule decides; else a name like "DPM++ 2M Karras"; else what a PNG's
+    // "Schedule type" meant to A1111; else the model's own configuration.
+    let karras = match args.schedule.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        Some("karras") => Some(true),
+        Some("uniform") => Some(false),
+        Some("automatic") => None,
+        Some(other) => bail!("unknown schedule {other:?}; use automatic, karras or uniform"),
+        None => named_karras.or(args.png_karras),
     };
+    if karras == Some(true) && !sampler.supports_karras() {
+        eprintln!(
+            "warning: {} has no Karras schedule; using the model's",
+            sampler.a1111_name()
+        );
+    }
     let kind = match &args.noise {
         None => NoiseKind::TorchCpu,
         Some(n) => NoiseKind::parse(n)
@@ -291,6 +351,15 @@ async fn diffuse(
     let prompt = args.prompt.clone().unwrap_or_default();
     anyhow::ensure!(!prompt.trim().is_empty(), "--prompt is required");
     let seed = args.seed.unwrap_or(1);
+    // Checked before a model of several GB loads.
+    for (flag, v) in [("--width", args.width), ("--height", args.height)] {
+        if let Some(v) = v {
+            anyhow::ensure!(
+                v.is_multiple_of(8) && (64..=4096).contains(&v),
+                "{flag} must be a multiple of 8 from 64 to 4096 (got {v})"
+            );
+        }
+    }
 
     let started = std::time::Instant::now();
     let device = crate::render::diffusion::device();

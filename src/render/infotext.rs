@@ -107,11 +107,13 @@ fn parse_params(line: &str) -> Vec<(String, String)> {
         while i < b.len() && (b[i] == b' ' || b[i] == b',') {
             i += 1;
         }
-        let start = i;
         let Some(colon) = line[i..].find(':').map(|c| c + i) else {
             break;
         };
-        let key = &line[start..colon];
+        // A bare token before the key (A1111 writes `k` alone when its value is `k`) is not
+        // part of it: the key starts after the last comma.
+        let start = line[i..colon].rfind(',').map_or(i, |c| i + c + 1);
+        let key = line[start..colon].trim_start();
         let mut chars = key.chars();
         let key_ok = chars.next().is_some_and(is_word)
             && key.chars().count() >= 2
@@ -123,7 +125,15 @@ fn parse_params(line: &str) -> Vec<(String, String)> {
             i += 1;
         }
         let value;
-        if i < b.len() && b[i] == b'"' {
+        // A JSON string only when it closes; else (as A1111's regex) up to the next comma.
+        let closed = i < b.len() && b[i] == b'"' && {
+            let mut j = i + 1;
+            while j < b.len() && b[j] != b'"' {
+                j += if b[j] == b'\\' { 2 } else { 1 };
+            }
+            j < b.len()
+        };
+        if closed {
             // A JSON string: to the closing quote not escaped.
             let mut j = i + 1;
             while j < b.len() && b[j] != b'"' {
@@ -171,6 +181,14 @@ mod tests {
         assert_eq!(t.get("RNG"), Some("NV"));
         assert_eq!(t.size("Size"), Some((512, 768)));
         assert_eq!(t.get("Version"), Some("v1.10.1"));
+    }
+
+    #[test]
+    fn bare_tokens_and_unterminated_quotes_do_not_eat_settings() {
+        let t = Infotext::parse("cat\nSteps: 4, Tiling, Sampler: Euler, Model: \"oops, Seed: 5");
+        assert_eq!(t.get("Sampler"), Some("Euler"));
+        assert_eq!(t.get("Model"), Some("\"oops"));
+        assert_eq!(t.get("Seed"), Some("5"));
     }
 
     #[test]

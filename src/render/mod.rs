@@ -130,7 +130,8 @@ pub struct RenderDetails {
     pub steps: usize,
     /// The sampler by its AUTOMATIC1111 name ("Euler a", "DPM++ 2M"…).
     pub sampler: String,
-    /// A1111's "Schedule type": "Automatic" (the model's own spacing) or "Karras".
+    /// A1111's "Schedule type": "Automatic" (the model's own sigmas), "Karras", or "Uniform"
+    /// (DPM++ 2M without Karras sigmas, which A1111's "Automatic" would mean).
     pub schedule: &'static str,
     pub guidance: f64,
     /// The size the model rendered at (before fitting to the job's size).

@@ -13,10 +13,10 @@
 //!   "RNG: NV" on any device). Every draw is a fresh counter offset: the initial latents take
 //!   offset 0, each ancestral step the next.
 //!
-//! Float notes: ATen's AVX2 kernel (`normal_fill_AVX2`, used by PyTorch on AVX2 CPUs without
-//! AVX-512) computes log, sin and cos with SLEEF's vector approximations, which can differ from
-//! this (portable, `ATEN_CPU_CAPABILITY=default` / AVX-512 / ARM) fill in the last bit of a value
-//! (at most ~1.2e-6); pictures are equal within float tolerance either way.
+//! Float notes: PyTorch has two 16-wide fills. Its x86-64 builds run the AVX2 kernel on every
+//! AVX2 CPU (AVX-512 ones too), with Cephes approximations of log, sin and cos ([`TorchFill::X86`],
+//! the default here); older x86 CPUs and ARM run the portable kernel with libm's functions
+//! ([`TorchFill::Portable`]). They differ in the last bit for about 38 % of values (≤ 1.8e-6).
 
 pub use crate::catalog::NoiseKind;
 

@@ -252,12 +252,14 @@ pub fn schedule_type(sampler: Sampler, karras: bool) -> &'static str {
     }
 }
 
-/// The Karras choice A1111's "Schedule type" asks of `sampler` (`None`: the model's own).
+/// The Karras choice an A1111 "Schedule type" asks of `sampler` (`None`: the model's own).
+/// Since v1.9 A1111 writes the type; its "Automatic" means Karras for DPM++ 2M. Older
+/// versions wrote none and named Karras in the sampler ("DPM++ 2M Karras"): no type, no Karras.
 pub fn karras_for(sampler: Sampler, schedule_type: Option<&str>) -> Option<bool> {
     match schedule_type.map(str::to_ascii_lowercase).as_deref() {
         Some("karras") => Some(true),
         Some("uniform") => Some(false),
-        Some("automatic") | None if sampler == Sampler::DpmPp2m => Some(true),
+        Some("automatic") if sampler == Sampler::DpmPp2m => Some(true),
         _ => None,
     }
 }

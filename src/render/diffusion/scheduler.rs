@@ -229,6 +229,7 @@ impl SchedulerConfig {
             euler_at_final: b("euler_at_final", false),
         };
         let plausible = (2..=100_000).contains(&c.num_train_timesteps)
+            && c.steps_offset < c.num_train_timesteps
             && c.beta_start > 0.0
             && c.beta_end > c.beta_start
             && c.beta_end < 1.0;
@@ -299,7 +300,6 @@ impl SchedulerConfig {
             init_noise_sigma: 1.0,
             prediction: self.prediction,
             karras,
-            steps: n,
             ddim: Vec::new(),
             dpm: DpmFlags {
                 lower_order_final: self.lower_order_final,
@@ -343,7 +343,7 @@ impl SchedulerConfig {
                         let ratio = t / n;
                         (0..n)
                             .rev()
-                            .map(|i| i * ratio + self.steps_offset)
+                            .map(|i| (i * ratio + self.steps_offset).min(t - 1))
                             .collect()
                     }
                     Spacing::Trailing => trailing(t, n),
@@ -382,7 +382,7 @@ impl SchedulerConfig {
                         let ratio = t / (n + 1);
                         (1..=n)
                             .rev()
-                            .map(|i| i * ratio + self.steps_offset)
+                            .map(|i| (i * ratio + self.steps_offset).min(t - 1))
                             .collect()
                     }
                     Spacing::Trailing => trailing(t, n),
@@ -536,8 +536,6 @@ pub struct Schedule {
     pub prediction: Prediction,
     /// Whether the sigmas are Karras'.
     pub karras: bool,
-    /// The steps asked for.
-    pub steps: usize,
     /// DDIM: (ᾱ at the step's timestep, ᾱ at the previous one) per step.
     ddim: Vec<(f32, f32)>,
     dpm: DpmFlags,

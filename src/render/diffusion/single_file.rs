@@ -616,6 +616,7 @@ pub fn infer_configs(
         "prediction_type": prediction,
         "timestep_spacing": overrides.timestep_spacing.clone().unwrap_or_else(|| "trailing".into()),
         "steps_offset": 1,
+        "set_alpha_to_one": false,
     });
     Ok(InferredConfigs {
         arch,

@@ -314,7 +314,6 @@ async fn diffuse(
     if args.edit.is_some() {
         bail!("--edit works with the painter models (fast, artist, 0.2plus)");
     }
-    let (name, source, hash) = resolve_model(args, model, from_png, data_dir).await?;
     let (sampler, named_karras) = match &args.sampler {
         None => (Sampler::EulerAncestral, None),
         Some(s) => Sampler::parse_with_schedule(s).with_context(|| {
@@ -361,6 +360,7 @@ async fn diffuse(
         }
     }
 
+    let (name, source, hash) = resolve_model(args, model, from_png, data_dir).await?;
     let started = std::time::Instant::now();
     let device = crate::render::diffusion::device();
     let pipeline =

@@ -140,7 +140,10 @@ async fn generate_validation_errors_change_nothing() {
             .await;
         assert_eq!(st, 202, "{c}");
         let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;
-        assert_eq!(done["noise"], noise, "the job reports its noise source: {done}");
+        assert_eq!(
+            done["noise"], noise,
+            "the job reports its noise source: {done}"
+        );
     }
     // 4000 characters (multi-byte) is fine.
     let (st, c) = s.generate(&key, json!({"prompt": "я".repeat(4000)})).await;

@@ -282,7 +282,8 @@ fn png_with_text(path: &Path, text: &str) {
     let file = std::fs::File::create(path).unwrap();
     let mut enc = png::Encoder::new(file, 1, 1);
     enc.set_color(png::ColorType::Rgb);
-    enc.add_text_chunk("parameters".into(), text.into()).unwrap();
+    enc.add_text_chunk("parameters".into(), text.into())
+        .unwrap();
     let mut w = enc.write_header().unwrap();
     w.write_image_data(&[0, 0, 0]).unwrap();
 }
@@ -293,7 +294,8 @@ fn png_with_text(path: &Path, text: &str) {
 #[test]
 fn from_png_refuses_bad_or_unreproducible_parameters() {
     let dir = tempfile::tempdir().unwrap();
-    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/sd15/model");
+    let model =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/sd15/model");
     let png = dir.path().join("in.png");
     let out = dir.path().join("out.png");
     for (settings, expected) in [
@@ -301,10 +303,22 @@ fn from_png_refuses_bad_or_unreproducible_parameters() {
         ("Steps: 8.5, Sampler: Euler, Seed: 1, Size: 64x64", "Steps"),
         ("Steps: 8, Sampler: Euler, Seed: 1, Size: 0x0", "--width"),
         ("Steps: 8, Sampler: Euler, Seed: 1, Size: big", "Size"),
-        ("Steps: 8, Sampler: Euler, CFG scale: NaN, Seed: 1", "CFG scale"),
-        ("Steps: 8, Sampler: Euler, Seed: 1, Denoising strength: 0.5", "edit"),
-        ("Steps: 8, Sampler: PLMS, Seed: 1, Size: 64x64", "unknown sampler"),
-        ("Steps: 9999, Sampler: Euler, Seed: 1, Size: 64x64", "--steps"),
+        (
+            "Steps: 8, Sampler: Euler, CFG scale: NaN, Seed: 1",
+            "CFG scale",
+        ),
+        (
+            "Steps: 8, Sampler: Euler, Seed: 1, Denoising strength: 0.5",
+            "edit",
+        ),
+        (
+            "Steps: 8, Sampler: PLMS, Seed: 1, Size: 64x64",
+            "unknown sampler",
+        ),
+        (
+            "Steps: 9999, Sampler: Euler, Seed: 1, Size: 64x64",
+            "--steps",
+        ),
     ] {
         png_with_text(&png, &format!("a cat\n{settings}"));
         let o = pictor(&[

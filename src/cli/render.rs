@@ -146,14 +146,17 @@ fn apply_infotext(args: &mut RenderArgs, info: &Infotext) -> anyhow::Result<()> 
     fn int<T: std::str::FromStr>(info: &Infotext, k: &str) -> anyhow::Result<Option<T>> {
         info.get(k)
             .map(|v| {
-                v.trim().parse::<T>().ok().with_context(|| {
-                    format!("the PNG's {k} is not a whole number in range: {v:?}")
-                })
+                v.trim()
+                    .parse::<T>()
+                    .ok()
+                    .with_context(|| format!("the PNG's {k} is not a whole number in range: {v:?}"))
             })
             .transpose()
     }
     if info.get("Denoising strength").is_some() || info.get("Edit") == Some("yes") {
-        bail!("the PNG is an edit (image to image): only text-to-image pictures can be re-rendered");
+        bail!(
+            "the PNG is an edit (image to image): only text-to-image pictures can be re-rendered"
+        );
     }
     args.prompt.get_or_insert_with(|| info.prompt.clone());
     if !info.negative_prompt.is_empty() {
@@ -165,9 +168,10 @@ fn apply_infotext(args: &mut RenderArgs, info: &Infotext) -> anyhow::Result<()> 
     }
     let size = match info.get("Size") {
         None => None,
-        Some(v) => Some(info.size("Size").with_context(|| {
-            format!("the PNG's Size is not WIDTHxHEIGHT: {v:?}")
-        })?),
+        Some(v) => Some(
+            info.size("Size")
+                .with_context(|| format!("the PNG's Size is not WIDTHxHEIGHT: {v:?}"))?,
+        ),
     };
     if info.get("Sampler") == Some("procedural") {
         // Only a painter id: a PNG does not get to name files to load.
@@ -322,7 +326,12 @@ async fn diffuse(
     };
     // An explicit --schedule decides; else a name like "DPM++ 2M Karras"; else what a PNG's
     // "Schedule type" meant to A1111; else the model's own configuration.
-    let karras = match args.schedule.as_deref().map(str::to_ascii_lowercase).as_deref() {
+    let karras = match args
+        .schedule
+        .as_deref()
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
         Some("karras") => Some(true),
         Some("uniform") => Some(false),
         Some("automatic") => None,

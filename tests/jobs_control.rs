@@ -100,8 +100,8 @@ fn pngs(s: &TestServer) -> usize {
         .unwrap_or(0)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancel_queued_and_running_jobs_returns_credits_exactly_once() {
+/// A server with one render slot behind a gate, and two users with 10 credits (their keys).
+async fn gated_server_with_two_users() -> (Gate, TestServer, String, String) {
     let gate = Gate::default();
     let s = TestServer::start_with(Options {
         renderer: Arc::new(gate.clone()),
@@ -111,6 +111,12 @@ async fn cancel_queued_and_running_jobs_returns_credits_exactly_once() {
     .await;
     let (_, a) = s.user("a@example.com", 10, false);
     let (_, b) = s.user("b@example.com", 10, false);
+    (gate, s, a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_queued_and_running_jobs_returns_credits_exactly_once() {
+    let (gate, s, a, b) = gated_server_with_two_users().await;
 
     // A's job takes the only render slot (the gate holds it); B's waits in the queue.
     let (_, ja) = s
@@ -187,15 +193,7 @@ async fn cancel_queued_and_running_jobs_returns_credits_exactly_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_edit_leaves_no_upload_behind() {
-    let gate = Gate::default();
-    let s = TestServer::start_with(Options {
-        renderer: Arc::new(gate.clone()),
-        render_workers: 1,
-        ..Options::default()
-    })
-    .await;
-    let (_, a) = s.user("a@example.com", 10, false);
-    let (_, b) = s.user("b@example.com", 10, false);
+    let (gate, s, a, b) = gated_server_with_two_users().await;
     let (_, ja) = s.generate(&a, json!({"prompt": "holds the slot"})).await;
     until(&s, &a, &id(&ja), |v| v["status"] == "running").await;
     let uploads = |s: &TestServer| {

@@ -310,8 +310,7 @@ async fn diffuse(
     data_dir: &Path,
 ) -> anyhow::Result<(render::Picture, PngParameters)> {
     use crate::catalog::NoiseKind;
-    use crate::render::RenderDetails;
-    use crate::render::diffusion::renderer::schedule_type;
+    use crate::render::diffusion::renderer::{parse_schedule, render_details, to_picture};
     use crate::render::diffusion::scheduler::Sampler;
     use crate::render::diffusion::{NoControl, Pipeline, Request, noise};
 
@@ -326,16 +325,9 @@ async fn diffuse(
     };
     // An explicit --schedule decides; else a name like "DPM++ 2M Karras"; else what a PNG's
     // "Schedule type" meant to A1111; else the model's own configuration.
-    let karras = match args
-        .schedule
-        .as_deref()
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        Some("karras") => Some(true),
-        Some("uniform") => Some(false),
-        Some("automatic") => None,
-        Some(other) => bail!("unknown schedule {other:?}; use automatic, karras or uniform"),
+    let karras = match &args.schedule {
+        Some(s) => parse_schedule(s)
+            .with_context(|| format!("unknown schedule {s:?}; use automatic, karras or uniform"))?,
         None => named_karras.or(args.png_karras),
     };
     if karras == Some(true) && !sampler.supports_karras() {
@@ -387,21 +379,16 @@ async fn diffuse(
         width: args.width.unwrap_or(native),
         height: args.height.unwrap_or(native),
     };
-    let karras_used = pipeline.schedule(&req).map(|s| s.karras)?;
-    let (req2, pipeline) = (req.clone(), std::sync::Arc::new(pipeline));
-    let p = pipeline.clone();
+    let details = render_details(&pipeline, &req, &name, &hash, kind, None);
+    let (w, h) = (req.width, req.height);
     let rgb = tokio::task::spawn_blocking(move || {
         let mut n = noise::source(kind, seed);
-        p.txt2img(&req2, n.as_mut(), &NoControl)
+        pipeline.txt2img(&req, n.as_mut(), &NoControl)
     })
     .await??;
-    let image = image::RgbImage::from_raw(req.width as u32, req.height as u32, rgb)
-        .context("the engine returned a picture of the wrong size")?;
-    let picture = render::Picture(image::DynamicImage::ImageRgb8(image).to_rgba8());
+    let picture = to_picture(rgb, w, h, w as u32, h as u32)?;
     eprintln!(
-        "{name}: {}x{}, {} {} steps, seed {seed}, {kind} noise, {:.1} s",
-        req.width,
-        req.height,
+        "{name}: {w}x{h}, {} {} steps, seed {seed}, {kind} noise, {:.1} s",
         sampler.a1111_name(),
         steps,
         started.elapsed().as_secs_f64()
@@ -409,21 +396,9 @@ async fn diffuse(
     let params = PngParameters {
         prompt,
         seed,
-        model: name.clone(),
+        model: name,
         kind: "generate",
-        details: Some(RenderDetails {
-            negative_prompt: req.negative_prompt.clone(),
-            steps,
-            sampler: sampler.a1111_name().to_owned(),
-            schedule: schedule_type(sampler, karras_used),
-            guidance,
-            size: (req.width as u32, req.height as u32),
-            model_name: name,
-            model_hash: hash,
-            noise: kind.as_str(),
-            rng: kind.a1111_rng(),
-            strength: None,
-        }),
+        details: Some(details),
     };
     Ok((picture, params))
 }

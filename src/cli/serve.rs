@@ -264,16 +264,12 @@ fn diffusion_renderer(
                     }
                 }
                 "schedule" => {
-                    m.karras = match v.as_str().map(str::to_ascii_lowercase).as_deref() {
-                        Some("karras") => Some(true),
-                        Some("uniform") => Some(false),
-                        Some("automatic") => None,
-                        _ => {
-                            return Err(bad(
-                                "\"automatic\" (the model's), \"karras\" or \"uniform\"",
-                            ));
-                        }
-                    }
+                    m.karras = v
+                        .as_str()
+                        .and_then(crate::render::diffusion::renderer::parse_schedule)
+                        .ok_or_else(|| {
+                            bad("\"automatic\" (the model's), \"karras\" or \"uniform\"")
+                        })?
                 }
                 "noise" => {
                     m.noise = v

@@ -214,29 +214,30 @@ impl DiffusionRenderer {
         );
         Ok(pipeline)
     }
+}
 
-    fn details(
-        &self,
-        m: &ModelMapping,
-        pipeline: &Pipeline,
-        req: &Request,
-        noise: NoiseKind,
-        strength: Option<f64>,
-    ) -> RenderDetails {
-        let karras = pipeline.schedule(req).is_ok_and(|s| s.karras);
-        RenderDetails {
-            negative_prompt: req.negative_prompt.clone(),
-            steps: req.steps,
-            sampler: req.sampler.a1111_name().to_owned(),
-            schedule: schedule_type(req.sampler, karras),
-            guidance: req.guidance,
-            size: (req.width as u32, req.height as u32),
-            model_name: m.name.clone(),
-            model_hash: m.hash.clone(),
-            noise: noise.as_str(),
-            rng: noise.a1111_rng(),
-            strength,
-        }
+/// How `pipeline` made a picture for `req`, as the PNG `parameters` record it.
+pub fn render_details(
+    pipeline: &Pipeline,
+    req: &Request,
+    model_name: &str,
+    model_hash: &str,
+    noise: NoiseKind,
+    strength: Option<f64>,
+) -> RenderDetails {
+    let karras = pipeline.scheduler.uses_karras(req.sampler, req.karras);
+    RenderDetails {
+        negative_prompt: req.negative_prompt.clone(),
+        steps: req.steps,
+        sampler: req.sampler.a1111_name().to_owned(),
+        schedule: schedule_type(req.sampler, karras),
+        guidance: req.guidance,
+        size: (req.width as u32, req.height as u32),
+        model_name: model_name.to_owned(),
+        model_hash: model_hash.to_owned(),
+        noise: noise.as_str(),
+        rng: noise.a1111_rng(),
+        strength,
     }
 }
 
@@ -252,6 +253,17 @@ pub fn schedule_type(sampler: Sampler, karras: bool) -> &'static str {
     }
 }
 
+/// Pictor's schedule setting (configuration `schedule`, `--schedule`): `automatic` (the model's
+/// own sigmas: `Some(None)`), `karras` or `uniform`; `None` for anything else.
+pub fn parse_schedule(name: &str) -> Option<Option<bool>> {
+    match name.trim().to_ascii_lowercase().as_str() {
+        "automatic" => Some(None),
+        "karras" => Some(Some(true)),
+        "uniform" => Some(Some(false)),
+        _ => None,
+    }
+}
+
 /// The Karras choice an A1111 "Schedule type" asks of `sampler` (`None`: the model's own).
 /// Since v1.9 A1111 writes the type; its "Automatic" means Karras for DPM++ 2M. Older
 /// versions wrote none and named Karras in the sampler ("DPM++ 2M Karras"): no type, no Karras.
@@ -264,7 +276,8 @@ pub fn karras_for(sampler: Sampler, schedule_type: Option<&str>) -> Option<bool>
     }
 }
 
-fn to_picture(
+/// The engine's RGB8 output (`w`×`h`) fitted to exactly `out_w`×`out_h`.
+pub fn to_picture(
     rgb: Vec<u8>,
     w: usize,
     h: usize,
@@ -353,7 +366,9 @@ impl Renderer for DiffusionRenderer {
         let rgb = pipeline
             .txt2img(&req, noise.as_mut(), &Control(control))
             .map_err(failed)?;
-        control.set_details(self.details(m, &pipeline, &req, kind, None));
+        control.set_details(render_details(
+            &pipeline, &req, &m.name, &m.hash, kind, None,
+        ));
         control.set_progress(1.0);
         to_picture(rgb, width, height, out_w, out_h)
     }
@@ -401,7 +416,14 @@ impl Renderer for DiffusionRenderer {
                 &Control(control),
             )
             .map_err(failed)?;
-        control.set_details(self.details(m, &pipeline, &req, m.noise, Some(strength)));
+        control.set_details(render_details(
+            &pipeline,
+            &req,
+            &m.name,
+            &m.hash,
+            m.noise,
+            Some(strength),
+        ));
         control.set_progress(1.0);
         to_picture(rgb, width, height, out_w, out_h)
     }

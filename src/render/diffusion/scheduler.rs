@@ -272,6 +272,12 @@ impl SchedulerConfig {
         (alphas_cumprod, sigmas)
     }
 
+    /// Whether a run of `sampler` uses Karras sigmas: `karras` overrides the file's
+    /// `use_karras_sigmas`; samplers without Karras sigmas never do.
+    pub fn uses_karras(&self, sampler: Sampler, karras: Option<bool>) -> bool {
+        sampler.supports_karras() && karras.unwrap_or(self.karras)
+    }
+
     fn spacing_for(&self, sampler: Sampler) -> Spacing {
         self.spacing.unwrap_or(sampler.default_spacing())
     }
@@ -290,7 +296,7 @@ impl SchedulerConfig {
                 "steps must be between 1 and {t}"
             )));
         }
-        let karras = sampler.supports_karras() && karras.unwrap_or(self.karras);
+        let karras = self.uses_karras(sampler, karras);
         let spacing = self.spacing_for(sampler);
         let (alphas_cumprod, table) = self.train_tables();
         let mut s = Schedule {

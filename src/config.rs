@@ -46,6 +46,30 @@ pub struct Config {
     /// Bearer token `GET /metrics` requires; `None`: `/metrics` is not served on the public
     /// listener (it stays on the loopback admin channel).
     pub metrics_token: Option<String>,
+    /// Job notifications (`webhook_url`).
+    pub webhooks: WebhookOptions,
+}
+
+/// How job notifications are delivered (see README "Webhooks").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookOptions {
+    /// Whether `webhook_url` may point at loopback, private, link-local and other non-public
+    /// addresses (off: such URLs are refused, when a job is created and again at each delivery).
+    pub allow_private: bool,
+    /// Attempts before a notification is given up.
+    pub max_attempts: u32,
+    /// Wait before the first retry; doubled for each further one (at most an hour).
+    pub retry_base: Duration,
+}
+
+impl Default for WebhookOptions {
+    fn default() -> Self {
+        WebhookOptions {
+            allow_private: false,
+            max_attempts: 10,
+            retry_base: Duration::from_secs(10),
+        }
+    }
 }
 
 impl Config {
@@ -65,6 +89,7 @@ impl Config {
             diffusion: None,
             trusted_proxies: crate::net::TrustedProxies::default(),
             metrics_token: None,
+            webhooks: WebhookOptions::default(),
         }
     }
 
@@ -189,6 +214,21 @@ pub const KEYS: &[Key] = &[
         name: "metrics_token",
         env: "PICTOR_METRICS_TOKEN",
         help: "bearer token for GET /metrics (unset: /metrics only on the admin channel)",
+    },
+    Key {
+        name: "webhooks.allow_private",
+        env: "PICTOR_WEBHOOKS_ALLOW_PRIVATE",
+        help: "let webhook_url point at loopback/private/link-local addresses (true/false)",
+    },
+    Key {
+        name: "webhooks.max_attempts",
+        env: "PICTOR_WEBHOOKS_MAX_ATTEMPTS",
+        help: "delivery attempts before a job notification is given up",
+    },
+    Key {
+        name: "webhooks.retry_ms",
+        env: "PICTOR_WEBHOOKS_RETRY_MS",
+        help: "milliseconds before the first webhook retry (doubled each time, at most 1 h)",
     },
     Key {
         name: "retention_days",
@@ -561,6 +601,22 @@ pub fn resolve(layers: &Layers) -> Result<(Config, Vec<Effective>), ConfigError>
                 "(set, hidden)".to_string()
             }
             ("metrics_token", None) => "(unset: /metrics only on the admin channel)".to_string(),
+            ("webhooks.allow_private", Some((v, s))) => {
+                config.webhooks.allow_private = parse::<bool>(key.name, &v, s, |_| Ok(()))?;
+                v
+            }
+            ("webhooks.allow_private", None) => "false".to_string(),
+            ("webhooks.max_attempts", Some((v, s))) => {
+                config.webhooks.max_attempts = parse::<u64>(key.name, &v, s, range(1, 100))? as u32;
+                v
+            }
+            ("webhooks.max_attempts", None) => config.webhooks.max_attempts.to_string(),
+            ("webhooks.retry_ms", Some((v, s))) => {
+                config.webhooks.retry_base =
+                    Duration::from_millis(parse::<u64>(key.name, &v, s, range(10, 3_600_000))?);
+                v
+            }
+            ("webhooks.retry_ms", None) => config.webhooks.retry_base.as_millis().to_string(),
             (name, Some((v, s))) => {
                 let n = parse::<u64>(name, &v, s, range(0, 1_000_000))? as u32;
                 if let Some(setting) = setting_for(name) {

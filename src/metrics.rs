@@ -60,6 +60,7 @@ pub struct Metrics {
     pub jobs_active: Family<StateLabels, Gauge>,
     pub queue_depth: Gauge,
     pub signins: Family<ResultLabels, Gauge>,
+    pub webhook_attempts: Family<ResultLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -79,6 +80,7 @@ impl Default for Metrics {
         let jobs_active = Family::<StateLabels, Gauge>::default();
         let queue_depth = Gauge::default();
         let signins = Family::<ResultLabels, Gauge>::default();
+        let webhook_attempts = Family::<ResultLabels, Counter>::default();
         registry.register(
             "http_requests",
             "HTTP requests by route, method and status",
@@ -119,6 +121,11 @@ impl Default for Metrics {
             "Web sign-in attempts since start, by result (ok, failed)",
             signins.clone(),
         );
+        registry.register(
+            "webhook_attempts",
+            "Webhook delivery attempts, by result (delivered, retry, failed)",
+            webhook_attempts.clone(),
+        );
         Metrics {
             registry,
             http_requests,
@@ -129,6 +136,7 @@ impl Default for Metrics {
             jobs_active,
             queue_depth,
             signins,
+            webhook_attempts,
         }
     }
 }
@@ -171,6 +179,14 @@ impl Metrics {
                 kind: kind.into(),
                 status: status.into(),
                 code: code.into(),
+            })
+            .inc();
+    }
+
+    pub fn webhook_attempt(&self, result: &str) {
+        self.webhook_attempts
+            .get_or_create(&ResultLabels {
+                result: result.into(),
             })
             .inc();
     }

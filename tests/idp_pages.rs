@@ -405,6 +405,60 @@ async fn api_key_is_shown_once_and_replaces_the_old_one() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_secret_is_made_shown_and_rotated_on_the_account_page() {
+    let s = TestServer::start().await;
+    s.person("wen@example.com", "wen's long password");
+    let mut b = signed_in_browser(&s, "wen@example.com", "wen's long password").await;
+    let page = account(&s, &mut b).await;
+    assert!(page.body.contains("No secret yet"), "{}", page.body);
+    assert!(text_of_id(&page.body, "webhook-secret").is_none());
+    // Viewing the page made nothing.
+    assert!(
+        user_record(&s, "wen@example.com")
+            .webhook_secret_enc
+            .is_none()
+    );
+
+    let r = submit(&s, &mut b, &page, "/account/webhook-secret", &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.headers["cache-control"], "no-store");
+    let first = text_of_id(&r.body, "webhook-secret").expect("secret shown");
+    assert!(first.starts_with("whsec_"), "{first}");
+    assert!(
+        text_of_id(&r.body, "webhook-overlap").is_none(),
+        "nothing replaced yet"
+    );
+    // The API shows the same secret to the same person.
+    let key = s.admin(AdminRequest::KeyIssue {
+        email: "wen@example.com".into(),
+    })["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, v) = s.get(&key, "/api/pictor/v1/webhook-secret").await;
+    assert_eq!(v["secret"], first.as_str());
+
+    let page = account(&s, &mut b).await;
+    assert_eq!(
+        text_of_id(&page.body, "webhook-secret").as_deref(),
+        Some(first.as_str())
+    );
+    assert!(page.body.contains("Rotate the secret"));
+    let r = submit(&s, &mut b, &page, "/account/webhook-secret", &[]).await;
+    let second = text_of_id(&r.body, "webhook-secret").unwrap();
+    assert_ne!(first, second);
+    assert!(
+        text_of_id(&r.body, "webhook-overlap").is_some(),
+        "{}",
+        r.body
+    );
+    let (_, v) = s.get(&key, "/api/pictor/v1/webhook-secret").await;
+    assert_eq!(v["secret"], second.as_str());
+    assert!(v["previous_valid_until"].as_u64().is_some());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn change_password_ends_other_sessions() {
     let s = TestServer::start().await;
     let (email, old_pw, new_pw) = (
@@ -1027,6 +1081,7 @@ async fn every_form_refuses_a_post_without_csrf() {
             vec![("password", "kim's long password")],
         ),
         ("/account/key".into(), vec![]),
+        ("/account/webhook-secret".into(), vec![]),
         ("/account/apps/revoke".into(), vec![("client", "some-app")]),
         (
             "/admin/clients".into(),

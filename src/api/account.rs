@@ -84,6 +84,20 @@ pub struct ApiMap {
     pub endpoints: Vec<EndpointInfo>,
 }
 
+/// The key that signs your job notifications.
+#[derive(Object, Debug)]
+#[oai(skip_serializing_if_is_none)]
+pub struct WebhookSecret {
+    pub ok: bool,
+    /// `whsec_` + 43 characters. Verify a delivery by computing HMAC-SHA256 with this string as
+    /// the key over `<t>.<raw body>` (`t` from `Pictor-Signature: t=…,v1=…`) and comparing the
+    /// hex digest with a `v1` value in constant time; reject old `t`s to stop replays.
+    pub secret: String,
+    /// After a rotation: until when (Unix ms) deliveries also carry a `v1` made with the
+    /// previous secret.
+    pub previous_valid_until: Option<u64>,
+}
+
 pub struct AccountApi {
     pub map: ApiMap,
 }
@@ -102,6 +116,51 @@ impl AccountApi {
         Ok(Json(profile(&state, &auth.0.user)?))
     }
 
+    /// Your webhook signing secret
+    ///
+    /// The secret that signs the notifications of jobs created with a `webhook_url` (made on
+    /// first use; the same for all your jobs). Stored encrypted on the server.
+    #[oai(
+        path = "/v1/webhook-secret",
+        method = "get",
+        operation_id = "webhook_secret"
+    )]
+    async fn webhook_secret(
+        &self,
+        auth: ApiAuth,
+        state: poem::web::Data<&AppState>,
+    ) -> Result<Json<WebhookSecret>, ApiError> {
+        let (secrets, id) = (state.idp.secrets.clone(), auth.0.user.id);
+        let secret = state
+            .store
+            .call(move |s| crate::jobs::webhooks::secret(s, &secrets, id))
+            .await?;
+        Ok(Json(secret_view(&state, id, secret)?))
+    }
+
+    /// Rotate your webhook signing secret
+    ///
+    /// Makes a new secret and returns it. For 24 hours deliveries are signed with both (two
+    /// `v1=` values), so a receiver can switch without rejecting any.
+    #[oai(
+        path = "/v1/webhook-secret/rotate",
+        method = "post",
+        operation_id = "rotate_webhook_secret"
+    )]
+    async fn rotate_webhook_secret(
+        &self,
+        auth: ApiAuth,
+        state: poem::web::Data<&AppState>,
+    ) -> Result<Json<WebhookSecret>, ApiError> {
+        let (secrets, id) = (state.idp.secrets.clone(), auth.0.user.id);
+        let now = state.clock.now();
+        let secret = state
+            .store
+            .call(move |s| crate::jobs::webhooks::rotate(s, &secrets, id, now))
+            .await?;
+        Ok(Json(secret_view(&state, id, secret)?))
+    }
+
     /// Models and prices
     ///
     /// The three models with their display names, aliases and current prices. No key needed.
@@ -118,6 +177,20 @@ impl AccountApi {
     async fn index(&self) -> Json<ApiMap> {
         Json(self.map.clone())
     }
+}
+
+fn secret_view(state: &AppState, user_id: u64, secret: String) -> Result<WebhookSecret, ApiError> {
+    let now = state.clock.now();
+    let until = state
+        .store
+        .user(user_id)?
+        .and_then(|u| u.webhook_secret_prev_until)
+        .filter(|t| *t > now);
+    Ok(WebhookSecret {
+        ok: true,
+        secret,
+        previous_valid_until: until,
+    })
 }
 
 /// A user's profile (shared by the API and the playground).

@@ -50,6 +50,14 @@ pub struct GenerateRequest {
     /// says otherwise). Other renderers record it and ignore it.
     #[oai(nullable)]
     pub noise: Option<NoiseName>,
+    /// *(added)* An http(s) URL to POST the finished job to (the body `GET /v1/jobs/{job_id}`
+    /// returns, signed with your webhook secret in `Pictor-Signature`; see `GET
+    /// /v1/webhook-secret`). At most 2048 bytes; loopback, private, link-local and reserved
+    /// addresses are refused unless the server's operator allows them. Delivered at least once,
+    /// retried with backoff (also across server restarts); `Pictor-Webhook-Id` (the job id)
+    /// identifies repeats.
+    #[oai(nullable, validator(max_length = 2048))]
+    pub webhook_url: Option<String>,
 }
 
 /// Noise sources (documentation of `noise`).
@@ -210,6 +218,16 @@ impl FromJsonBody for GenerateInput {
                 ));
             }
         };
+        let webhook_url = match o.get("webhook_url") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => {
+                return Err(ApiFailure::new(
+                    codes::INVALID_REQUEST,
+                    "`webhook_url` must be a string (an http:// or https:// URL)",
+                ));
+            }
+        };
         Ok(GenerateInput(Generate {
             prompt,
             model,
@@ -217,6 +235,7 @@ impl FromJsonBody for GenerateInput {
             enhance,
             seed,
             noise,
+            webhook_url,
         }))
     }
 }
@@ -263,6 +282,9 @@ pub struct EditRequest {
         pattern = r"^[^\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]*$"
     ))]
     pub prompt: String,
+    /// *(added)* An http(s) URL to POST the finished job to, as for `/v1/generate`.
+    #[oai(validator(max_length = 2048))]
+    pub webhook_url: Option<String>,
 }
 
 /// The edit body as parsed: every part optional, so each missing one gets its own error code.
@@ -309,6 +331,8 @@ pub struct EditForm {
     pub file: Option<Upload>,
     /// The edit instruction, 1 to 4000 characters (e.g. "make it black and white").
     pub prompt: Option<String>,
+    /// Where to announce the job's end.
+    pub webhook_url: Option<String>,
 }
 
 /// Returned when a job is accepted.
@@ -368,6 +392,7 @@ impl ImagesApi {
     ) -> Result<CreatedResponse, ApiError> {
         let form = form.0;
         let prompt = edit_prompt(form.prompt.as_deref())?;
+        let webhook_url = service::check_webhook(&state, form.webhook_url.as_deref())?;
         if [&form.image, &form.photo, &form.file]
             .iter()
             .any(|u| u.as_ref().is_some_and(|u| u.size() == 0))
@@ -387,7 +412,7 @@ impl ImagesApi {
         // Cheap checks first, so a busy or broke user does not make us decode 20 MB.
         service::precheck_edit(&state, user)?;
         let bytes = upload.into_vec().await.map_err(ApiError::internal)?;
-        let job = service::create_edit(&state, user.id, prompt, bytes).await?;
+        let job = service::create_edit(&state, user.id, prompt, bytes, webhook_url).await?;
         Ok(accepted(&state, job))
     }
 }

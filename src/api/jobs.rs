@@ -72,6 +72,27 @@ pub struct JobView {
     pub created_at: u64,
     pub started_at: Option<u64>,
     pub finished_at: Option<u64>,
+    /// *(added)* The job's `webhook_url` and how its delivery stands (absent without one, and in
+    /// the webhook's own body).
+    pub webhook: Option<WebhookView>,
+}
+
+/// A job's notification.
+#[derive(Object, Debug)]
+#[oai(skip_serializing_if_is_none)]
+pub struct WebhookView {
+    pub url: String,
+    /// `pending` (the job is unfinished, or delivery is being retried), `delivered` (a 2xx
+    /// answer came back) or `failed` (every attempt failed; no more are made).
+    pub status: String,
+    /// Delivery attempts so far.
+    pub attempts: u32,
+    /// Why the last attempt failed.
+    pub last_error: Option<String>,
+    /// When it was delivered (Unix ms).
+    pub delivered_at: Option<u64>,
+    /// When the next attempt is due (Unix ms).
+    pub next_attempt_at: Option<u64>,
 }
 
 pub fn job_view(state: &AppState, snap: &Snapshot) -> JobView {
@@ -110,6 +131,14 @@ pub fn job_view(state: &AppState, snap: &Snapshot) -> JobView {
         created_at: job.created_at,
         started_at: job.started_at,
         finished_at: job.finished_at,
+        webhook: job.webhook.as_ref().map(|w| WebhookView {
+            url: w.url.clone(),
+            status: w.status.as_str().to_owned(),
+            attempts: w.attempts,
+            last_error: w.last_error.clone(),
+            delivered_at: w.delivered_at,
+            next_attempt_at: w.next_attempt_at,
+        }),
     }
 }
 

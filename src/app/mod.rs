@@ -7,6 +7,7 @@ pub mod idle;
 pub mod limits;
 pub mod maintenance;
 pub mod observe;
+pub mod webhooks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -179,7 +180,8 @@ impl Server {
         let admin_app = admin::routes(state.clone(), admin_token);
 
         let (maint_stop, maint_rx) = tokio::sync::watch::channel(false);
-        let maintenance = maintenance::spawn(state.clone(), maint_rx);
+        let mut maintenance = maintenance::spawn(state.clone(), maint_rx.clone());
+        maintenance.push(webhooks::spawn(state.clone(), maint_rx));
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let (admin_stop_tx, admin_stop_rx) = oneshot::channel::<()>();
         let engine_for_stop = engine.clone();

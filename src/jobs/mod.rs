@@ -7,6 +7,7 @@
 
 pub mod service;
 pub mod watch;
+pub mod webhooks;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -57,6 +58,8 @@ struct Inner {
     next_seq: AtomicU64,
     /// Recent render seconds per model id (moving average), for queue ETAs.
     durations: Mutex<HashMap<&'static str, f64>>,
+    /// Signalled whenever a job ends, so the webhook worker looks at the outbox at once.
+    ended: Arc<tokio::sync::Notify>,
 }
 
 /// A job whose task is alive.
@@ -134,8 +137,14 @@ impl JobEngine {
                 live: Mutex::new(HashMap::new()),
                 next_seq: AtomicU64::new(0),
                 durations: Mutex::new(HashMap::new()),
+                ended: Arc::default(),
             }),
         }
+    }
+
+    /// Signalled each time a job ends (and may have queued a webhook delivery).
+    pub fn ended_signal(&self) -> Arc<tokio::sync::Notify> {
+        self.inner.ended.clone()
     }
 
     pub fn watchers(&self) -> &JobWatchers {
@@ -222,6 +231,7 @@ impl JobEngine {
                 live.cancel.send_replace(true);
             }
             inner.watchers.finished(id);
+            inner.ended.notify_one();
             inner.metrics.job_finished(
                 job.kind.as_str(),
                 job.status.as_str(),
@@ -397,6 +407,7 @@ async fn finish(inner: &Inner, id: JobId, outcome: FinishOutcome) {
         Ok((job, true)) => {
             // Wake long-polls the moment the finishing transaction has committed.
             inner.watchers.finished(id);
+            inner.ended.notify_one();
             inner.metrics.job_finished(
                 job.kind.as_str(),
                 job.status.as_str(),
@@ -502,6 +513,7 @@ async fn run(
         }
         Ok(StartOutcome::Failed(job)) => {
             inner.watchers.finished(id);
+            inner.ended.notify_one();
             inner.metrics.job_finished(
                 job.kind.as_str(),
                 job.status.as_str(),

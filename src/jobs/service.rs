@@ -25,6 +25,8 @@ pub struct Generate {
     pub seed: u64,
     /// The seed's noise source (`None`: the model's configured one).
     pub noise: Option<crate::catalog::NoiseKind>,
+    /// Where to announce the job's end (checked by [`check_webhook`] when the job is created).
+    pub webhook_url: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +36,9 @@ pub enum JobError {
     /// The photo of an edit is not a picture Pictor takes.
     #[error("{0}")]
     InvalidImage(String),
+    /// A `webhook_url` Pictor will not call.
+    #[error("{0}")]
+    InvalidWebhook(String),
     /// No such job, or another user's.
     #[error("no such job")]
     NotFound,
@@ -73,6 +78,16 @@ impl Snapshot {
     }
 }
 
+/// Checks a job's `webhook_url` against the SSRF guard (see `jobs::webhooks::check_url`).
+pub fn check_webhook(state: &AppState, url: Option<&str>) -> Result<Option<String>, JobError> {
+    url.map(|u| {
+        super::webhooks::check_url(u, state.config.webhooks.allow_private)
+            .map(|_| u.to_owned())
+            .map_err(JobError::InvalidWebhook)
+    })
+    .transpose()
+}
+
 pub fn random_seed() -> u64 {
     rand::rng().random::<u32>() as u64
 }
@@ -84,6 +99,7 @@ pub async fn create_generate(
     user_id: u64,
     input: Generate,
 ) -> Result<JobRecord, JobError> {
+    let webhook_url = check_webhook(state, input.webhook_url.as_deref())?;
     let enhanced_prompt = if input.enhance {
         let (prompt, seed) = (input.prompt.clone(), input.seed);
         state
@@ -104,6 +120,7 @@ pub async fn create_generate(
         enhanced_prompt,
         seed: input.seed,
         noise: input.noise,
+        webhook_url,
     };
     create(state, new).await
 }
@@ -132,7 +149,9 @@ pub async fn create_edit(
     user_id: u64,
     prompt: String,
     bytes: Vec<u8>,
+    webhook_url: Option<String>,
 ) -> Result<JobRecord, JobError> {
+    let webhook_url = check_webhook(state, webhook_url.as_deref())?;
     let (bytes, checked) = state
         .decode_pool
         .spawn(move || {
@@ -170,6 +189,7 @@ pub async fn create_edit(
         enhanced_prompt: None,
         seed: random_seed(),
         noise: None,
+        webhook_url,
     };
     match create(state, new).await {
         Ok(job) => Ok(job),

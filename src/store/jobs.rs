@@ -243,6 +243,9 @@ pub struct JobRecord {
     /// When the picture was deleted by the retention policy.
     #[serde(default)]
     pub photo_deleted_at: Option<Millis>,
+    /// Where the job's end is announced, and how that delivery stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<super::Webhook>,
 }
 
 impl JobRecord {
@@ -265,6 +268,8 @@ pub struct NewJob {
     pub enhanced_prompt: Option<String>,
     pub seed: u64,
     pub noise: Option<crate::catalog::NoiseKind>,
+    /// Checked by the caller (`jobs::webhooks::check_url`).
+    pub webhook_url: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -425,6 +430,7 @@ fn fail_open(
     job.error_code = Some(code);
     job.error = Some(message);
     job.finished_at = Some(now);
+    super::webhooks::enqueue(txn, job, now)?;
     write_job(txn, job)
 }
 
@@ -476,6 +482,7 @@ impl Store {
                 finished_at: None,
                 attempts: 0,
                 photo_deleted_at: None,
+                webhook: new.webhook_url.map(super::Webhook::new),
             };
             active.insert(user.id, job.id)?;
             write_job(&txn, &job)?;
@@ -599,6 +606,7 @@ impl Store {
                 job.width = Some(width);
                 job.height = Some(height);
                 job.finished_at = Some(now);
+                super::webhooks::enqueue(&txn, &mut job, now)?;
                 write_job(&txn, &job)?;
                 close_job(&txn, &job)?;
             }

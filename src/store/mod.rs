@@ -14,6 +14,7 @@ pub mod sessions;
 pub mod settings;
 pub mod tables;
 pub mod users;
+pub mod webhooks;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -27,6 +28,7 @@ pub use jobs::{
 pub use ledger::{LedgerEntry, LedgerReason};
 pub use settings::Settings;
 pub use users::{NewUser, UserId, UserPatch, UserRecord};
+pub use webhooks::{Webhook, WebhookStatus};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

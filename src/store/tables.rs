@@ -32,6 +32,10 @@ pub const ACTIVE_BY_USER: TableDefinition<u64, u128> = TableDefinition::new("act
 /// job id → (): every job not yet done or failed; scanned at start to resume work.
 pub const PENDING_JOBS: TableDefinition<u128, ()> = TableDefinition::new("pending_jobs");
 
+/// job id → when its webhook delivery is next due (Unix ms): the durable outbox of job
+/// notifications (`store::webhooks`). Rows leave when delivered or given up.
+pub const WEBHOOK_OUTBOX: TableDefinition<u128, u64> = TableDefinition::new("webhook_outbox");
+
 /// client id (`app_name`) → `ClientRecord` (secret stored as a SHA-256).
 pub const CLIENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("oauth_clients");
 /// SHA-256 of an authorization code → `CodeRecord` (kept after use to detect replays).
@@ -73,6 +77,7 @@ pub(crate) fn copy_all(
     copy(src, dst, JOBS_BY_USER)?;
     copy(src, dst, ACTIVE_BY_USER)?;
     copy(src, dst, PENDING_JOBS)?;
+    copy(src, dst, WEBHOOK_OUTBOX)?;
     copy(src, dst, CLIENTS)?;
     copy(src, dst, AUTH_CODES)?;
     copy(src, dst, TOKEN_FAMILIES)?;

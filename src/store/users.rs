@@ -72,6 +72,16 @@ pub struct UserRecord {
     /// an administrator's approval, depending on the `signup_approval` setting.
     #[serde(default)]
     pub pending_credits: u32,
+    /// The key that signs this user's webhook deliveries (`whsec_…`), encrypted like the TOTP
+    /// secret; made on first use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_secret_enc: Option<String>,
+    /// The key it replaced, still signing (beside the new one) until `webhook_secret_prev_until`,
+    /// so receivers can switch keys without dropping deliveries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_secret_prev_enc: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_secret_prev_until: Option<Millis>,
 }
 
 // Hashes stay out of logs and Debug output.
@@ -183,6 +193,9 @@ impl Store {
                 avatar: None,
                 password_needs_rehash: false,
                 pending_credits: new.pending_credits,
+                webhook_secret_enc: None,
+                webhook_secret_prev_enc: None,
+                webhook_secret_prev_until: None,
             };
             users.insert(id, codec::encode(&user)?.as_slice())?;
             by_email.insert(email.as_str(), id)?;

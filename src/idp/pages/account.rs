@@ -41,6 +41,7 @@ pub fn routes() -> Route {
         .at("/totp/confirm", post(totp_confirm_post))
         .at("/totp/disable", post(totp_disable_post))
         .at("/key", post(issue_key_post))
+        .at("/webhook-secret", post(webhook_secret_post))
         .at("/apps/revoke", post(revoke_app_post))
 }
 
@@ -88,6 +89,12 @@ struct AccountPage {
     daily_used: u32,
     has_key: bool,
     new_key: Option<String>,
+    /// The webhook signing secret (decrypted for its owner), if one was made.
+    webhook_secret: Option<String>,
+    /// Just made or rotated: shown open.
+    webhook_fresh: bool,
+    /// Date-time (UTC) until which the previous secret also signs.
+    webhook_prev_until: Option<String>,
     totp_enabled: bool,
     recovery_left: usize,
     totp_setup: Option<TotpSetup>,
@@ -112,6 +119,7 @@ struct Extras {
     /// (section, message)
     error: Option<(&'static str, String)>,
     new_key: Option<String>,
+    webhook_fresh: bool,
     totp_setup: Option<TotpSetup>,
     recovery_codes: Option<Vec<String>>,
 }
@@ -250,6 +258,19 @@ fn render(
             daily_used,
             has_key: user.api_key_hash.is_some(),
             new_key: extras.new_key,
+            webhook_secret: user
+                .webhook_secret_enc
+                .as_deref()
+                .and_then(|s| state.idp.secrets.open(s))
+                .and_then(|b| String::from_utf8(b).ok()),
+            webhook_fresh: extras.webhook_fresh,
+            webhook_prev_until: user
+                .webhook_secret_prev_until
+                .filter(|t| *t > now)
+                .map(|t| {
+                    let minutes = (t % crate::clock::DAY_MS) / 60_000;
+                    format!("{} {:02}:{:02}", date_of(t), minutes / 60, minutes % 60)
+                }),
             totp_enabled: user.totp_secret_enc.is_some(),
             recovery_left: user.recovery_codes.len(),
             totp_setup: extras.totp_setup,
@@ -928,6 +949,42 @@ pub async fn issue_key_post(
             render(&state, jar, &user, extras, StatusCode::OK)
         }
         Err(e) => server_error(&state, "issuing an API key", e),
+    }
+}
+
+/// Makes the webhook signing secret, or rotates it (the old one signs beside it for a day).
+#[handler]
+pub async fn webhook_secret_post(
+    req: &Request,
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Form(f): Form<CsrfOnly>,
+) -> Response {
+    if !csrf_ok(&state, req, jar, &f.csrf) {
+        return csrf_refused(&state);
+    }
+    let Some(s) = signed_in(&state, jar) else {
+        return login_redirect();
+    };
+    let (uid, now, secrets) = (s.user.id, state.clock.now(), state.idp.secrets.clone());
+    let made = state
+        .store
+        .call(move |st| {
+            crate::jobs::webhooks::rotate(st, &secrets, uid, now)?;
+            st.user(uid)
+        })
+        .await;
+    match made {
+        Ok(Some(user)) => {
+            tracing::info!(user = %user.user_id(), "webhook secret rotated from the account page");
+            let extras = Extras {
+                webhook_fresh: true,
+                ..Extras::default()
+            };
+            render(&state, jar, &user, extras, StatusCode::OK)
+        }
+        Ok(None) => login_redirect(),
+        Err(e) => server_error(&state, "rotating the webhook secret", e),
     }
 }
 

@@ -464,7 +464,7 @@ async fn edit_post(
             Source::Job(id) => source_picture(&state, user.id, &id).await?,
         };
         check_upload_size(bytes.len())?;
-        let job = service::create_edit(&state, user.id, prompt, bytes).await?;
+        let job = service::create_edit(&state, user.id, prompt, bytes, None).await?;
         Ok(created(&state, &job))
     }
     .await;

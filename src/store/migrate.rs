@@ -19,6 +19,7 @@ pub fn run(db: &Database) -> Result<(), StoreError> {
         txn.open_table(JOBS_BY_USER)?;
         txn.open_table(ACTIVE_BY_USER)?;
         txn.open_table(PENDING_JOBS)?;
+        txn.open_table(WEBHOOK_OUTBOX)?;
         txn.open_table(CLIENTS)?;
         txn.open_table(AUTH_CODES)?;
         txn.open_table(TOKEN_FAMILIES)?;

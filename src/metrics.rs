@@ -38,6 +38,19 @@ pub struct StateLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EndpointLabels {
+    pub endpoint: String,
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EndpointResultLabels {
+    pub endpoint: String,
+    pub kind: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     pub result: String,
 }
@@ -61,6 +74,10 @@ pub struct Metrics {
     pub queue_depth: Gauge,
     pub signins: Family<ResultLabels, Gauge>,
     pub webhook_attempts: Family<ResultLabels, Counter>,
+    pub backend_up: Family<EndpointLabels, Gauge>,
+    pub backend_in_flight: Family<EndpointLabels, Gauge>,
+    pub backend_requests: Family<EndpointResultLabels, Gauge>,
+    pub backend_latency: Family<EndpointLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -81,6 +98,11 @@ impl Default for Metrics {
         let queue_depth = Gauge::default();
         let signins = Family::<ResultLabels, Gauge>::default();
         let webhook_attempts = Family::<ResultLabels, Counter>::default();
+        let backend_up = Family::<EndpointLabels, Gauge>::default();
+        let backend_in_flight = Family::<EndpointLabels, Gauge>::default();
+        let backend_requests = Family::<EndpointResultLabels, Gauge>::default();
+        let backend_latency =
+            Family::<EndpointLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         registry.register(
             "http_requests",
             "HTTP requests by route, method and status",
@@ -126,6 +148,26 @@ impl Default for Metrics {
             "Webhook delivery attempts, by result (delivered, retry, failed)",
             webhook_attempts.clone(),
         );
+        registry.register(
+            "backend_up",
+            "Inference server endpoints: 1 up, 0 marked down",
+            backend_up.clone(),
+        );
+        registry.register(
+            "backend_in_flight",
+            "Requests in flight per inference server endpoint",
+            backend_in_flight.clone(),
+        );
+        registry.register(
+            "backend_requests",
+            "Calls per inference server endpoint since start, by result (ok, failed)",
+            backend_requests.clone(),
+        );
+        registry.register(
+            "backend_latency_seconds",
+            "Moving average of successful call times per inference server endpoint",
+            backend_latency.clone(),
+        );
         Metrics {
             registry,
             http_requests,
@@ -137,6 +179,10 @@ impl Default for Metrics {
             queue_depth,
             signins,
             webhook_attempts,
+            backend_up,
+            backend_in_flight,
+            backend_requests,
+            backend_latency,
         }
     }
 }
@@ -189,6 +235,34 @@ impl Metrics {
                 result: result.into(),
             })
             .inc();
+    }
+
+    /// Copies the inference servers' health into the gauges (at each scrape).
+    pub fn observe_backends(&self, endpoints: &[crate::render::backends::pool::EndpointStatus]) {
+        for e in endpoints {
+            let labels = EndpointLabels {
+                endpoint: e.url.clone(),
+                kind: e.kind.clone(),
+            };
+            self.backend_up.get_or_create(&labels).set(i64::from(e.up));
+            self.backend_in_flight
+                .get_or_create(&labels)
+                .set(e.in_flight as i64);
+            if let Some(ms) = e.latency_ms {
+                self.backend_latency
+                    .get_or_create(&labels)
+                    .set(ms as f64 / 1000.0);
+            }
+            for (result, n) in [("ok", e.requests_ok), ("failed", e.requests_failed)] {
+                self.backend_requests
+                    .get_or_create(&EndpointResultLabels {
+                        endpoint: e.url.clone(),
+                        kind: e.kind.clone(),
+                        result: result.into(),
+                    })
+                    .set(n as i64);
+            }
+        }
     }
 
     /// The text exposition (OpenMetrics text, which Prometheus reads).

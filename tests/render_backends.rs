@@ -435,8 +435,31 @@ fn config_parses_and_refuses_unknown_keys_by_name() {
     let err = parse_backends_toml("[models.dalle]\nkind = \"openai\"\nurl = \"http://a:1\"\n")
         .unwrap_err();
     assert!(err.contains("dalle"), "{err}");
-    let err = parse_backends_toml("[edit]\nkind = \"comfy\"\nurl = \"http://a:1\"\n").unwrap_err();
-    assert!(err.contains("comfy"), "{err}");
+    let err =
+        parse_backends_toml("[edit]\nkind = \"invokeai\"\nurl = \"http://a:1\"\n").unwrap_err();
+    assert!(err.contains("invokeai"), "{err}");
+    // ComfyUI's bundled workflow needs the checkpoint's name; pools take `urls`, not both.
+    let err =
+        parse_backends_toml("[edit]\nkind = \"comfyui\"\nurl = \"http://a:1\"\n").unwrap_err();
+    assert!(err.contains("edit.model"), "{err}");
+    let err = parse_backends_toml(
+        "[models.fast]\nkind = \"a1111\"\nurl = \"http://a:1\"\nurls = [\"http://b:1\"]\n",
+    )
+    .unwrap_err();
+    assert!(err.contains("not both"), "{err}");
+    let err = parse_backends_toml(
+        "[models.fast]\nkind = \"a1111\"\nurls = [\"http://b:1\", \"http://b:1/\"]\n",
+    )
+    .unwrap_err();
+    assert!(err.contains("twice"), "{err}");
+    let err = parse_backends_toml("[models.fast]\nkind = \"a1111\"\n").unwrap_err();
+    assert!(err.contains("needs `url`"), "{err}");
+    let c = parse_backends_toml(
+        "[models.fast]\nkind = \"comfy\"\nurls = [\"http://b:1\", \"http://c:1\"]\nmodel = \"v1-5.safetensors\"\n",
+    )
+    .unwrap();
+    assert_eq!(c.models["fast"].endpoints().len(), 2);
+    assert_eq!(c.models["fast"].down_after, 1);
     let err = parse_backends_toml("[edit]\nkind = \"openai\"\nurl = \"ftp://a\"\n").unwrap_err();
     assert!(err.contains("edit.url"), "{err}");
     assert!(parse_backends_toml("").unwrap().is_empty());

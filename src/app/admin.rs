@@ -157,9 +157,19 @@ async fn metrics(req: &Request, token: Data<&AdminToken>, state: Data<&AppState>
     super::observe::metrics_text(&state)
 }
 
+/// `POST /admin/v1/backends`: the inference servers' health (`pictor backends status`).
+#[handler]
+async fn backends(req: &Request, token: Data<&AdminToken>, state: Data<&AppState>) -> Response {
+    if !token_ok(req, &token) {
+        return refused(StatusCode::UNAUTHORIZED, "bad admin token");
+    }
+    Json(json!({"ok": true, "result": state.jobs.backends_status()})).into_response()
+}
+
 pub fn routes(state: AppState, token: String) -> impl poem::Endpoint + use<> {
     Route::new()
         .at("/metrics", poem::get(metrics))
+        .at("/admin/v1/backends", post(backends))
         .at("/admin/v1/exec", post(exec))
         .at("/admin/v1/backup", post(backup))
         .data(AdminToken(token))

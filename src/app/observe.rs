@@ -122,6 +122,7 @@ pub fn metrics_text(state: &AppState) -> Response {
             result: "failed".into(),
         })
         .set(state.idp.signins_failed.load(Ordering::Relaxed) as i64);
+    m.observe_backends(&state.jobs.backends_status());
     let mut resp = m.encode().into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

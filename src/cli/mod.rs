@@ -72,6 +72,9 @@ pub enum Command {
     Models(ModelsCommand),
     /// Render one picture to a file with the built-in renderer (no server needed).
     Render(Box<render::RenderArgs>),
+    /// Inference servers (model backends) of the running server.
+    #[command(subcommand)]
+    Backends(BackendsCommand),
     /// Write a consistent backup (store snapshot + pictures) to one file; works while the server runs.
     Backup {
         #[arg(long)]
@@ -219,6 +222,15 @@ pub enum ClientCommand {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum BackendsCommand {
+    /// Each endpoint's health, requests in flight and latency, as the running server sees them.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum ModelsCommand {
     /// Register a model already on disk: a diffusers folder or a single-file .safetensors
     /// checkpoint (it stays where it is).
@@ -359,6 +371,48 @@ fn print(value: &Value, json: bool, human: impl FnOnce(&Value) -> String) {
     } else {
         println!("{}", human(value));
     }
+}
+
+fn describe_backends(v: &Value) -> String {
+    let list = v.as_array().cloned().unwrap_or_default();
+    if list.is_empty() {
+        return "no inference servers are configured (every model renders in Pictor)".into();
+    }
+    let mut out = format!(
+        "{:<32} {:<8} {:<5} {:>9} {:>6} {:>6} {:>10}  serves / last error",
+        "endpoint", "kind", "up", "in flight", "ok", "failed", "latency"
+    );
+    for e in list {
+        let latency = e["latency_ms"]
+            .as_u64()
+            .map_or("-".to_string(), |ms| format!("{ms} ms"));
+        let up = if e["up"] == true {
+            "up".to_string()
+        } else {
+            format!("down ({}s)", e["down_for_secs"].as_u64().unwrap_or(0))
+        };
+        let serves: Vec<&str> = e["serves"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        out.push_str(&format!(
+            "\n{:<32} {:<8} {:<5} {:>9} {:>6} {:>6} {:>10}  {}{}",
+            e["url"].as_str().unwrap_or_default(),
+            e["kind"].as_str().unwrap_or_default(),
+            up,
+            e["in_flight"],
+            e["requests_ok"],
+            e["requests_failed"],
+            latency,
+            serves.join(", "),
+            e["last_error"]
+                .as_str()
+                .map_or(String::new(), |m| format!(" / {m}"))
+        ));
+    }
+    out
 }
 
 fn describe_user(v: &Value) -> String {
@@ -843,6 +897,17 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Models(cmd) => models_command(dir, cmd).await,
+        Command::Backends(BackendsCommand::Status { json }) => {
+            if !crate::config::admin_file(&dir).exists() {
+                bail!(
+                    "the server is not running (no {}): endpoint health lives in the running server",
+                    crate::config::admin_file(&dir).display()
+                );
+            }
+            let v = remote::backends(&dir).await?;
+            print(&v, *json, describe_backends);
+            Ok(())
+        }
         Command::Keys(KeysCommand::Rotate { json }) => {
             let v = run_admin(dir, AdminRequest::KeysRotate).await?;
             print(&v, *json, |v| {

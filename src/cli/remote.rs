@@ -22,6 +22,11 @@ pub async fn backup(data_dir: &Path, to: &Path) -> anyhow::Result<Value> {
     .await
 }
 
+/// The running server's inference servers and their health.
+pub async fn backends(data_dir: &Path) -> anyhow::Result<Value> {
+    post(data_dir, "/admin/v1/backends", &serde_json::json!({})).await
+}
+
 async fn post(data_dir: &Path, route: &str, req: &impl serde::Serialize) -> anyhow::Result<Value> {
     let path = crate::config::admin_file(data_dir);
     let bytes = std::fs::read(&path).with_context(|| {

@@ -142,6 +142,11 @@ impl JobEngine {
         }
     }
 
+    /// The inference servers the renderer sends work to, with their health.
+    pub fn backends_status(&self) -> Vec<crate::render::backends::pool::EndpointStatus> {
+        self.inner.renderer.backends_status()
+    }
+
     /// Signalled each time a job ends (and may have queued a webhook delivery).
     pub fn ended_signal(&self) -> Arc<tokio::sync::Notify> {
         self.inner.ended.clone()

@@ -230,6 +230,11 @@ pub trait Renderer: Send + Sync + 'static {
         "procedural".into()
     }
 
+    /// The inference servers it sends work to, with their health (see `backends::pool`).
+    fn backends_status(&self) -> Vec<backends::pool::EndpointStatus> {
+        Vec::new()
+    }
+
     /// [`Renderer::edit`] with progress, cancellation and details.
     fn edit_with(&self, spec: &EditSpec, control: &RenderControl) -> Result<Picture, RenderError> {
         let _ = control;

@@ -5,9 +5,10 @@ use base64::Engine;
 use image::RgbaImage;
 use serde_json::json;
 
+use super::http::CallError;
 use super::http::{self, Body};
 use super::{BackendConfig, png_bytes};
-use crate::render::{EditSpec, GenerateSpec, RenderControl, RenderError};
+use crate::render::{EditSpec, GenerateSpec, RenderControl};
 
 /// Stable Diffusion wants sides in multiples of 8; the answer is resized to the exact size.
 fn round8(v: u32) -> u32 {
@@ -33,23 +34,24 @@ fn common(cfg: &BackendConfig, prompt: &str, seed: u64, w: u32, h: u32) -> serde
 
 pub fn txt2img(
     cfg: &BackendConfig,
+    base: &str,
     spec: &GenerateSpec,
     w: u32,
     h: u32,
     control: &RenderControl,
-) -> Result<Vec<u8>, RenderError> {
+) -> Result<Vec<u8>, CallError> {
     let body = common(cfg, &spec.prompt, spec.seed, w, h);
-    let url = format!("{}/sdapi/v1/txt2img", http::base(&cfg.url));
-    let answer = http::post(cfg, &url, &Body::Json(body), control)?;
+    let answer = http::post(cfg, base, "/sdapi/v1/txt2img", &Body::Json(body), control)?;
     http::b64_image(&answer, "/images/0")
 }
 
 pub fn img2img(
     cfg: &BackendConfig,
+    base: &str,
     spec: &EditSpec,
     source: &RgbaImage,
     control: &RenderControl,
-) -> Result<Vec<u8>, RenderError> {
+) -> Result<Vec<u8>, CallError> {
     let png = png_bytes(source)?;
     let mut body = common(
         cfg,
@@ -60,7 +62,6 @@ pub fn img2img(
     );
     body["init_images"] = json!([base64::engine::general_purpose::STANDARD.encode(png)]);
     body["denoising_strength"] = json!(cfg.denoising_strength.unwrap_or(0.55));
-    let url = format!("{}/sdapi/v1/img2img", http::base(&cfg.url));
-    let answer = http::post(cfg, &url, &Body::Json(body), control)?;
+    let answer = http::post(cfg, base, "/sdapi/v1/img2img", &Body::Json(body), control)?;
     http::b64_image(&answer, "/images/0")
 }

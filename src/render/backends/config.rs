@@ -15,6 +15,12 @@
 //! url = "http://127.0.0.1:8000"
 //! api_key_env = "OPENAI_API_KEY"   # the key is read from this environment variable
 //! model = "gpt-image-1"
+//!
+//! [models."0.2plus"]
+//! kind = "comfyui"
+//! urls = ["http://gpu1:8188", "http://gpu2:8188"]   # a pool: least busy healthy one
+//! model = "sd_xl_base_1.0.safetensors"               # ckpt_name of the bundled workflow
+//! workflow = "/etc/pictor/sdxl-api.json"             # or an exported API-format workflow
 //! ```
 
 use std::collections::BTreeMap;
@@ -37,6 +43,19 @@ pub enum BackendKind {
         alias = "sdapi"
     )]
     A1111,
+    /// `POST /prompt` with an API-format workflow, `/ws` progress, `/history`, `/view` (ComfyUI).
+    #[serde(rename = "comfyui", alias = "comfy")]
+    ComfyUi,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::OpenAi => "openai",
+            BackendKind::A1111 => "a1111",
+            BackendKind::ComfyUi => "comfyui",
+        }
+    }
 }
 
 fn default_timeout() -> u64 {
@@ -48,6 +67,12 @@ fn default_retries() -> u32 {
 fn default_backoff() -> u64 {
     500
 }
+fn default_down_after() -> u32 {
+    1
+}
+fn default_probe() -> u64 {
+    15
+}
 
 /// One inference server.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -55,12 +80,30 @@ fn default_backoff() -> u64 {
 pub struct BackendConfig {
     pub kind: BackendKind,
     /// Base URL, e.g. `http://127.0.0.1:7860` (a trailing `/v1` is accepted for OpenAI).
+    #[serde(default)]
     pub url: String,
+    /// Several servers of the same kind instead of `url`: a pool (see `pool`).
+    #[serde(default)]
+    pub urls: Vec<String>,
+    /// Pools: failed calls in a row before an endpoint is marked down.
+    #[serde(default = "default_down_after")]
+    pub down_after: u32,
+    /// Pools: seconds a down endpoint rests before it is probed again.
+    #[serde(default = "default_probe")]
+    pub probe_secs: u64,
+    /// ComfyUI: an API-format workflow file with placeholders (see `comfyui`); by default the
+    /// bundled txt2img (models) or img2img (edits) graph.
+    #[serde(default)]
+    pub workflow: Option<String>,
+    /// The workflow file's document, read when the configuration is parsed.
+    #[serde(skip)]
+    pub workflow_doc: Option<std::sync::Arc<serde_json::Value>>,
     /// Name of the environment variable holding the API key (sent as `Authorization: Bearer`;
     /// for AUTOMATIC1111 a `user:password` value is sent as HTTP basic auth).
     #[serde(default)]
     pub api_key_env: Option<String>,
-    /// The server's model name (`model` for OpenAI, `sd_model_checkpoint` for AUTOMATIC1111).
+    /// The server's model name (`model` for OpenAI, `sd_model_checkpoint` for AUTOMATIC1111,
+    /// the checkpoint's file name — `ckpt_name`, `{{model}}` — for ComfyUI).
     #[serde(default)]
     pub model: Option<String>,
     /// Seconds one attempt may take.
@@ -98,6 +141,17 @@ pub struct BackendsConfig {
     pub edit: Option<BackendConfig>,
 }
 
+impl BackendConfig {
+    /// The servers: `urls`, or `url` alone.
+    pub fn endpoints(&self) -> Vec<String> {
+        if self.urls.is_empty() {
+            vec![self.url.clone()]
+        } else {
+            self.urls.clone()
+        }
+    }
+}
+
 impl BackendsConfig {
     pub fn for_model(&self, model: Model) -> Option<&BackendConfig> {
         self.models.get(model.id())
@@ -120,7 +174,7 @@ pub fn parse_backends_toml(text: &str) -> Result<BackendsConfig, String> {
         let model = Model::parse(&name).ok_or_else(|| {
             format!("unknown model `{name}` in [models]: use fast, artist or 0.2plus")
         })?;
-        check(&cfg, &format!("models.{name}"))?;
+        let cfg = check(cfg, &format!("models.{name}"), false)?;
         if out.models.insert(model.id().to_owned(), cfg).is_some() {
             return Err(format!(
                 "model `{}` is configured twice in [models]",
@@ -129,17 +183,55 @@ pub fn parse_backends_toml(text: &str) -> Result<BackendsConfig, String> {
         }
     }
     if let Some(cfg) = raw.edit {
-        check(&cfg, "edit")?;
-        out.edit = Some(cfg);
+        out.edit = Some(check(cfg, "edit", true)?);
     }
     Ok(out)
 }
 
-fn check(cfg: &BackendConfig, at: &str) -> Result<(), String> {
-    let url = cfg.url.trim();
-    if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
+fn check(mut cfg: BackendConfig, at: &str, edit: bool) -> Result<BackendConfig, String> {
+    match (cfg.url.trim().is_empty(), cfg.urls.is_empty()) {
+        (true, true) => return Err(format!("{at} needs `url` (or `urls` for a pool)")),
+        (false, false) => return Err(format!("{at}: give `url` or `urls`, not both")),
+        _ => {}
+    }
+    let mut seen = std::collections::HashSet::new();
+    for url in cfg.endpoints() {
+        let url = url.trim();
+        let key = if cfg.urls.is_empty() { "url" } else { "urls" };
+        if url::Url::parse(url).map_or(true, |u| {
+            !matches!(u.scheme(), "http" | "https") || u.host_str().is_none()
+        }) {
+            return Err(format!(
+                "{at}.{key} must be http:// or https:// URLs, got `{url}`"
+            ));
+        }
+        if !seen.insert(super::http::base(url).to_owned()) {
+            return Err(format!("{at}.urls lists {url} twice"));
+        }
+    }
+    if cfg.urls.len() > 64 {
+        return Err(format!("{at}.urls: at most 64 servers"));
+    }
+    if cfg.down_after == 0 || cfg.down_after > 100 {
+        return Err(format!("{at}.down_after must be 1..=100"));
+    }
+    if cfg.probe_secs > 3600 {
+        return Err(format!("{at}.probe_secs must be at most 3600"));
+    }
+    if let Some(path) = &cfg.workflow {
+        if cfg.kind != BackendKind::ComfyUi {
+            return Err(format!("{at}.workflow is for kind = \"comfyui\" only"));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{at}.workflow: cannot read {path}: {e}"))?;
+        let doc: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{at}.workflow: {path} is not JSON: {e}"))?;
+        super::comfyui::check_workflow(&doc, edit)
+            .map_err(|e| format!("{at}.workflow: {path} {e}"))?;
+        cfg.workflow_doc = Some(std::sync::Arc::new(doc));
+    } else if cfg.kind == BackendKind::ComfyUi && cfg.model.as_deref().is_none_or(str::is_empty) {
         return Err(format!(
-            "{at}.url must be an http:// or https:// URL, got `{url}`"
+            "{at}.model must name the checkpoint file (ckpt_name) for the bundled ComfyUI workflow, or give a workflow file"
         ));
     }
     if cfg.timeout_secs == 0 || cfg.timeout_secs > 3600 {
@@ -169,7 +261,7 @@ fn check(cfg: &BackendConfig, at: &str) -> Result<(), String> {
             "{at}.api_key_env must be an environment variable name"
         ));
     }
-    Ok(())
+    Ok(cfg)
 }
 
 pub(crate) fn parse_size(s: &str) -> Option<(u32, u32)> {

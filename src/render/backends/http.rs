@@ -1,6 +1,6 @@
 //! One backend call: timeouts, retries with backoff, and the mapping of answers to
-//! `RenderError`s. The request is driven on a private current-thread runtime in a scoped
-//! thread, so a blocking caller never needs (or blocks) the server's runtime.
+//! [`CallError`]s. The request is driven on a private current-thread runtime in a scoped
+//! thread ([`block_on`]), so a blocking caller never needs (or blocks) the server's runtime.
 
 use std::time::Duration;
 
@@ -33,15 +33,71 @@ pub enum Body {
     },
 }
 
+/// Why a backend call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// Unreachable, timed out or failing (5xx), after the retries: another endpoint may work.
+    Unavailable(String),
+    /// Overloaded (429/503/queue full), after the retries.
+    Overloaded(String),
+    /// Refused the request or answered unusably (4xx, not JSON, no image): no endpoint would do
+    /// better.
+    Refused(String),
+    /// The job was cancelled and the call abandoned.
+    Cancelled,
+}
+
+impl From<CallError> for RenderError {
+    fn from(e: CallError) -> RenderError {
+        match e {
+            CallError::Unavailable(m) | CallError::Refused(m) => RenderError::Failed(m),
+            CallError::Overloaded(m) => RenderError::Overloaded(m),
+            CallError::Cancelled => RenderError::Cancelled,
+        }
+    }
+}
+
+/// Runs a backend call on a private current-thread runtime in a scoped thread, so a blocking
+/// caller (the render pool) never needs or blocks the server's runtime.
+pub fn block_on<T: Send>(
+    fut: impl std::future::Future<Output = Result<T, CallError>> + Send,
+) -> Result<T, CallError> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| CallError::Refused(format!("cannot start the HTTP client: {e}")))?
+                .block_on(fut)
+        })
+        .join()
+        .unwrap_or_else(|_| Err(CallError::Refused("the backend call crashed".into())))
+    })
+}
+
 /// POSTs `body` to `url` under `cfg`'s timeout and retry policy; returns the JSON answer. A
 /// cancel through `control` abandons the call within [`WATCH_EVERY`] (A1111 is sent
 /// `/sdapi/v1/interrupt`); while an A1111 call runs, its `/sdapi/v1/progress` is the job's.
 pub fn post(
     cfg: &BackendConfig,
-    url: &str,
+    base: &str,
+    path: &str,
     body: &Body,
     control: &RenderControl,
-) -> Result<serde_json::Value, RenderError> {
+) -> Result<serde_json::Value, CallError> {
+    block_on(post_async(cfg, base, path, body, control))
+}
+
+/// [`post`] inside a runtime.
+pub async fn post_async(
+    cfg: &BackendConfig,
+    base: &str,
+    path: &str,
+    body: &Body,
+    control: &RenderControl,
+) -> Result<serde_json::Value, CallError> {
+    let url = &format!("{base}{path}");
+    let timeout = Duration::from_secs(cfg.timeout_secs);
     let attempts = cfg.retries + 1;
     let mut last: Option<Attempt> = None;
     for n in 0..attempts {
@@ -50,63 +106,39 @@ pub fn post(
                 Some(Attempt::Busy(_, Some(after))) => *after,
                 _ => Duration::from_millis(cfg.backoff_ms.saturating_mul(1 << (n - 1).min(10))),
             };
-            let until = std::time::Instant::now() + wait.min(Duration::from_secs(30));
-            while std::time::Instant::now() < until {
+            let until = tokio::time::Instant::now() + wait.min(Duration::from_secs(30));
+            while tokio::time::Instant::now() < until {
                 if control.is_cancelled() {
-                    return Err(RenderError::Cancelled);
+                    return Err(CallError::Cancelled);
                 }
-                std::thread::sleep(
-                    until
-                        .saturating_duration_since(std::time::Instant::now())
-                        .min(WATCH_EVERY),
-                );
+                tokio::time::sleep_until(until.min(tokio::time::Instant::now() + WATCH_EVERY))
+                    .await;
             }
         }
         if control.is_cancelled() {
-            return Err(RenderError::Cancelled);
+            return Err(CallError::Cancelled);
         }
-        let attempt = run(cfg, url, body, control);
+        let attempt = tokio::select! {
+            done = attempt(cfg, url, body, timeout) => done,
+            () = watch(cfg, base, control) => Attempt::Cancelled,
+        };
         match attempt {
             Attempt::Done(v) => return Ok(v),
-            Attempt::Fail(msg) => return Err(RenderError::Failed(msg)),
-            Attempt::Cancelled => return Err(RenderError::Cancelled),
+            Attempt::Fail(msg) => return Err(CallError::Refused(msg)),
+            Attempt::Cancelled => return Err(CallError::Cancelled),
             other => last = Some(other),
         }
     }
     Err(match last {
-        Some(Attempt::Busy(msg, _)) => RenderError::Overloaded(msg),
-        Some(Attempt::Retry(msg)) => RenderError::Failed(msg),
-        _ => RenderError::Failed("the backend did not answer".into()),
-    })
-}
-
-fn run(cfg: &BackendConfig, url: &str, body: &Body, control: &RenderControl) -> Attempt {
-    let timeout = Duration::from_secs(cfg.timeout_secs);
-    std::thread::scope(|s| {
-        let worker = s.spawn(|| {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => return Attempt::Fail(format!("cannot start the HTTP client: {e}")),
-            };
-            rt.block_on(async {
-                tokio::select! {
-                    done = attempt(cfg, url, body, timeout) => done,
-                    () = watch(cfg, control) => Attempt::Cancelled,
-                }
-            })
-        });
-        worker
-            .join()
-            .unwrap_or_else(|_| Attempt::Fail("the backend call crashed".into()))
+        Some(Attempt::Busy(msg, _)) => CallError::Overloaded(msg),
+        Some(Attempt::Retry(msg)) => CallError::Unavailable(msg),
+        _ => CallError::Unavailable("the backend did not answer".into()),
     })
 }
 
 /// Resolves once the job is cancelled (after interrupting A1111); meanwhile copies A1111's
 /// progress to the job.
-async fn watch(cfg: &BackendConfig, control: &RenderControl) {
+async fn watch(cfg: &BackendConfig, base: &str, control: &RenderControl) {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
         .build()
@@ -116,16 +148,13 @@ async fn watch(cfg: &BackendConfig, control: &RenderControl) {
         let a1111 = cfg.kind == BackendKind::A1111;
         if control.is_cancelled() {
             if a1111 && let Some(client) = &client {
-                let url = format!("{}/sdapi/v1/interrupt", base(&cfg.url));
+                let url = format!("{base}/sdapi/v1/interrupt");
                 let _ = authorized(cfg, client.post(url)).send().await;
             }
             return;
         }
         if a1111 && let Some(client) = &client {
-            let url = format!(
-                "{}/sdapi/v1/progress?skip_current_image=true",
-                base(&cfg.url)
-            );
+            let url = format!("{base}/sdapi/v1/progress?skip_current_image=true");
             let progress = match authorized(cfg, client.get(url)).send().await {
                 Ok(r) if r.status().is_success() => r.json::<serde_json::Value>().await.ok(),
                 _ => None,
@@ -144,7 +173,7 @@ async fn watch(cfg: &BackendConfig, control: &RenderControl) {
 
 /// The request with the backend's credentials (`api_key_env`): basic auth `user:password` for
 /// A1111's `--api-auth`, a bearer token otherwise.
-fn authorized(cfg: &BackendConfig, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+pub fn authorized(cfg: &BackendConfig, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
     if let Some(var) = &cfg.api_key_env
         && let Ok(key) = std::env::var(var)
         && !key.is_empty()
@@ -292,17 +321,17 @@ fn multipart(
 }
 
 /// The base64 image in `value` at `path` (e.g. `data[0].b64_json`), decoded.
-pub fn b64_image(value: &serde_json::Value, pointer: &str) -> Result<Vec<u8>, RenderError> {
+pub fn b64_image(value: &serde_json::Value, pointer: &str) -> Result<Vec<u8>, CallError> {
     use base64::Engine;
     let s = value
         .pointer(pointer)
         .and_then(|v| v.as_str())
-        .ok_or_else(|| RenderError::Failed("the backend's answer has no image".into()))?;
+        .ok_or_else(|| CallError::Refused("the backend's answer has no image".into()))?;
     // Some servers prefix a data URL.
     let s = s.split_once("base64,").map_or(s, |(_, b)| b);
     base64::engine::general_purpose::STANDARD
         .decode(s.trim())
-        .map_err(|_| RenderError::Failed("the backend's image is not valid base64".into()))
+        .map_err(|_| CallError::Refused("the backend's image is not valid base64".into()))
 }
 
 /// The base URL without a trailing slash (and without `/v1` for OpenAI-style URLs).

@@ -1,5 +1,6 @@
-//! Model backends: a model (or edits) served by an existing inference server instead of the
-//! built-in renderer — an OpenAI-compatible images API or AUTOMATIC1111/Forge.
+//! Model backends: a model (or edits) served by existing inference servers instead of the
+//! built-in renderer — an OpenAI-compatible images API, AUTOMATIC1111/Forge or ComfyUI, one
+//! server or a pool of them (`pool`).
 //!
 //! [`Router`] is a [`Renderer`]: configured models go to their server, everything else to the
 //! fallback (the procedural renderer). Calls run on the render pool's blocking threads; each
@@ -12,16 +13,21 @@
 //! job asked for.
 
 mod a1111;
+pub mod comfyui;
 mod config;
 mod http;
 mod openai;
+pub mod pool;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::Instant;
 
 use image::RgbaImage;
 
 pub use config::{BackendConfig, BackendKind, BackendsConfig, parse_backends_toml};
+pub use http::CallError;
+use pool::{Endpoint, EndpointStatus, InFlight, Pool};
 
 use super::decode::{self, DecodeLimits};
 use super::{EditSpec, GenerateSpec, Model, Picture, RenderControl, RenderError, Renderer, edit};
@@ -29,8 +35,10 @@ use super::{EditSpec, GenerateSpec, Model, Picture, RenderControl, RenderError, 
 /// Sends configured models (and edits) to their inference servers, the rest to `fallback`.
 pub struct Router {
     fallback: Arc<dyn Renderer>,
-    models: HashMap<Model, BackendConfig>,
-    edit: Option<BackendConfig>,
+    models: HashMap<Model, Pool>,
+    edit: Option<Pool>,
+    /// Every endpoint once (shared by the pools that name it), with what it serves.
+    endpoints: Vec<(Arc<Endpoint>, Vec<String>)>,
     /// One request at a time per A1111 server (by URL): its progress and interrupt endpoints
     /// speak of "the" running job, so a job must be the only one Pictor has there. A1111 renders
     /// one job at a time anyway.
@@ -39,20 +47,49 @@ pub struct Router {
 
 impl Router {
     pub fn new(config: BackendsConfig, fallback: Arc<dyn Renderer>) -> Router {
-        let models: HashMap<Model, BackendConfig> = Model::ALL
+        let mut endpoints: Vec<(Arc<Endpoint>, Vec<String>)> = Vec::new();
+        let mut pool_of = |cfg: &BackendConfig, serves: &str| -> Pool {
+            let members = cfg
+                .endpoints()
+                .iter()
+                .map(|url| {
+                    let base = http::base(url);
+                    match endpoints
+                        .iter_mut()
+                        .find(|(e, _)| e.kind == cfg.kind && e.url == base)
+                    {
+                        Some((e, s)) => {
+                            s.push(serves.to_owned());
+                            e.clone()
+                        }
+                        None => {
+                            let e = Arc::new(Endpoint::new(cfg.kind, url));
+                            endpoints.push((e.clone(), vec![serves.to_owned()]));
+                            e
+                        }
+                    }
+                })
+                .collect();
+            Pool {
+                cfg: cfg.clone(),
+                endpoints: members,
+            }
+        };
+        let models: HashMap<Model, Pool> = Model::ALL
             .into_iter()
-            .filter_map(|m| config.for_model(m).map(|c| (m, c.clone())))
+            .filter_map(|m| config.for_model(m).map(|c| (m, pool_of(c, m.id()))))
             .collect();
-        let a1111_turns = models
-            .values()
-            .chain(config.edit.as_ref())
-            .filter(|c| c.kind == BackendKind::A1111)
-            .map(|c| (http::base(&c.url).to_string(), Arc::default()))
+        let edit = config.edit.as_ref().map(|c| pool_of(c, "edit"));
+        let a1111_turns = endpoints
+            .iter()
+            .filter(|(e, _)| e.kind == BackendKind::A1111)
+            .map(|(e, _)| (e.url.clone(), Arc::default()))
             .collect();
         Router {
             fallback,
             models,
-            edit: config.edit,
+            edit,
+            endpoints,
             a1111_turns,
         }
     }
@@ -60,10 +97,10 @@ impl Router {
     /// Waits for the A1111 server's turn (a cancel ends the wait); other kinds go at once.
     fn turn(
         &self,
-        cfg: &BackendConfig,
+        endpoint: &Endpoint,
         control: &RenderControl,
     ) -> Result<Option<MutexGuard<'_, ()>>, RenderError> {
-        let Some(lock) = self.a1111_turns.get(http::base(&cfg.url)) else {
+        let Some(lock) = self.a1111_turns.get(&endpoint.url) else {
             return Ok(None);
         };
         loop {
@@ -84,48 +121,126 @@ impl Router {
     pub fn is_remote(&self, model: Model) -> bool {
         self.models.contains_key(&model)
     }
+
+    /// Runs `call` on the pool's endpoints until one answers: the least busy healthy one first,
+    /// then (if it is unavailable or overloaded) the next, within this one render. A refusal
+    /// (4xx, unusable answer) ends it at once: another server would refuse too.
+    fn call(
+        &self,
+        pool: &Pool,
+        control: &RenderControl,
+        call: impl Fn(&BackendConfig, &str) -> Result<Vec<u8>, CallError>,
+    ) -> Result<Vec<u8>, RenderError> {
+        let pooled = pool.endpoints.len() > 1;
+        // In a pool the next server is the retry; alone, the server's own retries apply.
+        let cfg = if pooled {
+            BackendConfig {
+                retries: 0,
+                ..pool.cfg.clone()
+            }
+        } else {
+            pool.cfg.clone()
+        };
+        let down_for = std::time::Duration::from_secs(pool.cfg.probe_secs);
+        let mut tried = Vec::new();
+        let mut last: Option<CallError> = None;
+        while let Some(i) = pool.pick(&tried) {
+            tried.push(i);
+            let endpoint = &pool.endpoints[i];
+            let _turn = self.turn(endpoint, control)?;
+            let started = Instant::now();
+            let result = {
+                let _busy = InFlight::new(endpoint);
+                call(&cfg, &endpoint.url)
+            };
+            match result {
+                Ok(bytes) => {
+                    endpoint.answered(Some(started.elapsed()));
+                    return Ok(bytes);
+                }
+                Err(CallError::Cancelled) => return Err(RenderError::Cancelled),
+                Err(e @ CallError::Refused(_)) => {
+                    endpoint.answered(None);
+                    return Err(e.into());
+                }
+                Err(e @ CallError::Overloaded(_)) => {
+                    // Busy, not broken: no mark, but the job moves on.
+                    last = Some(e);
+                }
+                Err(CallError::Unavailable(m)) => {
+                    endpoint.failed(&m, pool.cfg.down_after, down_for);
+                    tracing::warn!(endpoint = %endpoint.url, error = %m, "backend endpoint failed");
+                    last = Some(CallError::Unavailable(m));
+                }
+            }
+            if control.is_cancelled() {
+                return Err(RenderError::Cancelled);
+            }
+        }
+        Err(match last {
+            Some(e) if pooled => match e {
+                CallError::Overloaded(m) => {
+                    RenderError::Overloaded(format!("every server of the pool is busy ({m})"))
+                }
+                other => RenderError::Failed(format!(
+                    "no server of the pool could render it (last: {})",
+                    RenderError::from(other)
+                )),
+            },
+            Some(e) => e.into(),
+            None => RenderError::Failed(
+                "every server of the pool is down; they are probed again shortly".into(),
+            ),
+        })
+    }
 }
 
 impl Renderer for Router {
     fn engine(&self, model: Model) -> String {
-        match self.models.get(&model).map(|c| c.kind) {
-            Some(BackendKind::OpenAi) => "openai".into(),
-            Some(BackendKind::A1111) => "a1111".into(),
+        match self.models.get(&model) {
+            Some(pool) => pool.cfg.kind.as_str().to_owned(),
             None => self.fallback.engine(model),
         }
     }
 
-    /// A remote render follows `control`: a cancel abandons the request (A1111 is
-    /// interrupted) and A1111's own progress is the job's.
+    fn backends_status(&self) -> Vec<EndpointStatus> {
+        self.endpoints
+            .iter()
+            .map(|(e, serves)| e.status(serves.clone()))
+            .collect()
+    }
+
+    /// A remote render follows `control`: a cancel abandons the request (A1111 and ComfyUI are
+    /// interrupted) and the server's own progress is the job's.
     fn generate_with(
         &self,
         spec: &GenerateSpec,
         control: &RenderControl,
     ) -> Result<Picture, RenderError> {
-        let Some(cfg) = self.models.get(&spec.model) else {
+        let Some(pool) = self.models.get(&spec.model) else {
             return self.fallback.generate_with(spec, control);
         };
         let (w, h) = spec.model.dimensions(spec.ratio.resolve_auto(&spec.prompt));
-        let _turn = self.turn(cfg, control)?;
-        let bytes = match cfg.kind {
-            BackendKind::OpenAi => openai::generate(cfg, spec, w, h, control),
-            BackendKind::A1111 => a1111::txt2img(cfg, spec, w, h, control),
-        }?;
+        let bytes = self.call(pool, control, |cfg, base| match cfg.kind {
+            BackendKind::OpenAi => openai::generate(cfg, base, spec, w, h, control),
+            BackendKind::A1111 => a1111::txt2img(cfg, base, spec, w, h, control),
+            BackendKind::ComfyUi => comfyui::txt2img(cfg, base, spec, w, h, control),
+        })?;
         Ok(Picture(fit_exact(decode_result(&bytes)?, w, h)))
     }
 
     fn edit_with(&self, spec: &EditSpec, control: &RenderControl) -> Result<Picture, RenderError> {
-        let Some(cfg) = &self.edit else {
+        let Some(pool) = &self.edit else {
             return self.fallback.edit_with(spec, control);
         };
         let source = decode::decode(&spec.source, &DecodeLimits::default())?;
         let (w, h) =
             edit::resized_dimensions(source.width(), source.height(), edit::Resize::Scale(1.0));
-        let _turn = self.turn(cfg, control)?;
-        let bytes = match cfg.kind {
-            BackendKind::OpenAi => openai::edit(cfg, spec, &source, control),
-            BackendKind::A1111 => a1111::img2img(cfg, spec, &source, control),
-        }?;
+        let bytes = self.call(pool, control, |cfg, base| match cfg.kind {
+            BackendKind::OpenAi => openai::edit(cfg, base, spec, &source, control),
+            BackendKind::A1111 => a1111::img2img(cfg, base, spec, &source, control),
+            BackendKind::ComfyUi => comfyui::img2img(cfg, base, spec, &source, control),
+        })?;
         Ok(Picture(fit_exact(decode_result(&bytes)?, w, h)))
     }
 
@@ -157,9 +272,9 @@ pub fn fit_exact(img: RgbaImage, w: u32, h: u32) -> RgbaImage {
 }
 
 /// PNG bytes of an image (what the servers are sent).
-fn png_bytes(img: &RgbaImage) -> Result<Vec<u8>, RenderError> {
+fn png_bytes(img: &RgbaImage) -> Result<Vec<u8>, CallError> {
     let mut out = std::io::Cursor::new(Vec::new());
     img.write_to(&mut out, image::ImageFormat::Png)
-        .map_err(|e| RenderError::Failed(format!("cannot encode the source image: {e}")))?;
+        .map_err(|e| CallError::Refused(format!("cannot encode the source image: {e}")))?;
     Ok(out.into_inner())
 }

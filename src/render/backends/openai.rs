@@ -5,9 +5,10 @@ use image::RgbaImage;
 use serde_json::json;
 
 use super::config::parse_size;
+use super::http::CallError;
 use super::http::{self, Body};
 use super::{BackendConfig, png_bytes};
-use crate::render::{EditSpec, GenerateSpec, RenderControl, RenderError};
+use crate::render::{EditSpec, GenerateSpec, RenderControl};
 
 fn size(cfg: &BackendConfig, w: u32, h: u32) -> String {
     match &cfg.size {
@@ -18,11 +19,12 @@ fn size(cfg: &BackendConfig, w: u32, h: u32) -> String {
 
 pub fn generate(
     cfg: &BackendConfig,
+    base: &str,
     spec: &GenerateSpec,
     w: u32,
     h: u32,
     control: &RenderControl,
-) -> Result<Vec<u8>, RenderError> {
+) -> Result<Vec<u8>, CallError> {
     let mut body = json!({
         "prompt": spec.prompt,
         "n": 1,
@@ -33,17 +35,23 @@ pub fn generate(
     if let Some(model) = &cfg.model {
         body["model"] = json!(model);
     }
-    let url = format!("{}/v1/images/generations", http::base(&cfg.url));
-    let answer = http::post(cfg, &url, &Body::Json(body), control)?;
+    let answer = http::post(
+        cfg,
+        base,
+        "/v1/images/generations",
+        &Body::Json(body),
+        control,
+    )?;
     http::b64_image(&answer, "/data/0/b64_json")
 }
 
 pub fn edit(
     cfg: &BackendConfig,
+    base: &str,
     spec: &EditSpec,
     source: &RgbaImage,
     control: &RenderControl,
-) -> Result<Vec<u8>, RenderError> {
+) -> Result<Vec<u8>, CallError> {
     let png = png_bytes(source)?;
     let mut fields = vec![
         ("prompt".to_owned(), spec.instruction.clone()),
@@ -66,7 +74,6 @@ pub fn edit(
             png,
         ),
     };
-    let url = format!("{}/v1/images/edits", http::base(&cfg.url));
-    let answer = http::post(cfg, &url, &body, control)?;
+    let answer = http::post(cfg, base, "/v1/images/edits", &body, control)?;
     http::b64_image(&answer, "/data/0/b64_json")
 }

@@ -898,10 +898,17 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
         }
         Command::Models(cmd) => models_command(dir, cmd).await,
         Command::Backends(BackendsCommand::Status { json }) => {
-            if !crate::config::admin_file(&dir).exists() {
+            // Endpoint health lives in the running server: the one holding the store open.
+            let db_path = dir.join("pictor.redb");
+            let running = db_path.exists()
+                && matches!(
+                    tokio::task::spawn_blocking(move || Store::open(&db_path)).await?,
+                    Err(StoreError::AlreadyOpen)
+                );
+            if !running {
                 bail!(
-                    "the server is not running (no {}): endpoint health lives in the running server",
-                    crate::config::admin_file(&dir).display()
+                    "the server is not running (for {}): endpoint health lives in the running server",
+                    dir.display()
                 );
             }
             let v = remote::backends(&dir).await?;

@@ -45,6 +45,11 @@ impl Picture {
     pub fn height(&self) -> u32 {
         self.0.height()
     }
+
+    /// The pixels.
+    pub fn as_rgba(&self) -> &image::RgbaImage {
+        &self.0
+    }
 }
 
 impl fmt::Debug for Picture {

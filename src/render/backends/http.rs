@@ -264,7 +264,7 @@ async fn attempt(cfg: &BackendConfig, url: &str, body: &Body, timeout: Duration)
         return Attempt::Fail(format!(
             "the backend refused the request (HTTP {}): {}",
             status.as_u16(),
-            short(&text)
+            error_summary(&text)
         ));
     }
     match serde_json::from_str(&text) {
@@ -274,6 +274,48 @@ async fn attempt(cfg: &BackendConfig, url: &str, body: &Body, timeout: Duration)
             short(&text)
         )),
     }
+}
+
+/// What an error answer says, in a line: the message fields of the usual shapes (OpenAI's
+/// `error.message`, FastAPI's `detail`, ComfyUI's `error.message` and each node's errors), else
+/// the start of the text.
+fn error_summary(text: &str) -> String {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
+        return short(text);
+    };
+    let mut parts: Vec<String> = Vec::new();
+    for m in [
+        &v["error"]["message"],
+        &v["error"],
+        &v["detail"],
+        &v["message"],
+    ] {
+        if let Some(m) = m.as_str() {
+            parts.push(m.to_owned());
+            break;
+        }
+    }
+    if let Some(nodes) = v["node_errors"].as_object() {
+        for (id, node) in nodes {
+            for e in node["errors"].as_array().into_iter().flatten() {
+                let m = e["details"]
+                    .as_str()
+                    .filter(|d| !d.is_empty())
+                    .or(e["message"].as_str())
+                    .unwrap_or("invalid");
+                parts.push(format!("node {id}: {m}"));
+            }
+        }
+    }
+    if parts.is_empty() {
+        return short(text);
+    }
+    parts
+        .join("; ")
+        .chars()
+        .take(400)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 /// The first 200 characters of a message, on one line.

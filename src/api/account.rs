@@ -46,7 +46,7 @@ pub struct ModelView {
     pub long_side: u32,
     /// What renders this model on this server: `procedural` (the built-in painter, no model
     /// weights), `diffusion:<installed model>` (the built-in Stable Diffusion engine), or
-    /// `a1111`/`openai` (a configured inference server).
+    /// `a1111`/`openai`/`comfyui` (configured inference servers).
     pub engine: String,
 }
 

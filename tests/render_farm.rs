@@ -313,17 +313,19 @@ async fn worker(c: Comfy) {
                 let images = json!([{"filename": filename, "subfolder": "", "type": "output"}]);
                 c.send(&job.client, json!({"type": "executing", "data": {"node": "9", "display_node": "9", "prompt_id": pid}}));
                 c.send(&job.client, json!({"type": "executed", "data": {"node": "9", "display_node": "9", "output": {"images": images}, "prompt_id": pid}}));
+                c.send(
+                    &job.client,
+                    json!({"type": "executing", "data": {"node": null, "prompt_id": pid}}),
+                );
+                c.send(&job.client, json!({"type": "execution_success", "data": {"prompt_id": pid, "timestamp": 0}}));
+                // Real ComfyUI writes the history entry a little after these messages.
+                tokio::time::sleep(Duration::from_millis(60)).await;
                 c.inner.lock().unwrap().history.insert(pid.clone(), json!({
                     "prompt": [1, pid, wf, {}, ["9"]],
                     "outputs": {"9": {"images": images}},
                     "status": {"status_str": "success", "completed": true, "messages": [["execution_start", {"prompt_id": pid}], ["execution_success", {"prompt_id": pid}]]},
                     "meta": {}
                 }));
-                c.send(
-                    &job.client,
-                    json!({"type": "executing", "data": {"node": null, "prompt_id": pid}}),
-                );
-                c.send(&job.client, json!({"type": "execution_success", "data": {"prompt_id": pid, "timestamp": 0}}));
                 json!(null)
             }
             "interrupted" => {
@@ -710,7 +712,8 @@ async fn comfyui_cancel_interrupts_a_running_prompt_and_deletes_a_queued_one() {
     }
     control.cancel();
     assert!(matches!(mine.await.unwrap(), Err(RenderError::Cancelled)));
-    assert_eq!(c.inner.lock().unwrap().deleted.len(), 1);
+    // Deleted from the queue (the running one was deleted too, harmlessly, then interrupted).
+    assert_eq!(c.inner.lock().unwrap().deleted.len(), 2);
     assert_eq!(
         c.interrupts.load(Ordering::SeqCst),
         1,
@@ -812,6 +815,25 @@ async fn pool_fails_over_marks_down_and_probes_back() {
     let s = r.backends_status();
     assert!(s[1].up, "{s:?}");
     assert!(!s[0].up, "the dead one failed its probe: {s:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recovered_endpoint_rejoins_while_its_peer_carries_the_load() {
+    let b = fake_comfy(5, false, None).await;
+    let a = fake_comfy(5, false, None).await;
+    b.healthy.store(false, Ordering::SeqCst);
+    let r = comfy_router(&pool_toml(&[&b.url, &a.url], "probe_secs = 1\n"));
+    render(r.clone(), spec("x", 1), RenderControl::default()).await.unwrap();
+    assert!(!r.backends_status()[0].up);
+    render(r.clone(), spec("x", 2), RenderControl::default()).await.unwrap();
+    assert_eq!(a.seen().len(), 2, "b rests");
+    b.healthy.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Its rest is over: probed (good), up again, and as idle as `a` with no slower record.
+    render(r.clone(), spec("x", 3), RenderControl::default()).await.unwrap();
+    let s = r.backends_status();
+    assert!(s[0].up && s[1].up, "{s:?}");
+    assert_eq!(b.seen().len(), 1, "b took work again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

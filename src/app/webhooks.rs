@@ -5,9 +5,9 @@
 //! `webhooks.retry_ms`, doubled per attempt, at most an hour, ±20 % jitter) up to
 //! `webhooks.max_attempts`; the schedule lives in the store, so it survives restarts.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::RngExt;
 use tokio::sync::{Semaphore, watch};
@@ -38,23 +38,32 @@ pub fn spawn(state: AppState, stop: watch::Receiver<bool>) -> tokio::task::JoinH
 async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
     let wake = state.jobs.ended_signal();
     let in_flight: Arc<Mutex<HashSet<u128>>> = Arc::default();
+    // Jobs whose last attempt could not be recorded: not sent again before this instant.
+    let held: Arc<Mutex<HashMap<u128, Instant>>> = Arc::default();
     let permits = Arc::new(Semaphore::new(PARALLEL));
     loop {
         let now = state.clock.now();
         let due = state.store.call(move |s| s.webhooks_due(now, 256)).await;
+        lock(&held).retain(|_, until| *until > Instant::now());
         let next = match due {
             Ok((jobs, next)) => {
                 for job in jobs {
-                    if !lock(&in_flight).insert(job.id) {
+                    if lock(&held).contains_key(&job.id) || !lock(&in_flight).insert(job.id) {
                         continue;
                     }
-                    let Ok(permit) = permits.clone().acquire_owned().await else {
-                        return;
+                    let permit = tokio::select! {
+                        p = permits.clone().acquire_owned() => p,
+                        _ = stop.wait_for(|s| *s) => return,
                     };
-                    let (state, in_flight, wake) = (state.clone(), in_flight.clone(), wake.clone());
+                    let Ok(permit) = permit else { return };
+                    let (state, in_flight, held, wake) =
+                        (state.clone(), in_flight.clone(), held.clone(), wake.clone());
                     tokio::spawn(async move {
                         let id = job.id;
-                        deliver_and_record(&state, job).await;
+                        if !deliver_and_record(&state, job).await {
+                            let pause = state.config.webhooks.retry_base.max(Duration::from_secs(1));
+                            lock(&held).insert(id, Instant::now() + pause);
+                        }
                         lock(&in_flight).remove(&id);
                         drop(permit);
                         wake.notify_one();
@@ -67,9 +76,12 @@ async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
                 None
             }
         };
-        let sleep = next.map_or(IDLE, |at| {
+        let mut sleep = next.map_or(IDLE, |at| {
             Duration::from_millis(at.saturating_sub(state.clock.now())).min(IDLE)
         });
+        if !lock(&held).is_empty() {
+            sleep = sleep.min(Duration::from_secs(1));
+        }
         tokio::select! {
             () = tokio::time::sleep(sleep) => {}
             () = wake.notified() => {}
@@ -92,12 +104,26 @@ fn backoff(base: Duration, failed: u32) -> Millis {
     ((wait as f64) * jitter) as Millis
 }
 
-async fn deliver_and_record(state: &AppState, job: JobRecord) {
+/// One attempt, recorded. `false` when the attempt could not be recorded (it will be made
+/// again: the receiver sees the same webhook id).
+async fn deliver_and_record(state: &AppState, job: JobRecord) -> bool {
     let id = job.job_id();
     let Some(hook) = job.webhook.clone() else {
-        return;
+        return true;
     };
     let failed_before = hook.attempts;
+    // The outbox may have been read before an earlier pass over this job finished: send only
+    // what is still due as read.
+    let current = state.store.call(move |s| s.job(id)).await;
+    let now = state.clock.now();
+    let still_due = matches!(&current, Ok(Some(j)) if j.webhook.as_ref().is_some_and(|w| {
+        w.status == crate::store::WebhookStatus::Pending
+            && w.attempts == failed_before
+            && w.next_attempt_at.is_some_and(|t| t <= now)
+    }));
+    if !still_due {
+        return current.is_ok();
+    }
     let outcome = deliver(state, &job, &hook.url, failed_before + 1).await;
     let now = state.clock.now();
     let opts = &state.config.webhooks;
@@ -125,13 +151,17 @@ async fn deliver_and_record(state: &AppState, job: JobRecord) {
         Attempt::Retry { .. } => "retry",
         Attempt::GiveUp { .. } => "failed",
     });
-    if let Err(e) = state
+    match state
         .store
-        .call(move |s| s.webhook_attempted(id, attempt, now))
+        .call(move |s| s.webhook_attempted(id, failed_before, attempt, now))
         .await
     {
-        // The row stays due; it is sent again (the receiver sees the same webhook id).
-        warn!(job = %id, error = %e, "cannot record a webhook attempt");
+        Ok(_) => true,
+        Err(e) => {
+            // The row stays due; it is sent again (the receiver sees the same webhook id).
+            warn!(job = %id, error = %e, "cannot record a webhook attempt");
+            false
+        }
     }
 }
 

@@ -898,20 +898,20 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
         }
         Command::Models(cmd) => models_command(dir, cmd).await,
         Command::Backends(BackendsCommand::Status { json }) => {
-            // Endpoint health lives in the running server: the one holding the store open.
-            let db_path = dir.join("pictor.redb");
-            let running = db_path.exists()
-                && matches!(
-                    tokio::task::spawn_blocking(move || Store::open(&db_path)).await?,
-                    Err(StoreError::AlreadyOpen)
-                );
-            if !running {
+            // Endpoint health lives in the running server, reached through its admin channel
+            // (the store is not opened: that could race a server starting up).
+            if !crate::config::admin_file(&dir).exists() {
                 bail!(
                     "the server is not running (for {}): endpoint health lives in the running server",
                     dir.display()
                 );
             }
-            let v = remote::backends(&dir).await?;
+            let v = remote::backends(&dir).await.map_err(|e| {
+                anyhow::anyhow!(
+                    "the server is not running (for {}): {e}",
+                    dir.display()
+                )
+            })?;
             print(&v, *json, describe_backends);
             Ok(())
         }

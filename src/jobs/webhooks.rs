@@ -221,15 +221,19 @@ pub fn signature(secrets: &[String], t: u64, body: &[u8]) -> String {
     header
 }
 
-/// A user's webhook secret, made (and stored encrypted) on first use.
+/// A user's webhook secret, made (and stored encrypted) on first use. A stored secret that
+/// cannot be decrypted (the data folder's `secret.key` was replaced) is an error, not silently
+/// replaced: receivers would reject every delivery. Rotating makes a new one.
 pub fn secret(store: &Store, secrets: &SecretBox, user_id: u64) -> Result<String, StoreError> {
+    let user = store
+        .user(user_id)?
+        .ok_or_else(|| StoreError::NotFound("no such user".into()))?;
+    if user.webhook_secret_enc.is_some() {
+        return current(secrets, &user);
+    }
     let mut made = None;
     let user = store.modify_user(user_id, |u| {
-        if u.webhook_secret_enc
-            .as_deref()
-            .and_then(|s| secrets.open(s))
-            .is_none()
-        {
+        if u.webhook_secret_enc.is_none() {
             let fresh = random_token("whsec_");
             u.webhook_secret_enc = Some(seal(secrets, &fresh)?);
             made = Some(fresh);
@@ -238,6 +242,7 @@ pub fn secret(store: &Store, secrets: &SecretBox, user_id: u64) -> Result<String
     })?;
     match made {
         Some(s) => Ok(s),
+        // Made by a concurrent call meanwhile.
         None => current(secrets, &user),
     }
 }
@@ -298,7 +303,11 @@ fn current(secrets: &SecretBox, user: &UserRecord) -> Result<String, StoreError>
         .as_deref()
         .and_then(|s| secrets.open(s))
         .and_then(|b| String::from_utf8(b).ok())
-        .ok_or_else(|| StoreError::Corrupt("the webhook secret cannot be decrypted".into()))
+        .ok_or_else(|| {
+            StoreError::Corrupt(
+                "the webhook secret cannot be decrypted (was the data folder's secret.key replaced?); rotate it".into(),
+            )
+        })
 }
 
 #[cfg(test)]
@@ -359,6 +368,24 @@ mod tests {
         }
         assert!(check_url("http://127.0.0.1:9999/hook", true).is_ok());
         assert!(check_url("http://localhost:9999/hook", true).is_ok());
+    }
+
+    #[tokio::test]
+    async fn names_are_checked_again_after_resolution() {
+        // A name that passes `check_url` (operators allowing it) but resolves to loopback is
+        // refused at delivery unless private targets are allowed: what DNS rebinding relies on.
+        let url = Url::parse("http://localhost:9/hook").unwrap();
+        assert!(matches!(
+            resolve(&url, false).await,
+            Err(ResolveError::Refused(_))
+        ));
+        let addrs = resolve(&url, true).await.unwrap();
+        assert!(addrs.iter().all(|a| a.ip().is_loopback() && a.port() == 9));
+        let literal = Url::parse("http://[::ffff:169.254.169.254]/").unwrap();
+        assert!(matches!(
+            resolve(&literal, false).await,
+            Err(ResolveError::Refused(_))
+        ));
     }
 
     #[test]

@@ -130,11 +130,14 @@ impl Store {
         Ok((out, next))
     }
 
-    /// Records a delivery attempt: delivered and given-up notifications leave the outbox, a retry
-    /// is rescheduled. Returns the job as recorded.
+    /// Records a delivery attempt made after `made_before` earlier ones: delivered and given-up
+    /// notifications leave the outbox, a retry is rescheduled. An attempt whose count does not
+    /// match (another worker pass recorded one meanwhile) changes nothing. Returns the job as
+    /// recorded.
     pub fn webhook_attempted(
         &self,
         id: JobId,
+        made_before: u32,
         attempt: Attempt,
         now: Millis,
     ) -> Result<JobRecord, StoreError> {
@@ -157,6 +160,9 @@ impl Store {
                 txn.commit()?;
                 return Ok(job);
             };
+            if hook.attempts != made_before {
+                return Ok(job);
+            }
             hook.attempts += 1;
             match attempt {
                 Attempt::Delivered => {

@@ -40,7 +40,8 @@ pub struct Fill<'a> {
     pub denoise: f64,
 }
 
-/// The workflow with its placeholders filled (see the module documentation).
+/// The workflow with its placeholders filled (see the module documentation). Text placeholders
+/// are replaced in one pass, so a prompt that itself contains `{{image}}` stays as it is.
 pub fn fill(workflow: &Value, f: &Fill<'_>) -> Value {
     match workflow {
         Value::String(s) => match s.as_str() {
@@ -50,20 +51,46 @@ pub fn fill(workflow: &Value, f: &Fill<'_>) -> Value {
             "{{height}}" => json!(f.height),
             "{{cfg}}" => json!(f.cfg),
             "{{denoise}}" => json!(f.denoise),
-            _ if s.contains("{{") => Value::String(
-                s.replace("{{prompt}}", f.prompt)
-                    .replace("{{negative_prompt}}", f.negative_prompt)
-                    .replace("{{model}}", f.model)
-                    .replace("{{image}}", f.image),
-            ),
+            _ if s.contains("{{") => Value::String(fill_text(s, f)),
             _ => workflow.clone(),
         },
         Value::Array(items) => Value::Array(items.iter().map(|v| fill(v, f)).collect()),
-        Value::Object(map) => {
-            Value::Object(map.iter().map(|(k, v)| (k.clone(), fill(v, f))).collect())
-        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), fill(v, f)))
+                .collect(),
+        ),
         other => other.clone(),
     }
+}
+
+fn fill_text(s: &str, f: &Fill<'_>) -> String {
+    let mut out = String::with_capacity(s.len() + f.prompt.len());
+    let mut rest = s;
+    while let Some(at) = rest.find("{{") {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let value = [
+            ("{{prompt}}", f.prompt),
+            ("{{negative_prompt}}", f.negative_prompt),
+            ("{{model}}", f.model),
+            ("{{image}}", f.image),
+        ]
+        .into_iter()
+        .find(|(name, _)| tail.starts_with(name));
+        match value {
+            Some((name, v)) => {
+                out.push_str(v);
+                rest = &tail[name.len()..];
+            }
+            None => {
+                out.push_str("{{");
+                rest = &tail[2..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Checks a workflow file: API format (node id → `{class_type, inputs}`), with the placeholders
@@ -213,7 +240,7 @@ async fn run(
 ) -> Result<Vec<u8>, CallError> {
     let client_id = format!("pictor-{:032x}", rand::rng().random::<u128>());
     // Listen before queueing, so no event of the prompt is missed.
-    let mut ws = open_ws(base, &client_id).await;
+    let mut ws = open_ws(cfg, base, &client_id).await;
     let body = http::Body::Json(json!({ "prompt": prompt, "client_id": client_id }));
     let answer = http::post_async(cfg, base, "/prompt", &body, control).await?;
     let prompt_id = answer
@@ -227,13 +254,16 @@ async fn run(
         })?
         .to_owned();
     let http = client(cfg)?;
-    let deadline = Instant::now() + Duration::from_secs(cfg.timeout_secs);
+    let limit = Duration::from_secs(cfg.timeout_secs);
+    // With the WebSocket, `timeout_secs` counts from `execution_start` (a wait in ComfyUI's own
+    // queue is not the server failing; a cancel ends it); polled, from the submission.
+    let mut deadline = ws.is_none().then(|| Instant::now() + limit);
     let finished = loop {
         if control.is_cancelled() {
             cancel(cfg, &http, base, &prompt_id).await;
             return Err(CallError::Cancelled);
         }
-        if Instant::now() >= deadline {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
             cancel(cfg, &http, base, &prompt_id).await;
             return Err(CallError::Unavailable(format!(
                 "ComfyUI did not finish within {} s",
@@ -246,10 +276,14 @@ async fn run(
                 Ok(Some(Ok(tokio_tungstenite::tungstenite::Message::Text(text)))) => {
                     match event(&text, &prompt_id, control) {
                         Event::None => {}
+                        Event::Started => {
+                            deadline.get_or_insert_with(|| Instant::now() + limit);
+                        }
                         Event::Done => break history(cfg, &http, base, &prompt_id).await?,
                         Event::Error(m) => return Err(CallError::Refused(m)),
+                        // Someone stopped it there (not a broken server): no other server.
                         Event::Interrupted => {
-                            return Err(CallError::Unavailable(
+                            return Err(CallError::Refused(
                                 "the prompt was interrupted on the ComfyUI server".into(),
                             ));
                         }
@@ -258,7 +292,10 @@ async fn run(
                 // Previews (binary frames), pings.
                 Ok(Some(Ok(_))) => {}
                 // The socket went away: follow by polling from here on.
-                Ok(Some(Err(_)) | None) => ws = None,
+                Ok(Some(Err(_)) | None) => {
+                    ws = None;
+                    deadline.get_or_insert_with(|| Instant::now() + limit);
+                }
             },
             None => {
                 tokio::time::sleep(TICK).await;
@@ -275,13 +312,20 @@ async fn run(
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-async fn open_ws(base: &str, client_id: &str) -> Option<Socket> {
+async fn open_ws(cfg: &BackendConfig, base: &str, client_id: &str) -> Option<Socket> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let ws_url = base
         .strip_prefix("http://")
         .map(|rest| format!("ws://{rest}/ws?clientId={client_id}"))?;
+    let mut request = ws_url.into_client_request().ok()?;
+    if let Some(value) = http::auth_header(cfg) {
+        request
+            .headers_mut()
+            .insert("authorization", value.parse().ok()?);
+    }
     match tokio::time::timeout(
         Duration::from_secs(5),
-        tokio_tungstenite::connect_async(ws_url),
+        tokio_tungstenite::connect_async(request),
     )
     .await
     {
@@ -295,6 +339,8 @@ async fn open_ws(base: &str, client_id: &str) -> Option<Socket> {
 
 enum Event {
     None,
+    /// ComfyUI began executing the prompt.
+    Started,
     Done,
     Error(String),
     Interrupted,
@@ -323,6 +369,7 @@ fn event(text: &str, prompt_id: &str, control: &RenderControl) -> Event {
         // `execution_success`).
         "executing" if data.get("node").is_some_and(Value::is_null) => Event::Done,
         "execution_success" => Event::Done,
+        "execution_start" => Event::Started,
         "execution_error" => Event::Error(format!(
             "ComfyUI failed in node {} ({}): {}",
             data["node_id"].as_str().unwrap_or("?"),
@@ -450,29 +497,31 @@ async fn fetch(
         .map_err(|e| CallError::Unavailable(format!("the picture was cut off: {e}")))
 }
 
-/// Stops our prompt: interrupted if it is the one running, deleted from the queue otherwise
-/// (an interrupt alone would stop whatever else runs on a shared server).
+/// Stops our prompt: deleted from ComfyUI's queue, and interrupted if it is the one running
+/// (or the queue cannot be read). The interrupt names the prompt, which current ComfyUI honours,
+/// so a cancel does not stop someone else's prompt on a shared server.
 async fn cancel(cfg: &BackendConfig, http: &reqwest::Client, base: &str, prompt_id: &str) {
-    let queue: Value = match http::authorized(cfg, http.get(format!("{base}/queue")))
+    let _ = http::authorized(cfg, http.post(format!("{base}/queue")))
+        .json(&json!({ "delete": [prompt_id] }))
+        .send()
+        .await;
+    let queue: Option<Value> = match http::authorized(cfg, http.get(format!("{base}/queue")))
         .send()
         .await
     {
-        Ok(r) => r.json().await.unwrap_or(Value::Null),
-        Err(_) => Value::Null,
+        Ok(r) if r.status().is_success() => r.json().await.ok(),
+        _ => None,
     };
-    let running = queue["queue_running"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|item| item[1] == prompt_id);
+    let running = queue.as_ref().is_none_or(|q| {
+        q["queue_running"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|item| item[1] == prompt_id)
+    });
     if running {
         let _ = http::authorized(cfg, http.post(format!("{base}/interrupt")))
             .json(&json!({ "prompt_id": prompt_id }))
-            .send()
-            .await;
-    } else {
-        let _ = http::authorized(cfg, http.post(format!("{base}/queue")))
-            .json(&json!({ "delete": [prompt_id] }))
             .send()
             .await;
     }

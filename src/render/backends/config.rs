@@ -198,11 +198,18 @@ fn check(mut cfg: BackendConfig, at: &str, edit: bool) -> Result<BackendConfig, 
     for url in cfg.endpoints() {
         let url = url.trim();
         let key = if cfg.urls.is_empty() { "url" } else { "urls" };
-        if url::Url::parse(url).map_or(true, |u| {
-            !matches!(u.scheme(), "http" | "https") || u.host_str().is_none()
-        }) {
+        let parsed = url::Url::parse(url).ok().filter(|u| {
+            matches!(u.scheme(), "http" | "https") && u.host_str().is_some()
+        });
+        let Some(parsed) = parsed else {
             return Err(format!(
                 "{at}.{key} must be http:// or https:// URLs, got `{url}`"
+            ));
+        };
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            // It would show in logs, `backends status` and /metrics labels.
+            return Err(format!(
+                "{at}.{key}: put credentials in api_key_env (user:password for A1111), not in the URL"
             ));
         }
         if !seen.insert(super::http::base(url).to_owned()) {

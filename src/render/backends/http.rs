@@ -171,19 +171,30 @@ async fn watch(cfg: &BackendConfig, base: &str, control: &RenderControl) {
     }
 }
 
-/// The request with the backend's credentials (`api_key_env`): basic auth `user:password` for
-/// A1111's `--api-auth`, a bearer token otherwise.
-pub fn authorized(cfg: &BackendConfig, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-    if let Some(var) = &cfg.api_key_env
-        && let Ok(key) = std::env::var(var)
-        && !key.is_empty()
-    {
-        return match (cfg.kind, key.split_once(':')) {
-            (BackendKind::A1111, Some((user, pass))) => req.basic_auth(user, Some(pass)),
-            _ => req.bearer_auth(key),
-        };
+/// The `Authorization` value for the backend's credentials (`api_key_env`): basic auth for a
+/// `user:password` value (A1111's `--api-auth`, a ComfyUI behind a password proxy), a bearer
+/// token otherwise.
+pub fn auth_header(cfg: &BackendConfig) -> Option<String> {
+    use base64::Engine;
+    let key = std::env::var(cfg.api_key_env.as_ref()?).ok()?;
+    if key.is_empty() {
+        return None;
     }
-    req
+    Some(match (cfg.kind, key.split_once(':')) {
+        (BackendKind::A1111 | BackendKind::ComfyUi, Some(_)) => format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(key.as_bytes())
+        ),
+        _ => format!("Bearer {key}"),
+    })
+}
+
+/// The request with the backend's credentials (see [`auth_header`]).
+pub fn authorized(cfg: &BackendConfig, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    match auth_header(cfg) {
+        Some(value) => req.header(reqwest::header::AUTHORIZATION, value),
+        None => req,
+    }
 }
 
 async fn attempt(cfg: &BackendConfig, url: &str, body: &Body, timeout: Duration) -> Attempt {

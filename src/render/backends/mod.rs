@@ -27,7 +27,7 @@ use image::RgbaImage;
 
 pub use config::{BackendConfig, BackendKind, BackendsConfig, parse_backends_toml};
 pub use http::CallError;
-use pool::{Endpoint, EndpointStatus, InFlight, Pool};
+use pool::{Endpoint, EndpointStatus, Pool};
 
 use super::decode::{self, DecodeLimits};
 use super::{EditSpec, GenerateSpec, Model, Picture, RenderControl, RenderError, Renderer, edit};
@@ -70,10 +70,7 @@ impl Router {
                     }
                 })
                 .collect();
-            Pool {
-                cfg: cfg.clone(),
-                endpoints: members,
-            }
+            Pool::new(cfg.clone(), members)
         };
         let models: HashMap<Model, Pool> = Model::ALL
             .into_iter()
@@ -144,15 +141,14 @@ impl Router {
         let down_for = std::time::Duration::from_secs(pool.cfg.probe_secs);
         let mut tried = Vec::new();
         let mut last: Option<CallError> = None;
-        while let Some(i) = pool.pick(&tried) {
+        while let Some((i, busy)) = pool.pick(&tried) {
             tried.push(i);
             let endpoint = &pool.endpoints[i];
-            let _turn = self.turn(endpoint, control)?;
+            // Counted busy from the pick on, also while waiting for an A1111 server's turn.
+            let turn = self.turn(endpoint, control)?;
             let started = Instant::now();
-            let result = {
-                let _busy = InFlight::new(endpoint);
-                call(&cfg, &endpoint.url)
-            };
+            let result = call(&cfg, &endpoint.url);
+            drop((turn, busy));
             match result {
                 Ok(bytes) => {
                     endpoint.answered(Some(started.elapsed()));

@@ -7,7 +7,7 @@
 //!
 //! Endpoint health is shared by every model and edit configured with the same server.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,8 @@ pub struct Endpoint {
     in_flight: AtomicUsize,
     ok: AtomicU64,
     failed: AtomicU64,
+    /// A probe is running (one at a time; other jobs treat the endpoint as down meanwhile).
+    probing: AtomicBool,
     health: Mutex<Health>,
 }
 
@@ -64,6 +66,7 @@ impl Endpoint {
             in_flight: AtomicUsize::new(0),
             ok: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            probing: AtomicBool::new(false),
             health: Mutex::default(),
         }
     }
@@ -110,6 +113,19 @@ impl Endpoint {
         h.last_error = Some(error.to_owned());
         if h.failures >= down_after {
             h.down_until = Some(Instant::now() + down_for);
+        }
+    }
+
+    /// Probes the endpoint if it is down and due, and no other job is probing it already.
+    fn probe_if_due(&self, cfg: &BackendConfig, now: Instant) {
+        if self.available(now) == Some(false)
+            && self
+                .probing
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        {
+            self.probe(cfg);
+            self.probing.store(false, Ordering::SeqCst);
         }
     }
 
@@ -191,19 +207,38 @@ impl Drop for InFlight<'_> {
 pub struct Pool {
     pub cfg: BackendConfig,
     pub endpoints: Vec<Arc<Endpoint>>,
+    /// Choosing and counting the chosen endpoint busy happen under this lock, so jobs arriving
+    /// together spread out instead of all seeing the same idle endpoint.
+    choosing: Mutex<()>,
 }
 
 impl Pool {
-    /// The endpoint for the next call, skipping those in `tried`: the least busy that is up, else
-    /// one that is down but due for a probe and passes it. `None` when every untried endpoint is
-    /// down. A single endpoint is always used (its own retries decide), as before pools existed.
-    pub fn pick(&self, tried: &[usize]) -> Option<usize> {
-        if self.endpoints.len() == 1 {
-            return (!tried.contains(&0)).then_some(0);
+    pub fn new(cfg: BackendConfig, endpoints: Vec<Arc<Endpoint>>) -> Pool {
+        Pool {
+            cfg,
+            endpoints,
+            choosing: Mutex::new(()),
         }
+    }
+
+    /// The endpoint for the next call, skipping those in `tried`, counted busy until the
+    /// returned guard drops: the least busy that is up (then the fastest). Endpoints whose rest
+    /// is over are probed first (one probe at a time each), so a recovered server rejoins even
+    /// while its peers carry the load. `None` when every untried endpoint is down. A single
+    /// endpoint is always used (its own retries decide), as before pools existed.
+    pub fn pick(&self, tried: &[usize]) -> Option<(usize, InFlight<'_>)> {
+        if self.endpoints.len() == 1 {
+            return (!tried.contains(&0)).then(|| (0, InFlight::new(&self.endpoints[0])));
+        }
+        for (i, e) in self.endpoints.iter().enumerate() {
+            if !tried.contains(&i) {
+                e.probe_if_due(&self.cfg, Instant::now());
+            }
+        }
+        let _choosing = self.choosing.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        let untried = || (0..self.endpoints.len()).filter(|i| !tried.contains(i));
-        let best_up = untried()
+        let best = (0..self.endpoints.len())
+            .filter(|i| !tried.contains(i))
             .filter(|&i| self.endpoints[i].available(now) == Some(true))
             .min_by(|&a, &b| {
                 let (ea, eb) = (&self.endpoints[a], &self.endpoints[b]);
@@ -211,13 +246,8 @@ impl Pool {
                     .cmp(&eb.in_flight())
                     .then(ea.latency().total_cmp(&eb.latency()))
                     .then(a.cmp(&b))
-            });
-        if best_up.is_some() {
-            return best_up;
-        }
-        untried()
-            .filter(|&i| self.endpoints[i].available(now) == Some(false))
-            .find(|&i| self.endpoints[i].probe(&self.cfg))
+            })?;
+        Some((best, InFlight::new(&self.endpoints[best])))
     }
 }
 
@@ -243,18 +273,22 @@ mod tests {
         }
     }
 
+    fn pick(p: &Pool, tried: &[usize]) -> Option<usize> {
+        p.pick(tried).map(|(i, _)| i)
+    }
+
     #[test]
     fn least_busy_then_fastest_and_down_ones_skipped() {
         let p = pool(3);
-        assert_eq!(p.pick(&[]), Some(0));
+        assert_eq!(pick(&p, &[]), Some(0));
         let _a = InFlight::new(&p.endpoints[0]);
-        assert_eq!(p.pick(&[]), Some(1), "least in flight");
+        assert_eq!(pick(&p, &[]), Some(1), "least in flight");
         p.endpoints[1].answered(Some(Duration::from_secs(3)));
         p.endpoints[2].answered(Some(Duration::from_secs(1)));
-        assert_eq!(p.pick(&[]), Some(2), "same load: the faster");
+        assert_eq!(pick(&p, &[]), Some(2), "same load: the faster");
         p.endpoints[2].failed("boom", 1, Duration::from_secs(60));
-        assert_eq!(p.pick(&[]), Some(1), "down ones get no work");
-        assert_eq!(p.pick(&[1]), Some(0), "a job moves on past what it tried");
+        assert_eq!(pick(&p, &[]), Some(1), "down ones get no work");
+        assert_eq!(pick(&p, &[1]), Some(0), "a job moves on past what it tried");
         assert!(!p.endpoints[2].status(vec![]).up);
         assert_eq!(
             p.endpoints[2].status(vec![]).last_error.as_deref(),
@@ -268,7 +302,7 @@ mod tests {
         p.endpoints[0].failed("x", 1, Duration::ZERO);
         p.endpoints[1].failed("x", 1, Duration::from_secs(60));
         // Endpoint 0 is due: probed (nothing listens on port 1), fails, stays down.
-        assert_eq!(p.pick(&[]), None);
+        assert_eq!(pick(&p, &[]), None);
         assert!(!p.endpoints[0].status(vec![]).up);
     }
 }

@@ -823,14 +823,20 @@ async fn a_recovered_endpoint_rejoins_while_its_peer_carries_the_load() {
     let a = fake_comfy(5, false, None).await;
     b.healthy.store(false, Ordering::SeqCst);
     let r = comfy_router(&pool_toml(&[&b.url, &a.url], "probe_secs = 1\n"));
-    render(r.clone(), spec("x", 1), RenderControl::default()).await.unwrap();
+    render(r.clone(), spec("x", 1), RenderControl::default())
+        .await
+        .unwrap();
     assert!(!r.backends_status()[0].up);
-    render(r.clone(), spec("x", 2), RenderControl::default()).await.unwrap();
+    render(r.clone(), spec("x", 2), RenderControl::default())
+        .await
+        .unwrap();
     assert_eq!(a.seen().len(), 2, "b rests");
     b.healthy.store(true, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(1100)).await;
     // Its rest is over: probed (good), up again, and as idle as `a` with no slower record.
-    render(r.clone(), spec("x", 3), RenderControl::default()).await.unwrap();
+    render(r.clone(), spec("x", 3), RenderControl::default())
+        .await
+        .unwrap();
     let s = r.backends_status();
     assert!(s[0].up && s[1].up, "{s:?}");
     assert_eq!(b.seen().len(), 1, "b took work again");

@@ -61,7 +61,8 @@ async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
                     tokio::spawn(async move {
                         let id = job.id;
                         if !deliver_and_record(&state, job).await {
-                            let pause = state.config.webhooks.retry_base.max(Duration::from_secs(1));
+                            let pause =
+                                state.config.webhooks.retry_base.max(Duration::from_secs(1));
                             lock(&held).insert(id, Instant::now() + pause);
                         }
                         lock(&in_flight).remove(&id);

@@ -907,10 +907,7 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
                 );
             }
             let v = remote::backends(&dir).await.map_err(|e| {
-                anyhow::anyhow!(
-                    "the server is not running (for {}): {e}",
-                    dir.display()
-                )
+                anyhow::anyhow!("the server is not running (for {}): {e}", dir.display())
             })?;
             print(&v, *json, describe_backends);
             Ok(())

@@ -55,11 +55,9 @@ pub fn fill(workflow: &Value, f: &Fill<'_>) -> Value {
             _ => workflow.clone(),
         },
         Value::Array(items) => Value::Array(items.iter().map(|v| fill(v, f)).collect()),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), fill(v, f)))
-                .collect(),
-        ),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), fill(v, f))).collect())
+        }
         other => other.clone(),
     }
 }

@@ -198,9 +198,9 @@ fn check(mut cfg: BackendConfig, at: &str, edit: bool) -> Result<BackendConfig, 
     for url in cfg.endpoints() {
         let url = url.trim();
         let key = if cfg.urls.is_empty() { "url" } else { "urls" };
-        let parsed = url::Url::parse(url).ok().filter(|u| {
-            matches!(u.scheme(), "http" | "https") && u.host_str().is_some()
-        });
+        let parsed = url::Url::parse(url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
         let Some(parsed) = parsed else {
             return Err(format!(
                 "{at}.{key} must be http:// or https:// URLs, got `{url}`"

@@ -260,17 +260,15 @@ mod tests {
             "kind = \"a1111\"\nurls = [\"http://127.0.0.1:1\", \"http://127.0.0.1:2\", \"http://127.0.0.1:3\"]\nprobe_secs = 60\n",
         )
         .unwrap();
-        Pool {
-            endpoints: (0..n)
-                .map(|i| {
-                    Arc::new(Endpoint::new(
-                        cfg.kind,
-                        &format!("http://127.0.0.1:{}", i + 1),
-                    ))
-                })
-                .collect(),
-            cfg,
-        }
+        let endpoints = (0..n)
+            .map(|i| {
+                Arc::new(Endpoint::new(
+                    cfg.kind,
+                    &format!("http://127.0.0.1:{}", i + 1),
+                ))
+            })
+            .collect();
+        Pool::new(cfg, endpoints)
     }
 
     fn pick(p: &Pool, tried: &[usize]) -> Option<usize> {

@@ -843,7 +843,7 @@ async fn a_recovered_endpoint_rejoins_while_its_peer_carries_the_load() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pool_failover_charges_once_and_status_reaches_the_cli_and_metrics() {
+async fn pool_failover_in_the_real_binary_with_status_in_the_cli_and_metrics() {
     let dead = dead_url().await;
     let a = fake_comfy(5, false, None).await;
     let dir = tempfile::tempdir().unwrap();
@@ -857,27 +857,7 @@ async fn pool_failover_charges_once_and_status_reaches_the_cli_and_metrics() {
         ),
     )
     .unwrap();
-    cli_json(
-        d,
-        &[
-            "user",
-            "add",
-            "--email",
-            "p@example.com",
-            "--credits",
-            "10",
-            "--json",
-        ],
-        None,
-    );
-    let key = cli_json(
-        d,
-        &["key", "issue", "--email", "p@example.com", "--json"],
-        None,
-    )["api_key"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = cli_user_key(d, "p@example.com", 10);
     let cfg = config.display().to_string();
     let server = spawn_server(d, &[("PICTOR_CONFIG", cfg.as_str())]);
     let client = reqwest::Client::new();

@@ -38,27 +38,7 @@ async fn wait_status(
 async fn killed_mid_job_resumes_and_charges_once() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    cli_json(
-        d,
-        &[
-            "user",
-            "add",
-            "--email",
-            "k@example.com",
-            "--credits",
-            "20",
-            "--json",
-        ],
-        None,
-    );
-    let key = cli_json(
-        d,
-        &["key", "issue", "--email", "k@example.com", "--json"],
-        None,
-    )["api_key"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = cli_user_key(d, "k@example.com", 20);
     let client = reqwest::Client::new();
 
     // A slow renderer: the job is surely running when we kill the process.
@@ -123,27 +103,7 @@ async fn killed_mid_job_resumes_and_charges_once() {
 async fn edit_with_lost_source_fails_source_missing_with_refund() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    cli_json(
-        d,
-        &[
-            "user",
-            "add",
-            "--email",
-            "e@example.com",
-            "--credits",
-            "10",
-            "--json",
-        ],
-        None,
-    );
-    let key = cli_json(
-        d,
-        &["key", "issue", "--email", "e@example.com", "--json"],
-        None,
-    )["api_key"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = cli_user_key(d, "e@example.com", 10);
     let client = reqwest::Client::new();
     let server = spawn_server(d, &[("PICTOR_DEBUG_RENDER_DELAY_MS", "60000")]);
     let form = reqwest::multipart::Form::new()

@@ -456,27 +456,7 @@ async fn delivered_after_sigkill_and_restart() {
     let rx = receiver(&[], 500).await;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    cli_json(
-        d,
-        &[
-            "user",
-            "add",
-            "--email",
-            "k@example.com",
-            "--credits",
-            "20",
-            "--json",
-        ],
-        None,
-    );
-    let key = cli_json(
-        d,
-        &["key", "issue", "--email", "k@example.com", "--json"],
-        None,
-    )["api_key"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = cli_user_key(d, "k@example.com", 20);
     let env = [
         ("PICTOR_WEBHOOKS_ALLOW_PRIVATE", "true"),
         ("PICTOR_WEBHOOKS_RETRY_MS", "300"),

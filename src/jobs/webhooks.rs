@@ -225,11 +225,20 @@ pub fn signature(secrets: &[String], t: u64, body: &[u8]) -> String {
 /// cannot be decrypted (the data folder's `secret.key` was replaced) is an error, not silently
 /// replaced: receivers would reject every delivery. Rotating makes a new one.
 pub fn secret(store: &Store, secrets: &SecretBox, user_id: u64) -> Result<String, StoreError> {
+    secret_of(store, secrets, user_id).map(|(secret, _)| secret)
+}
+
+/// [`secret`] and the user record it was read from.
+fn secret_of(
+    store: &Store,
+    secrets: &SecretBox,
+    user_id: u64,
+) -> Result<(String, UserRecord), StoreError> {
     let user = store
         .user(user_id)?
         .ok_or_else(|| StoreError::NotFound("no such user".into()))?;
     if user.webhook_secret_enc.is_some() {
-        return current(secrets, &user);
+        return Ok((current(secrets, &user)?, user));
     }
     let mut made = None;
     let user = store.modify_user(user_id, |u| {
@@ -241,9 +250,9 @@ pub fn secret(store: &Store, secrets: &SecretBox, user_id: u64) -> Result<String
         Ok(())
     })?;
     match made {
-        Some(s) => Ok(s),
+        Some(s) => Ok((s, user)),
         // Made by a concurrent call meanwhile.
-        None => current(secrets, &user),
+        None => Ok((current(secrets, &user)?, user)),
     }
 }
 
@@ -277,15 +286,13 @@ pub fn signing_secrets(
     user_id: u64,
     now: Millis,
 ) -> Result<Vec<String>, StoreError> {
-    let current = secret(store, secrets, user_id)?;
+    let (current, user) = secret_of(store, secrets, user_id)?;
     let mut out = vec![current];
-    if let Some(user) = store.user(user_id)?
-        && user.webhook_secret_prev_until.is_some_and(|t| t > now)
+    if user.webhook_secret_prev_until.is_some_and(|t| t > now)
         && let Some(prev) = user
             .webhook_secret_prev_enc
             .as_deref()
-            .and_then(|s| secrets.open(s))
-            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|s| open_secret(secrets, s))
     {
         out.push(prev);
     }
@@ -298,11 +305,15 @@ fn seal(secrets: &SecretBox, plain: &str) -> Result<String, StoreError> {
         .ok_or_else(|| StoreError::Invalid("cannot encrypt the webhook secret".into()))
 }
 
+/// A sealed secret, decrypted.
+pub fn open_secret(secrets: &SecretBox, sealed: &str) -> Option<String> {
+    secrets.open(sealed).and_then(|b| String::from_utf8(b).ok())
+}
+
 fn current(secrets: &SecretBox, user: &UserRecord) -> Result<String, StoreError> {
     user.webhook_secret_enc
         .as_deref()
-        .and_then(|s| secrets.open(s))
-        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|s| open_secret(secrets, s))
         .ok_or_else(|| {
             StoreError::Corrupt(
                 "the webhook secret cannot be decrypted (was the data folder's secret.key replaced?); rotate it".into(),

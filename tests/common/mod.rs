@@ -453,6 +453,32 @@ pub fn run_cli(data_dir: &Path, args: &[&str], stdin: Option<&str>) -> (i32, Str
     )
 }
 
+/// Creates a user with `credits` through the CLI and returns a fresh API key for it.
+pub fn cli_user_key(data_dir: &Path, email: &str, credits: u32) -> String {
+    let credits = credits.to_string();
+    cli_json(
+        data_dir,
+        &[
+            "user",
+            "add",
+            "--email",
+            email,
+            "--credits",
+            &credits,
+            "--json",
+        ],
+        None,
+    );
+    cli_json(
+        data_dir,
+        &["key", "issue", "--email", email, "--json"],
+        None,
+    )["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 pub fn cli_json(data_dir: &Path, args: &[&str], stdin: Option<&str>) -> Value {
     let (code, out, err) = run_cli(data_dir, args, stdin);
     assert_eq!(code, 0, "pictor {args:?} failed: {err}");

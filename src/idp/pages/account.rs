@@ -261,8 +261,7 @@ fn render(
             webhook_secret: user
                 .webhook_secret_enc
                 .as_deref()
-                .and_then(|s| state.idp.secrets.open(s))
-                .and_then(|b| String::from_utf8(b).ok()),
+                .and_then(|s| crate::jobs::webhooks::open_secret(&state.idp.secrets, s)),
             webhook_fresh: extras.webhook_fresh,
             webhook_prev_until: user
                 .webhook_secret_prev_until

@@ -16,7 +16,7 @@ use image::RgbaImage;
 use rand::RngExt;
 use serde_json::{Value, json};
 
-use super::http::{self, CallError};
+use super::http::{self, CallError, short};
 use super::{BackendConfig, png_bytes};
 use crate::render::{EditSpec, GenerateSpec, RenderControl};
 
@@ -523,8 +523,4 @@ async fn cancel(cfg: &BackendConfig, http: &reqwest::Client, base: &str, prompt_
             .send()
             .await;
     }
-}
-
-fn short(s: &str) -> String {
-    s.chars().take(300).collect()
 }

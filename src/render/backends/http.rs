@@ -330,7 +330,7 @@ fn error_summary(text: &str) -> String {
 }
 
 /// The first 200 characters of a message, on one line.
-fn short(s: &str) -> String {
+pub(super) fn short(s: &str) -> String {
     s.chars()
         .take(200)
         .map(|c| if c.is_control() { ' ' } else { c })

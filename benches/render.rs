@@ -24,6 +24,7 @@ fn params(model: Model) -> PngParameters {
         model: model.id().into(),
         kind: "generate",
         details: None,
+        scene: None,
     }
 }
 

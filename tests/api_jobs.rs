@@ -539,3 +539,47 @@ async fn unknown_instruction_fails_with_edit_failed_and_refund() {
     s.assert_books_balanced();
     s.stop().await;
 }
+
+/// The built-in painter says in the job body and in the PNG what it drew of the prompt and what
+/// it could not draw (English names, also for Russian words).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_job_says_what_the_painter_drew_and_could_not() {
+    let s = TestServer::start().await;
+    let (_, key) = s.user("sam@example.com", 20, false);
+    let (status, created) = s
+        .generate(
+            &key,
+            json!({"prompt": "a girl with an umbrella and a kangaroo by the sea", "model": "fast"}),
+        )
+        .await;
+    assert_eq!(status, 202, "{created}");
+    let done = s.finish(&key, created["job_id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "done", "{done}");
+    let drawn = done["scene"]["drawn"].as_array().unwrap();
+    let not_drawn = done["scene"]["not_drawn"].as_array().unwrap();
+    for word in ["person", "umbrella", "sea"] {
+        assert!(drawn.contains(&json!(word)), "{word}: {done}");
+    }
+    assert_eq!(not_drawn, &vec![json!("kangaroo")], "{done}");
+    // The picture's parameters chunk records it too.
+    let png = reqwest::get(done["photo_url"].as_str().unwrap())
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let text = pictor::render::encode::read_parameters(&png).unwrap();
+    assert!(text.contains("Not drawn: kangaroo"), "{text}");
+    assert!(text.contains("Drawn: \"person, umbrella"), "{text}");
+
+    // A Russian prompt: English names.
+    let (status, created) = s
+        .generate(&key, json!({"prompt": "кенгуру и дракон", "model": "fast"}))
+        .await;
+    assert_eq!(status, 202, "{created}");
+    let done = s.finish(&key, created["job_id"].as_str().unwrap()).await;
+    assert_eq!(done["scene"]["drawn"], json!(["dragon"]), "{done}");
+    assert_eq!(done["scene"]["not_drawn"], json!(["kangaroo"]), "{done}");
+    s.assert_books_balanced();
+    s.stop().await;
+}

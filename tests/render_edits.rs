@@ -44,6 +44,7 @@ fn try_edit(instruction: &str) -> Result<image::RgbaImage, RenderError> {
         model: "fast".into(),
         kind: "edit",
         details: None,
+        scene: None,
     };
     let png = pictor::render::finish(pic, false, &params).unwrap();
     Ok(image::load_from_memory(&png).unwrap().to_rgba8())

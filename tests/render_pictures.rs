@@ -25,6 +25,7 @@ fn png(prompt: &str, model: Model, ratio: Ratio, seed: u64) -> Vec<u8> {
         model: model.id().into(),
         kind: "generate",
         details: None,
+        scene: None,
     };
     finish(pic, true, &params).unwrap()
 }

@@ -41,6 +41,7 @@
     box: $('job'), badge: $('job-badge'), status: $('job-status'), elapsed: $('job-elapsed'),
     progress: $('job-progress'), error: $('job-error'), figure: $('job-figure'), img: $('job-img'),
     facts: $('job-facts'), actions: $('job-actions'), cancel: $('job-cancel'),
+    scene: $('job-scene'),
   };
 
   // ---- small helpers -------------------------------------------------------------------------
@@ -287,6 +288,7 @@
     show(job.figure, false);
     show(job.facts, false);
     show(job.actions, false);
+    show(job.scene, false);
     say(job.error, '');
     job.img.removeAttribute('src');
     job.facts.replaceChildren();
@@ -342,6 +344,13 @@
     }
     job.img.src = view.photo_url;
     show(job.figure, true);
+    // The built-in painter says which named things it could not draw.
+    const missing = (view.scene && view.scene.not_drawn) || [];
+    job.scene.textContent = missing.length
+      ? 'The built-in painter could not draw: ' + missing.join(', ') +
+        ' — install a diffusion model for these (see “Diffusion models on your disk” in the README).'
+      : '';
+    show(job.scene, missing.length > 0);
     const actions = actionsFor(view, 'job-status');
     job.actions.replaceChildren(...actions.childNodes);
     show(job.actions, true);

@@ -75,6 +75,21 @@ pub struct JobView {
     /// *(added)* The job's `webhook_url` and how its delivery stands (absent without one, and in
     /// the webhook's own body).
     pub webhook: Option<WebhookView>,
+    /// *(added)* What the built-in painter drew of the prompt's content words and what it could
+    /// not draw (done jobs rendered by the built-in painter; absent for diffusion and remote
+    /// backends, which draw every word their model knows).
+    pub scene: Option<SceneView>,
+}
+
+/// The content words of a prompt, sorted by whether the built-in painter drew them.
+#[derive(Object, Debug)]
+pub struct SceneView {
+    /// Subjects, scene elements, clothes, poses and quoted text in the picture, by their English
+    /// names (also for Russian prompts).
+    pub drawn: Vec<String>,
+    /// Content words the built-in painter has no drawing for: English names where it knows the
+    /// word, otherwise as written. Install a diffusion model to draw these.
+    pub not_drawn: Vec<String>,
 }
 
 /// A job's notification.
@@ -138,6 +153,10 @@ pub fn job_view(state: &AppState, snap: &Snapshot) -> JobView {
             last_error: w.last_error.clone(),
             delivered_at: w.delivered_at,
             next_attempt_at: w.next_attempt_at,
+        }),
+        scene: job.scene.as_ref().map(|s| SceneView {
+            drawn: s.drawn.clone(),
+            not_drawn: s.not_drawn.clone(),
         }),
     }
 }

@@ -257,6 +257,7 @@ fn paint(args: &RenderArgs, model: Model) -> anyhow::Result<(render::Picture, Pn
             model: model.id().into(),
             kind: "edit",
             details: None,
+            scene: None,
         };
         return Ok((picture, params));
     }
@@ -286,6 +287,7 @@ fn paint(args: &RenderArgs, model: Model) -> anyhow::Result<(render::Picture, Pn
         model: model.id().into(),
         kind: "generate",
         details: None,
+        scene: None,
     };
     Ok((picture, params))
 }
@@ -399,6 +401,7 @@ async fn diffuse(
         model: name,
         kind: "generate",
         details: Some(details),
+        scene: None,
     };
     Ok((picture, params))
 }

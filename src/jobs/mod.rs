@@ -698,12 +698,17 @@ fn render_job(
         model: job.model.id().to_string(),
         kind: job.kind.as_str(),
         details: control.details(),
+        scene: control.scene(),
     };
     let (width, height) = (picture.width(), picture.height());
     let png = render::finish(picture, job.watermark, &params).map_err(RenderFailure::Render)?;
     let token = hex::encode(rand::rng().random::<[u8; 16]>());
     write_durably(images_dir, &format!("{token}.png"), &png).map_err(RenderFailure::Io)?;
     Ok(FinishOutcome::Done {
+        scene: params.scene.map(|s| crate::store::JobScene {
+            drawn: s.drawn,
+            not_drawn: s.not_drawn,
+        }),
         photo_token: token,
         width,
         height,

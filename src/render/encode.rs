@@ -99,6 +99,15 @@ pub fn parameters_text(params: &PngParameters, width: u32, height: u32) -> Strin
     if params.kind.eq_ignore_ascii_case("edit") {
         kv("Edit", "yes".into());
     }
+    // What the built-in painter drew of the prompt and what it could not draw.
+    if let Some(scene) = &params.scene {
+        if !scene.drawn.is_empty() {
+            kv("Drawn", scene.drawn.join(", "));
+        }
+        if !scene.not_drawn.is_empty() {
+            kv("Not drawn", scene.not_drawn.join(", "));
+        }
+    }
     kv(
         "Version",
         concat!("pictor ", env!("CARGO_PKG_VERSION")).into(),
@@ -157,6 +166,7 @@ mod tests {
             model: "fast".to_owned(),
             kind,
             details: None,
+            scene: None,
         }
     }
 

@@ -125,6 +125,7 @@ struct ControlInner {
     /// Progress in thousandths.
     progress: std::sync::atomic::AtomicU32,
     details: std::sync::Mutex<Option<RenderDetails>>,
+    scene: std::sync::Mutex<Option<SceneReport>>,
     observer: Option<ProgressObserver>,
 }
 
@@ -206,6 +207,26 @@ impl RenderControl {
     pub fn details(&self) -> Option<RenderDetails> {
         self.inner.details.lock().ok().and_then(|g| g.clone())
     }
+
+    /// Records what the built-in painter drew of the prompt.
+    pub fn set_scene(&self, s: SceneReport) {
+        if let Ok(mut g) = self.inner.scene.lock() {
+            *g = Some(s);
+        }
+    }
+
+    pub fn scene(&self) -> Option<SceneReport> {
+        self.inner.scene.lock().ok().and_then(|g| g.clone())
+    }
+}
+
+/// What the built-in painter made of the prompt's content words (English names, also for
+/// Russian prompts; words it does not know are given as written): the subjects, scene elements,
+/// clothes and poses it drew, and the ones it could not draw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SceneReport {
+    pub drawn: Vec<String>,
+    pub not_drawn: Vec<String>,
 }
 
 /// A source of pictures. Implementations are synchronous and run on the blocking pool.
@@ -256,6 +277,8 @@ pub struct PngParameters {
     pub kind: &'static str,
     /// How a model-based renderer made it (steps, sampler, guidance, model hash…).
     pub details: Option<RenderDetails>,
+    /// What the built-in painter drew and could not draw.
+    pub scene: Option<SceneReport>,
 }
 
 /// Shrinks a picture so that its long side is at most `max_side` (never enlarges).

@@ -16,6 +16,7 @@ mod atmosphere;
 mod canvas;
 mod compose;
 mod features;
+mod library;
 pub(crate) mod noise;
 mod objects;
 mod prompt;
@@ -31,7 +32,8 @@ use super::decode::{self, DecodeLimits};
 use super::style;
 use super::text;
 use super::{
-    EditSpec, GenerateSpec, Model, Picture, Ratio, RenderControl, RenderError, Renderer, edit,
+    EditSpec, GenerateSpec, Model, Picture, Ratio, RenderControl, RenderError, Renderer,
+    SceneReport, edit,
 };
 use canvas::{Canvas, mix, rgb};
 use compose::{Setting, Spot};
@@ -174,6 +176,7 @@ fn render_controlled(
     }
     let mut rng = Rng::new(seed ^ prompt_hash(prompt));
     let plan = Plan::new(&theme, model, w as usize, h as usize, &mut rng);
+    control.set_scene(scene_report(&theme, &plan));
     stage(0.1)?;
     let sign = (theme.text_mode == Some(TextMode::Sign)).then(|| sign_box(&plan, &theme));
     let mut img = paint(&plan, &rng, sign);
@@ -216,6 +219,100 @@ fn render_controlled(
         }
     }
     Ok(img)
+}
+
+/// What the painter draws of `prompt` (at `fast`, seed 0, the prompt's own ratio): the content
+/// words it draws and those it cannot.
+pub fn describe(prompt: &str) -> SceneReport {
+    let ratio = Ratio::Auto.resolve_auto(prompt);
+    let (w, h) = Model::Fast.dimensions(ratio);
+    let theme = Theme::read(prompt);
+    let mut rng = Rng::new(prompt_hash(prompt));
+    let plan = Plan::new(&theme, Model::Fast, w as usize, h as usize, &mut rng);
+    scene_report(&theme, &plan)
+}
+
+/// Sorts the prompt's content words into drawn and not drawn by what the plan contains.
+fn scene_report(theme: &Theme, plan: &Plan) -> SceneReport {
+    use prompt::{Element as E, Mention, Pose};
+    let placed = |k: usize| plan.subjects.iter().any(|p| p.subject == k);
+    let subject_drawn = |t: prompt::Thing| {
+        theme.subjects.iter().enumerate().any(|(k, s)| {
+            s.thing == t
+                && (placed(k)
+                    || theme
+                        .subjects
+                        .iter()
+                        .enumerate()
+                        .any(|(j, holder)| holder.holds == Some(k) && placed(j)))
+        })
+    };
+    let landscape = plan.setting == Setting::Landscape;
+    let element_drawn = |e: E| match plan.setting {
+        Setting::StillLife => e == E::Table,
+        Setting::Underwater => matches!(e, E::Underwater | E::Sea),
+        Setting::Landscape => match e {
+            E::Sun => plan.sun.is_some() || plan.synthwave,
+            E::Moon => plan.moon.is_some(),
+            E::Stars => plan.stars > 0.0,
+            E::Planet => plan.planet.is_some(),
+            E::Sea | E::Lake | E::Beach => plan.water.is_some(),
+            E::River => plan.river,
+            E::Island => plan.islands > 0,
+            E::Flowers => plan.flowers.is_some(),
+            E::Road => plan.road,
+            E::Clouds => plan.clouds > 0.0,
+            E::Rain => plan.rain > 0.0,
+            E::Fog => plan.fog > 0.0,
+            E::Aurora => plan.aurora,
+            E::Rainbow => plan.rainbow,
+            E::Neon => plan.neon || plan.style == style::Style::Neon,
+            E::Abstract => plan.abstract_art,
+            E::Table | E::Underwater => false,
+            _ => landscape,
+        },
+    };
+    let mut report = SceneReport::default();
+    let mut put = |name: String, drawn: bool| {
+        let list = if drawn {
+            &mut report.drawn
+        } else {
+            &mut report.not_drawn
+        };
+        if !list.contains(&name) {
+            list.push(name);
+        }
+    };
+    for m in &theme.mentions {
+        match m {
+            Mention::Thing(t) => put(t.name().into(), subject_drawn(*t)),
+            Mention::Element(e) => put(e.name().into(), element_drawn(*e)),
+            Mention::Garment(g) => {
+                let worn = theme.subjects.iter().enumerate().any(|(k, s)| {
+                    s.thing.is_person() && placed(k) && s.wear.iter().any(|(w, _)| w == g)
+                });
+                put(g.name().into(), worn)
+            }
+            // A pose word with nobody to take it is about a thing ("the train goes").
+            Mention::Pose(_) if !theme.subjects.iter().any(|s| s.thing.is_person()) => {}
+            Mention::Pose(p) => {
+                let shown = theme.subjects.iter().enumerate().any(|(k, s)| {
+                    s.thing.is_person()
+                        && placed(k)
+                        && (s.pose == Some(*p) || *p == Pose::Stand && s.pose.is_none())
+                        && (*p != Pose::Ride || s.rides.is_some())
+                });
+                put(p.name().into(), shown)
+            }
+            Mention::Concept(name) => put((*name).into(), false),
+            Mention::Unknown(word) => put(word.clone(), false),
+        }
+    }
+    // Quoted text is always lettered (on a title, a sign or in neon).
+    if let Some(t) = &theme.text {
+        put(format!("text \"{t}\""), true);
+    }
+    report
 }
 
 /// A stable 64-bit hash of the prompt (SHA-256, first 8 bytes).
@@ -401,49 +498,7 @@ pub fn things() -> Vec<&'static str> {
 }
 
 fn thing_name(t: prompt::Thing) -> &'static str {
-    use prompt::Thing as T;
-    match t {
-        T::Cat => "cat",
-        T::Dog => "dog",
-        T::Horse => "horse",
-        T::Deer => "deer",
-        T::Fox => "fox",
-        T::Wolf => "wolf",
-        T::Bear => "bear",
-        T::Rabbit => "rabbit",
-        T::Bird => "bird",
-        T::Owl => "owl",
-        T::Swan => "swan",
-        T::Duck => "duck",
-        T::Fish => "fish",
-        T::Whale => "whale",
-        T::Dolphin => "dolphin",
-        T::Butterfly => "butterfly",
-        T::Person => "person",
-        T::Tree => "tree",
-        T::Pine => "pine",
-        T::Palm => "palm",
-        T::Birch => "birch",
-        T::Sakura => "sakura",
-        T::House => "house",
-        T::Cabin => "cabin",
-        T::Castle => "castle",
-        T::Lighthouse => "lighthouse",
-        T::Windmill => "windmill",
-        T::Pagoda => "pagoda",
-        T::Boat => "boat",
-        T::Ship => "ship",
-        T::Balloon => "balloon",
-        T::Rocket => "rocket",
-        T::Snowman => "snowman",
-        T::Apple => "apple",
-        T::Orange => "orange",
-        T::Pear => "pear",
-        T::Banana => "banana",
-        T::Cherry => "cherry",
-        T::Lemon => "lemon",
-        T::Cup => "cup",
-    }
+    t.name()
 }
 
 #[cfg(test)]
@@ -471,6 +526,7 @@ mod tests {
             model: "fast".to_owned(),
             kind: "generate",
             details: None,
+            scene: None,
         };
         finish(pic, false, &params).unwrap()
     }
@@ -695,6 +751,7 @@ mod tests {
                 model: model.id().to_owned(),
                 kind: "generate",
                 details: None,
+                scene: None,
             };
             let bytes = finish(pic, true, &params).unwrap();
             println!(

@@ -246,6 +246,16 @@ pub struct JobRecord {
     /// Where the job's end is announced, and how that delivery stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook: Option<super::Webhook>,
+    /// What the built-in painter drew of the prompt (procedural renders only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scene: Option<JobScene>,
+}
+
+/// The content words of a prompt the built-in painter drew and could not draw.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobScene {
+    pub drawn: Vec<String>,
+    pub not_drawn: Vec<String>,
 }
 
 impl JobRecord {
@@ -320,6 +330,8 @@ pub enum FinishOutcome {
         photo_token: String,
         width: u32,
         height: u32,
+        /// What the built-in painter drew of the prompt.
+        scene: Option<JobScene>,
     },
     Failed {
         code: FailCode,
@@ -483,6 +495,7 @@ impl Store {
                 attempts: 0,
                 photo_deleted_at: None,
                 webhook: new.webhook_url.map(super::Webhook::new),
+                scene: None,
             };
             active.insert(user.id, job.id)?;
             write_job(&txn, &job)?;
@@ -594,6 +607,7 @@ impl Store {
                 photo_token,
                 width,
                 height,
+                scene,
             } => {
                 if job.status != JobStatus::Running {
                     return Err(StoreError::Conflict(format!(
@@ -605,6 +619,7 @@ impl Store {
                 job.photo_token = Some(photo_token);
                 job.width = Some(width);
                 job.height = Some(height);
+                job.scene = scene;
                 job.finished_at = Some(now);
                 super::webhooks::enqueue(&txn, &mut job, now)?;
                 write_job(&txn, &job)?;

@@ -23,7 +23,7 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 
 pub use jobs::{
     CancelOutcome, CreateJobError, FailCode, FinishOutcome, JobId, JobKind, JobModel, JobRecord,
-    JobStatus, NewJob, StartOutcome,
+    JobScene, JobStatus, NewJob, StartOutcome,
 };
 pub use ledger::{LedgerEntry, LedgerReason};
 pub use settings::Settings;

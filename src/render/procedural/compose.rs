@@ -118,6 +118,8 @@ pub struct Placed {
     pub flip: f32,
     pub spot: Spot,
     pub haze: f32,
+    /// The theme's subject this is one of.
+    pub subject: usize,
 }
 
 /// Target height as a share of the picture height.
@@ -151,6 +153,7 @@ fn base_size(thing: Thing, spot: Spot) -> f32 {
         (Thing::Pear, _) => 0.3,
         (Thing::Apple, _) | (Thing::Orange, _) => 0.27,
         (Thing::Banana, _) | (Thing::Cherry, _) | (Thing::Lemon, _) => 0.2,
+        (thing, spot) => super::library::size(thing, spot),
     }
 }
 
@@ -215,7 +218,12 @@ pub fn place(theme: &Theme, plan: &Plan, rng: &mut Rng) -> Vec<Placed> {
     };
     let size_k = 1.28f32.powi(theme.size.clamp(-2, 2));
     let total: usize = theme.subjects.iter().map(|s| s.count).sum();
+    // Things held in a hand are drawn by the person; riders are placed on their mounts below.
+    let held: Vec<usize> = theme.subjects.iter().filter_map(|s| s.holds).collect();
     for (k, subject) in theme.subjects.iter().enumerate() {
+        if held.contains(&k) || subject.rides.is_some() {
+            continue;
+        }
         let main = k == 0;
         let spot = spot_for(subject.thing, plan.setting, theme, main, subject.count);
         let n = subject.count.clamp(1, 12);
@@ -227,6 +235,11 @@ pub fn place(theme: &Theme, plan: &Plan, rng: &mut Rng) -> Vec<Placed> {
             underwater: plan.setting == Setting::Underwater,
             flying: spot == Spot::Sky,
             seed: rng.next_u32(),
+            figure: objects::Figure::from_subject(
+                subject,
+                subject.holds.map(|h| &theme.subjects[h]),
+                false,
+            ),
         };
         let model = objects::build(subject.thing, &look);
         let aspect = (2.0 * model.half_width / model.height).max(0.1);
@@ -240,6 +253,9 @@ pub fn place(theme: &Theme, plan: &Plan, rng: &mut Rng) -> Vec<Placed> {
         let mut height = base_size(subject.thing, spot) * h * size_k;
         if !main {
             height *= 0.8;
+        }
+        if subject.age == Some(super::prompt::Age::Child) {
+            height *= 0.72;
         }
         if n > 1 && spot != Spot::Sky {
             height *= (n as f32).powf(-0.3);
@@ -344,6 +360,7 @@ pub fn place(theme: &Theme, plan: &Plan, rng: &mut Rng) -> Vec<Placed> {
                 flip,
                 spot,
                 haze,
+                subject: k,
             });
         }
     }
@@ -353,7 +370,61 @@ pub fn place(theme: &Theme, plan: &Plan, rng: &mut Rng) -> Vec<Placed> {
         let kb = (b.spot != Spot::Sky, b.y);
         ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
     });
+    seat_riders(theme, &mut out, rng);
     out
+}
+
+/// Puts each rider on the first of its mounts, drawn right after it: hips on the saddle, as
+/// tall as a person beside that mount would be.
+fn seat_riders(theme: &Theme, out: &mut Vec<Placed>, rng: &mut Rng) {
+    for (k, subject) in theme.subjects.iter().enumerate() {
+        let Some(m) = subject.rides else { continue };
+        let Some(at) = out.iter().position(|p| p.subject == m) else {
+            continue;
+        };
+        let mount = &out[at];
+        let mount_model = objects::build(mount.thing, &mount.look);
+        let Some((sx, sy, person_units)) = mount_model.saddle else {
+            continue;
+        };
+        let s_mount = mount.height / mount_model.height;
+        let look = Look {
+            color: subject.color,
+            flying: false,
+            seed: rng.next_u32(),
+            figure: objects::Figure::from_subject(
+                subject,
+                subject.holds.map(|h| &theme.subjects[h]),
+                subject.pose == Some(super::prompt::Pose::Sit),
+            ),
+            ..mount.look
+        };
+        let rider_model = objects::build(subject.thing, &look);
+        // A standing person is `person_units` tall in the mount's frame (1.0 in its own); the
+        // model's hips sit at 0.46 (0.38 for a child).
+        let s_rider = s_mount * person_units;
+        let rider_h = s_rider * rider_model.height;
+        let hip = if subject.age == Some(super::prompt::Age::Child) {
+            0.38
+        } else {
+            0.46
+        };
+        let x = mount.x + sx * s_mount * mount.flip;
+        let y = mount.y - sy * s_mount + hip * s_rider;
+        let rider = Placed {
+            thing: subject.thing,
+            look,
+            x,
+            y,
+            height: rider_h,
+            flip: mount.flip,
+            // Not on the ground: no contact shadow of its own.
+            spot: Spot::Perch,
+            haze: mount.haze,
+            subject: k,
+        };
+        out.insert(at + 1, rider);
+    }
 }
 
 /// Moves x towards where the stage's ground is inside the picture and not too low.

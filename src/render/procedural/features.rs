@@ -282,6 +282,7 @@ pub fn islands(c: &mut Canvas, plan: &Plan, rng: &mut Rng) {
                 underwater: false,
                 flying: false,
                 seed: rng.next_u32(),
+                figure: Default::default(),
             };
             let palm = objects::build(super::prompt::Thing::Palm, &look);
             let px = x + (k as f32 - 0.4) * size * 0.5;

@@ -9,7 +9,7 @@
 
 use super::canvas::{Rgb, mix, rgb, scale};
 use super::noise::{Rng, value2};
-use super::prompt::{Season, Thing};
+use super::prompt::{Age, Garment, Pose, Season, Subject, Thing};
 use super::shapes::{
     Fill, Part, Sdf, cap, chain, circle, ellipse, inter, poly_of, rect, rotated, smooth, sub, union,
 };
@@ -29,6 +29,48 @@ pub struct Look {
     /// Flying variant (birds with spread wings).
     pub flying: bool,
     pub seed: u32,
+    /// For people: hair, clothes, age, pose and what they hold.
+    pub figure: Figure,
+}
+
+/// How a person looks (see `library::figure`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Figure {
+    pub hair: Option<Rgb>,
+    pub age: Option<Age>,
+    pub female: Option<bool>,
+    pub pose: Option<Pose>,
+    /// Garments worn, each with the colour the prompt gave it.
+    pub wear: [Option<Option<Rgb>>; 7],
+    pub held: Option<Thing>,
+    /// The colour the prompt gave the held thing.
+    pub held_color: Option<Rgb>,
+    /// Sits on a seat (bench, chair, sofa) rather than on the ground.
+    pub seated: bool,
+}
+
+impl Figure {
+    pub fn from_subject(s: &Subject, held: Option<&Subject>, seated: bool) -> Figure {
+        let mut wear = [None; 7];
+        for (g, c) in &s.wear {
+            wear[*g as usize] = Some(*c);
+        }
+        Figure {
+            hair: s.hair,
+            age: s.age,
+            female: s.female,
+            pose: s.pose,
+            wear,
+            held: held.map(|h| h.thing),
+            held_color: held.and_then(|h| h.color),
+            seated,
+        }
+    }
+
+    /// Worn, and in which colour if the prompt said.
+    pub fn worn(&self, g: Garment) -> Option<Option<Rgb>> {
+        self.wear[g as usize]
+    }
 }
 
 /// A light source on an object: local position, radius (units) and colour.
@@ -50,16 +92,20 @@ pub struct Model {
     pub lamps: Vec<Lamp>,
     /// A lighthouse beam starts here.
     pub beam: Option<(f32, f32)>,
+    /// Where a rider or sitter sits (local units), and how tall a standing person is in the
+    /// same units, for things that can be ridden or sat on.
+    pub saddle: Option<(f32, f32, f32)>,
 }
 
 impl Model {
-    fn new(parts: Vec<Part>, height: f32, half_width: f32) -> Model {
+    pub(super) fn new(parts: Vec<Part>, height: f32, half_width: f32) -> Model {
         Model {
             parts,
             height,
             half_width,
             lamps: Vec::new(),
             beam: None,
+            saddle: None,
         }
     }
 }
@@ -67,15 +113,15 @@ impl Model {
 const WINDOW_LIT: Rgb = [1.0, 0.8, 0.45];
 const WINDOW_DAY: Rgb = [0.46, 0.58, 0.7];
 
-fn pick(rng: &mut Rng, options: &[Rgb]) -> Rgb {
+pub(super) fn pick(rng: &mut Rng, options: &[Rgb]) -> Rgb {
     options[rng.below(options.len())]
 }
 
-fn dark(c: Rgb, k: f32) -> Rgb {
+pub(super) fn dark(c: Rgb, k: f32) -> Rgb {
     scale(c, k)
 }
 
-fn light(c: Rgb, k: f32) -> Rgb {
+pub(super) fn light(c: Rgb, k: f32) -> Rgb {
     mix(c, [1.0, 1.0, 1.0], k)
 }
 
@@ -84,7 +130,6 @@ pub fn build(thing: Thing, look: &Look) -> Model {
     match thing {
         Thing::Cat => cat(look, &mut rng),
         Thing::Dog => dog(look, &mut rng),
-        Thing::Horse => horse(look, &mut rng),
         Thing::Deer => deer(look),
         Thing::Fox => fox(look),
         Thing::Wolf => wolf(look),
@@ -110,7 +155,7 @@ pub fn build(thing: Thing, look: &Look) -> Model {
         }
         Thing::Dolphin => dolphin(look),
         Thing::Butterfly => butterfly(look, &mut rng),
-        Thing::Person => person(look, &mut rng),
+        Thing::Person => super::library::figure(Thing::Person, look, &mut rng),
         Thing::Tree => tree(look, &mut rng, false),
         Thing::Sakura => tree(look, &mut rng, true),
         Thing::Pine => pine(look),
@@ -134,17 +179,36 @@ pub fn build(thing: Thing, look: &Look) -> Model {
         Thing::Cherry => cherry(look),
         Thing::Lemon => lemon(look),
         Thing::Cup => cup(look, &mut rng),
+        Thing::Unicorn => {
+            let mut m = horse(look, &mut rng);
+            m.parts.push(
+                Part::new(
+                    poly_of(&[(0.6, 1.04), (0.7, 1.4), (0.66, 1.02)]),
+                    rgb(240, 214, 130),
+                )
+                .shade(0.5),
+            );
+            m.height = 1.4;
+            m.saddle = Some((-0.08, 0.8, 1.15));
+            m
+        }
+        Thing::Horse => {
+            let mut m = horse(look, &mut rng);
+            m.saddle = Some((-0.08, 0.8, 1.15));
+            m
+        }
+        other => super::library::draw(other, look, &mut rng),
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Animals.
 
-fn fur(p: Part) -> Part {
+pub(super) fn fur(p: Part) -> Part {
     p.shade(0.9).tex(0.05, 60.0)
 }
 
-fn eye(x: f32, y: f32, r: f32, iris: Rgb) -> Vec<Part> {
+pub(super) fn eye(x: f32, y: f32, r: f32, iris: Rgb) -> Vec<Part> {
     vec![
         Part::new(ellipse(x, y, r, r * 1.15), iris).shade(0.3),
         Part::new(
@@ -906,57 +970,6 @@ fn butterfly(look: &Look, rng: &mut Rng) -> Model {
         ),
     ];
     Model::new(parts, 0.95, 0.5)
-}
-
-fn person(look: &Look, rng: &mut Rng) -> Model {
-    let coat = look.color.unwrap_or_else(|| {
-        pick(
-            rng,
-            &[
-                rgb(190, 50, 44),
-                rgb(40, 60, 100),
-                rgb(230, 200, 80),
-                rgb(60, 90, 60),
-            ],
-        )
-    });
-    let skin = rgb(226, 180, 150);
-    let hair = pick(rng, &[rgb(60, 40, 30), rgb(20, 18, 18), rgb(200, 160, 90)]);
-    let legs = union(vec![
-        cap(-0.05, 0.4, -0.06, 0.03, 0.04, 0.035),
-        cap(0.05, 0.4, 0.06, 0.03, 0.04, 0.035),
-    ]);
-    let coat_shape = smooth(
-        0.03,
-        vec![
-            poly_of(&[(-0.1, 0.8), (0.1, 0.8), (0.15, 0.38), (-0.15, 0.38)]),
-            cap(-0.1, 0.78, -0.15, 0.48, 0.035, 0.03),
-            cap(0.1, 0.78, 0.15, 0.48, 0.035, 0.03),
-            cap(0.0, 0.8, 0.0, 0.86, 0.03, 0.03),
-        ],
-    );
-    let parts = vec![
-        Part::new(legs, rgb(40, 40, 50)),
-        Part::new(
-            union(vec![
-                ellipse(-0.07, 0.02, 0.05, 0.025),
-                ellipse(0.07, 0.02, 0.05, 0.025),
-            ]),
-            rgb(30, 26, 24),
-        ),
-        Part::new(coat_shape, coat).shade(0.8).tex(0.04, 40.0),
-        Part::new(
-            union(vec![circle(-0.15, 0.46, 0.028), circle(0.15, 0.46, 0.028)]),
-            skin,
-        ),
-        Part::new(circle(0.0, 0.92, 0.068), skin).shade(0.6),
-        Part::new(
-            sub(circle(0.0, 0.935, 0.075), rect(-0.1, 0.82, 0.1, 0.915, 0.0)),
-            hair,
-        )
-        .shade(0.5),
-    ];
-    Model::new(parts, 1.0, 0.16)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1828,7 +1841,7 @@ fn snowman(look: &Look) -> Model {
 // ---------------------------------------------------------------------------------------------
 // Still life.
 
-fn highlight(x: f32, y: f32, rx: f32, ry: f32) -> Part {
+pub(super) fn highlight(x: f32, y: f32, rx: f32, ry: f32) -> Part {
     Part::new(ellipse(x, y, rx, ry), rgb(255, 255, 255))
         .flat()
         .alpha(0.45)
@@ -2052,7 +2065,7 @@ fn cup(look: &Look, rng: &mut Rng) -> Model {
     Model::new(parts, 1.1, 0.46)
 }
 
-fn lum3(c: Rgb) -> f32 {
+pub(super) fn lum3(c: Rgb) -> f32 {
     0.299 * c[0] + 0.587 * c[1] + 0.114 * c[2]
 }
 
@@ -2070,8 +2083,9 @@ mod tests {
             underwater: false,
             flying: false,
             seed: 3,
+            figure: Figure::default(),
         };
-        for thing in Thing::ALL {
+        for &thing in Thing::ALL {
             let m = build(thing, &look);
             assert!(!m.parts.is_empty(), "{thing:?}");
             assert!(m.height > 0.2 && m.half_width > 0.05, "{thing:?}");

@@ -9,6 +9,8 @@
 //! still mean nothing count too: they feed [`Theme::flavor`], which nudges shapes and colours, so
 //! every prompt gives its own picture and no prompt is an error.
 
+mod lexicon;
+
 use super::canvas::{Rgb, rgb};
 use super::noise::fnv1a;
 use crate::render::style::Style;
@@ -99,49 +101,42 @@ pub enum Element {
     Abstract,
 }
 
-/// Things that are drawn as objects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Thing {
-    Cat,
-    Dog,
-    Horse,
-    Deer,
-    Fox,
-    Wolf,
-    Bear,
-    Rabbit,
-    Bird,
-    Owl,
-    Swan,
-    Duck,
-    Fish,
-    Whale,
-    Dolphin,
-    Butterfly,
-    Person,
-    Tree,
-    Pine,
-    Palm,
-    Birch,
-    Sakura,
-    House,
-    Cabin,
-    Castle,
-    Lighthouse,
-    Windmill,
-    Pagoda,
-    Boat,
-    Ship,
-    Balloon,
-    Rocket,
-    Snowman,
-    Apple,
-    Orange,
-    Pear,
-    Banana,
-    Cherry,
-    Lemon,
-    Cup,
+impl Element {
+    /// The canonical English name.
+    pub fn name(self) -> &'static str {
+        match self {
+            E::Sun => "sun",
+            E::Moon => "moon",
+            E::Stars => "stars",
+            E::Space => "space",
+            E::Planet => "planet",
+            E::Sea => "sea",
+            E::Lake => "lake",
+            E::River => "river",
+            E::Beach => "beach",
+            E::Island => "island",
+            E::Cliff => "cliff",
+            E::Mountains => "mountains",
+            E::Hills => "hills",
+            E::Forest => "forest",
+            E::Flowers => "flowers",
+            E::City => "city",
+            E::Road => "road",
+            E::Snow => "snow",
+            E::Desert => "desert",
+            E::Clouds => "clouds",
+            E::ClearSky => "clear sky",
+            E::Storm => "storm",
+            E::Rain => "rain",
+            E::Fog => "fog",
+            E::Aurora => "aurora",
+            E::Rainbow => "rainbow",
+            E::Neon => "neon",
+            E::Underwater => "underwater",
+            E::Table => "table",
+            E::Abstract => "abstract pattern",
+        }
+    }
 }
 
 /// Where a thing belongs in a scene.
@@ -154,84 +149,326 @@ pub enum Habitat {
     Underwater,
 }
 
-impl Thing {
-    pub const ALL: [Thing; 40] = [
-        Thing::Cat,
-        Thing::Dog,
-        Thing::Horse,
-        Thing::Deer,
-        Thing::Fox,
-        Thing::Wolf,
-        Thing::Bear,
-        Thing::Rabbit,
-        Thing::Bird,
-        Thing::Owl,
-        Thing::Swan,
-        Thing::Duck,
-        Thing::Fish,
-        Thing::Whale,
-        Thing::Dolphin,
-        Thing::Butterfly,
-        Thing::Person,
-        Thing::Tree,
-        Thing::Pine,
-        Thing::Palm,
-        Thing::Birch,
-        Thing::Sakura,
-        Thing::House,
-        Thing::Cabin,
-        Thing::Castle,
-        Thing::Lighthouse,
-        Thing::Windmill,
-        Thing::Pagoda,
-        Thing::Boat,
-        Thing::Ship,
-        Thing::Balloon,
-        Thing::Rocket,
-        Thing::Snowman,
-        Thing::Apple,
-        Thing::Orange,
-        Thing::Pear,
-        Thing::Banana,
-        Thing::Cherry,
-        Thing::Lemon,
-        Thing::Cup,
-    ];
-
-    pub fn habitat(self) -> Habitat {
-        match self {
-            Thing::Swan | Thing::Duck | Thing::Boat | Thing::Ship => Habitat::Water,
-            Thing::Balloon | Thing::Rocket | Thing::Butterfly => Habitat::Sky,
-            Thing::Fish | Thing::Whale | Thing::Dolphin => Habitat::Underwater,
-            Thing::Apple
-            | Thing::Orange
-            | Thing::Pear
-            | Thing::Banana
-            | Thing::Cherry
-            | Thing::Lemon
-            | Thing::Cup => Habitat::Table,
-            _ => Habitat::Ground,
+/// The things the painter can draw: variant, canonical English name (used in `scene.drawn`),
+/// habitat, and how many a bare plural draws ("cats", "птицы").
+macro_rules! things {
+    ($($variant:ident => ($name:literal, $habitat:ident, $plural:literal)),* $(,)?) => {
+        /// Things that are drawn as objects.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Thing {
+            $($variant,)*
         }
+
+        impl Thing {
+            pub const ALL: &'static [Thing] = &[$(Thing::$variant,)*];
+
+            /// The canonical English name.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Thing::$variant => $name,)*
+                }
+            }
+
+            pub fn habitat(self) -> Habitat {
+                match self {
+                    $(Thing::$variant => Habitat::$habitat,)*
+                }
+            }
+
+            /// How many to draw for a bare plural ("cats", "птицы").
+            pub fn plural_count(self) -> usize {
+                match self {
+                    $(Thing::$variant => $plural,)*
+                }
+            }
+        }
+    };
+}
+
+things! {
+    Cat => ("cat", Ground, 3),
+    Dog => ("dog", Ground, 3),
+    Horse => ("horse", Ground, 3),
+    Deer => ("deer", Ground, 3),
+    Fox => ("fox", Ground, 3),
+    Wolf => ("wolf", Ground, 3),
+    Bear => ("bear", Ground, 3),
+    Rabbit => ("rabbit", Ground, 3),
+    Bird => ("bird", Ground, 5),
+    Owl => ("owl", Ground, 3),
+    Swan => ("swan", Water, 3),
+    Duck => ("duck", Water, 3),
+    Fish => ("fish", Underwater, 5),
+    Whale => ("whale", Underwater, 3),
+    Dolphin => ("dolphin", Underwater, 3),
+    Butterfly => ("butterfly", Sky, 5),
+    Person => ("person", Ground, 3),
+    Tree => ("tree", Ground, 4),
+    Pine => ("pine", Ground, 4),
+    Palm => ("palm", Ground, 4),
+    Birch => ("birch", Ground, 4),
+    Sakura => ("sakura", Ground, 3),
+    House => ("house", Ground, 3),
+    Cabin => ("cabin", Ground, 3),
+    Castle => ("castle", Ground, 3),
+    Lighthouse => ("lighthouse", Ground, 3),
+    Windmill => ("windmill", Ground, 3),
+    Pagoda => ("pagoda", Ground, 3),
+    Boat => ("boat", Water, 3),
+    Ship => ("ship", Water, 3),
+    Balloon => ("balloon", Sky, 4),
+    Rocket => ("rocket", Sky, 3),
+    Snowman => ("snowman", Ground, 3),
+    Apple => ("apple", Table, 3),
+    Orange => ("orange", Table, 3),
+    Pear => ("pear", Table, 3),
+    Banana => ("banana", Table, 3),
+    Cherry => ("cherry", Table, 2),
+    Lemon => ("lemon", Table, 3),
+    Cup => ("cup", Table, 3),
+    // Farm, wild and small animals, birds, sea life, insects.
+    Cow => ("cow", Ground, 3),
+    Pig => ("pig", Ground, 3),
+    Sheep => ("sheep", Ground, 3),
+    Goat => ("goat", Ground, 3),
+    Chicken => ("chicken", Ground, 3),
+    Elephant => ("elephant", Ground, 3),
+    Lion => ("lion", Ground, 3),
+    Tiger => ("tiger", Ground, 3),
+    Giraffe => ("giraffe", Ground, 3),
+    Zebra => ("zebra", Ground, 3),
+    Monkey => ("monkey", Ground, 3),
+    Penguin => ("penguin", Ground, 3),
+    Turtle => ("turtle", Ground, 3),
+    Frog => ("frog", Ground, 3),
+    Snake => ("snake", Ground, 3),
+    Mouse => ("mouse", Ground, 3),
+    Squirrel => ("squirrel", Ground, 3),
+    Hedgehog => ("hedgehog", Ground, 3),
+    Parrot => ("parrot", Ground, 3),
+    Eagle => ("eagle", Sky, 3),
+    Bee => ("bee", Sky, 5),
+    Shark => ("shark", Underwater, 3),
+    Octopus => ("octopus", Underwater, 3),
+    Crab => ("crab", Ground, 3),
+    Jellyfish => ("jellyfish", Underwater, 5),
+    // Fantasy and science fiction.
+    Dragon => ("dragon", Ground, 3),
+    Unicorn => ("unicorn", Ground, 3),
+    Dinosaur => ("dinosaur", Ground, 3),
+    Robot => ("robot", Ground, 3),
+    Alien => ("alien", Ground, 3),
+    Ghost => ("ghost", Ground, 3),
+    Ufo => ("flying saucer", Sky, 3),
+    // People by role (a person with the clothes and things that say so).
+    Wizard => ("wizard", Ground, 3),
+    Witch => ("witch", Ground, 3),
+    Knight => ("knight", Ground, 3),
+    Princess => ("princess", Ground, 3),
+    Fairy => ("fairy", Ground, 3),
+    Angel => ("angel", Ground, 3),
+    Astronaut => ("astronaut", Ground, 3),
+    Pirate => ("pirate", Ground, 3),
+    Mermaid => ("mermaid", Water, 3),
+    // Vehicles.
+    Car => ("car", Ground, 3),
+    Truck => ("truck", Ground, 3),
+    Bus => ("bus", Ground, 3),
+    Bicycle => ("bicycle", Ground, 3),
+    Motorcycle => ("motorcycle", Ground, 3),
+    Train => ("train", Ground, 1),
+    Tractor => ("tractor", Ground, 3),
+    Airplane => ("airplane", Sky, 3),
+    Helicopter => ("helicopter", Sky, 3),
+    Submarine => ("submarine", Underwater, 3),
+    // Buildings.
+    Church => ("church", Ground, 3),
+    Tower => ("tower", Ground, 3),
+    Tent => ("tent", Ground, 3),
+    // Food and drink.
+    Pizza => ("pizza", Table, 1),
+    Burger => ("burger", Table, 3),
+    Cake => ("cake", Table, 1),
+    Bread => ("bread", Table, 3),
+    IceCream => ("ice cream", Table, 3),
+    Donut => ("donut", Table, 3),
+    Bottle => ("bottle", Table, 3),
+    Glass => ("wine glass", Table, 2),
+    Bowl => ("bowl", Table, 3),
+    Strawberry => ("strawberry", Table, 4),
+    Watermelon => ("watermelon", Table, 1),
+    Grapes => ("grapes", Table, 1),
+    // Household things, furniture and instruments.
+    Teapot => ("teapot", Table, 1),
+    Candle => ("candle", Table, 3),
+    Book => ("book", Table, 3),
+    Vase => ("vase", Table, 2),
+    Lamp => ("lamp", Table, 2),
+    Laptop => ("laptop", Table, 1),
+    Phone => ("phone", Table, 2),
+    Clock => ("clock", Table, 1),
+    Chair => ("chair", Ground, 3),
+    Sofa => ("sofa", Ground, 1),
+    Bench => ("bench", Ground, 2),
+    Piano => ("piano", Ground, 1),
+    Guitar => ("guitar", Ground, 3),
+    Violin => ("violin", Ground, 3),
+    Drum => ("drum", Ground, 3),
+    Television => ("television", Ground, 1),
+    Umbrella => ("umbrella", Ground, 3),
+    Ball => ("ball", Ground, 3),
+}
+
+impl Thing {
+    /// People drawn as a person in costume.
+    pub fn is_person(self) -> bool {
+        matches!(
+            self,
+            Thing::Person
+                | Thing::Wizard
+                | Thing::Witch
+                | Thing::Knight
+                | Thing::Princess
+                | Thing::Fairy
+                | Thing::Angel
+                | Thing::Astronaut
+                | Thing::Pirate
+        )
     }
 
-    /// How many to draw for a bare plural ("cats", "птицы").
-    pub fn plural_count(self) -> usize {
+    /// Small enough to be held in a hand.
+    pub fn holdable(self) -> bool {
+        matches!(
+            self,
+            Thing::Umbrella
+                | Thing::Balloon
+                | Thing::Book
+                | Thing::Guitar
+                | Thing::Violin
+                | Thing::Cup
+                | Thing::Ball
+                | Thing::Candle
+                | Thing::Lamp
+                | Thing::Phone
+                | Thing::IceCream
+                | Thing::Apple
+                | Thing::Bottle
+                | Thing::Glass
+        )
+    }
+
+    /// Can be sat on.
+    pub fn seat(self) -> bool {
+        matches!(self, Thing::Bench | Thing::Chair | Thing::Sofa)
+    }
+
+    /// Can carry a rider.
+    pub fn rideable(self) -> bool {
+        matches!(
+            self,
+            Thing::Horse
+                | Thing::Unicorn
+                | Thing::Bicycle
+                | Thing::Motorcycle
+                | Thing::Elephant
+                | Thing::Dragon
+        )
+    }
+}
+
+/// Clothes and things worn that the painter draws on a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Garment {
+    Dress,
+    Coat,
+    Hat,
+    Scarf,
+    Glasses,
+    Crown,
+    Cape,
+}
+
+impl Garment {
+    pub fn name(self) -> &'static str {
         match self {
-            Thing::Bird | Thing::Fish | Thing::Butterfly => 5,
-            Thing::Tree | Thing::Pine | Thing::Birch | Thing::Palm => 4,
-            Thing::Balloon => 4,
-            Thing::Cherry => 2,
-            _ => 3,
+            Garment::Dress => "dress",
+            Garment::Coat => "coat",
+            Garment::Hat => "hat",
+            Garment::Scarf => "scarf",
+            Garment::Glasses => "glasses",
+            Garment::Crown => "crown",
+            Garment::Cape => "cape",
         }
     }
 }
 
-/// Something to draw, how many, and in which colour if the prompt says.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Age {
+    Child,
+    Adult,
+    Old,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pose {
+    Stand,
+    Sit,
+    Walk,
+    Run,
+    Ride,
+    Play,
+}
+
+impl Pose {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pose::Stand => "standing",
+            Pose::Sit => "sitting",
+            Pose::Walk => "walking",
+            Pose::Run => "running",
+            Pose::Ride => "riding",
+            Pose::Play => "playing",
+        }
+    }
+}
+
+/// Something to draw, how many, and in which colour if the prompt says; for people also hair,
+/// clothes, age, pose and what they hold or ride.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Subject {
     pub thing: Thing,
     pub count: usize,
     pub color: Option<Rgb>,
+    pub hair: Option<Rgb>,
+    pub wear: Vec<(Garment, Option<Rgb>)>,
+    pub age: Option<Age>,
+    pub female: Option<bool>,
+    pub pose: Option<Pose>,
+    /// The subject (index) this one holds in its hand.
+    pub holds: Option<usize>,
+    /// The subject (index) this one rides.
+    pub rides: Option<usize>,
+}
+
+// The enum comes from `things!`, where a `#[default]` variant cannot be marked.
+#[allow(clippy::derivable_impls)]
+impl Default for Thing {
+    fn default() -> Thing {
+        Thing::Person
+    }
+}
+
+/// A content word of the prompt and what the reader made of it, for `scene {drawn, not_drawn}`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mention {
+    Thing(Thing),
+    Element(Element),
+    Garment(Garment),
+    Pose(Pose),
+    /// A subject the reader knows by name but the painter has no drawing for (English name).
+    Concept(&'static str),
+    /// A word the reader does not know, as written.
+    Unknown(String),
 }
 
 /// What a colour word applies to: the element or thing named right after it ("green hills",
@@ -275,6 +512,20 @@ enum Word {
     Poster,
     /// A known word that must not be taken for another one ("горизонт" is not "гор").
     Ignore,
+    /// A subject the painter has no drawing for, by its English name.
+    Concept(&'static str),
+    /// Clothes: a colour right before it colours the garment.
+    Wear(Garment),
+    /// "hair", "haired": a colour right before it colours the hair.
+    Hair,
+    /// A hair colour word of its own ("blonde", "рыжая").
+    HairColor(Rgb),
+    Age(Age),
+    Pose(Pose),
+    /// "with", "holding", "с": the next small thing is in the last person's hand.
+    Hold,
+    /// "on", "riding", "верхом": the next mount carries the last person.
+    Mount,
 }
 
 use Element as E;
@@ -675,7 +926,6 @@ const WORDS: &[(&str, Word)] = &[
     ("ponies", W::Thing(T::Horse)),
     ("stallion", W::Thing(T::Horse)),
     ("mare", W::Thing(T::Horse)),
-    ("unicorn", W::Thing(T::Horse)),
     ("лошад*", W::Thing(T::Horse)),
     ("лошадк*", W::Thing(T::Horse)),
     ("конь", W::Thing(T::Horse)),
@@ -684,7 +934,6 @@ const WORDS: &[(&str, Word)] = &[
     ("конем", W::Thing(T::Horse)),
     ("коней", W::Thing(T::Horse)),
     ("пони", W::Thing(T::Horse)),
-    ("единорог*", W::Thing(T::Horse)),
     ("deer", W::Thing(T::Deer)),
     ("reindeer", W::Thing(T::Deer)),
     ("elk", W::Thing(T::Deer)),
@@ -722,12 +971,10 @@ const WORDS: &[(&str, Word)] = &[
     ("birdie", W::Thing(T::Bird)),
     ("seagull", W::Thing(T::Bird)),
     ("gull", W::Thing(T::Bird)),
-    ("eagle", W::Thing(T::Bird)),
     ("crow", W::Thing(T::Bird)),
     ("raven", W::Thing(T::Bird)),
     ("sparrow", W::Thing(T::Bird)),
     ("robin", W::Thing(T::Bird)),
-    ("parrot", W::Thing(T::Bird)),
     ("flock", W::Thing(T::Bird)),
     ("птиц*", W::Thing(T::Bird)),
     ("птах*", W::Thing(T::Bird)),
@@ -736,13 +983,9 @@ const WORDS: &[(&str, Word)] = &[
     ("воробей", W::Thing(T::Bird)),
     ("ворон*", W::Thing(T::Bird)),
     ("чайк*", W::Thing(T::Bird)),
-    ("орел", W::Thing(T::Bird)),
-    ("орла", W::Thing(T::Bird)),
-    ("орлы", W::Thing(T::Bird)),
     ("голубь", W::Thing(T::Bird)),
     ("голуби", W::Thing(T::Bird)),
     ("голубей", W::Thing(T::Bird)),
-    ("попуга*", W::Thing(T::Bird)),
     ("стая", W::Thing(T::Bird)),
     ("стаю", W::Thing(T::Bird)),
     ("owl", W::Thing(T::Owl)),
@@ -915,7 +1158,6 @@ const WORDS: &[(&str, Word)] = &[
     ("парус*", W::Thing(T::Boat)),
     ("ship", W::Thing(T::Ship)),
     ("galleon", W::Thing(T::Ship)),
-    ("pirate", W::Thing(T::Ship)),
     ("корабл*", W::Thing(T::Ship)),
     ("судно", W::Thing(T::Ship)),
     ("фрегат*", W::Thing(T::Ship)),
@@ -1256,8 +1498,6 @@ const WORDS: &[(&str, Word)] = &[
     ("бледн*", W::Lighter),
     // Common words that carry no scene meaning but would otherwise hit a prefix above or be
     // "corrected" into a vocabulary word.
-    ("sandwich*", W::Ignore),
-    ("pineapple*", W::Ignore),
     ("синхрон*", W::Ignore),
     ("сила", W::Ignore),
     ("совсем", W::Ignore),
@@ -1266,23 +1506,15 @@ const WORDS: &[(&str, Word)] = &[
     ("горжусь", W::Ignore),
     ("начинает", W::Ignore),
     ("pocket*", W::Ignore),
-    ("mouse", W::Ignore),
     ("letter*", W::Ignore),
     ("better", W::Ignore),
     ("detailed", W::Ignore),
     ("beautiful", W::Ignore),
     ("stairs", W::Ignore),
-    ("chairs", W::Ignore),
     ("horses", W::Thing(T::Horse)),
     ("houses", W::Thing(T::House)),
-    ("sheep", W::Ignore),
-    ("plane", W::Ignore),
-    ("planes", W::Ignore),
     ("winner*", W::Ignore),
-    ("cattle", W::Ignore),
     ("looking", W::Ignore),
-    ("standing", W::Ignore),
-    ("sitting", W::Ignore),
     ("высок*", W::Ignore),
     ("ivy", W::Ignore),
     ("ива", W::Thing(T::Tree)),
@@ -1358,6 +1590,8 @@ pub struct Theme {
     pub flying: bool,
     /// Hash of the words we did not recognise (0 when there are none).
     pub flavor: u64,
+    /// The content words, in order, each once.
+    pub mentions: Vec<Mention>,
 }
 
 impl Theme {
@@ -1411,6 +1645,11 @@ impl Theme {
         let mut pending_shade: Option<(Rgb, i32, usize)> = None;
         let mut pending_count: Option<(usize, usize)> = None;
         let mut sign_word = false;
+        // Person attributes named before the person ("an old man", "a red-haired girl").
+        let mut pending_person = Subject::default();
+        // A person waiting for the thing it holds or rides: (person, tokens since).
+        let mut pending_hold: Option<(usize, usize)> = None;
+        let mut pending_mount: Option<(usize, usize)> = None;
         let mut i = 0;
         while i < tokens.len() {
             // Two-word phrases first ("christmas tree", "low poly", "cherry blossom").
@@ -1458,6 +1697,13 @@ impl Theme {
                         | Some(W::Lighter)
                         | Some(W::Mood(_))
                         | Some(W::Flying)
+                        | Some(W::Wear(_))
+                        | Some(W::Hair)
+                        | Some(W::HairColor(_))
+                        | Some(W::Age(_))
+                        | Some(W::Pose(_))
+                        | Some(W::Hold)
+                        | Some(W::Mount)
                 )
             {
                 // A noun other than a thing ends a pending black/white: it was a darkness word.
@@ -1482,11 +1728,22 @@ impl Theme {
                     pending_count = None;
                 }
             }
+            for pending in [&mut pending_hold, &mut pending_mount] {
+                if let Some((_, age)) = pending.as_mut() {
+                    *age += 1;
+                    if *age > 4 {
+                        *pending = None;
+                    }
+                }
+            }
             match word {
                 Some(W::Time(t)) => {
                     theme.time.get_or_insert(t);
                 }
-                Some(W::Element(e)) => theme.add_element(e),
+                Some(W::Element(e)) => {
+                    theme.mention(Mention::Element(e));
+                    theme.add_element(e);
+                }
                 Some(W::Thing(thing)) => {
                     let count = match pending_count.take() {
                         Some((n, _)) => n,
@@ -1501,17 +1758,61 @@ impl Theme {
                             .find(|(_, t)| *t == Target::Subject(theme.subjects.len()))
                             .map(|(c, _)| *c)
                     });
-                    if let Some(s) = theme.subjects.iter_mut().find(|s| s.thing == thing) {
-                        s.count = s.count.max(count);
-                        if s.color.is_none() {
-                            s.color = color;
+                    theme.mention(Mention::Thing(thing));
+                    let index =
+                        if let Some(k) = theme.subjects.iter().position(|s| s.thing == thing) {
+                            let s = &mut theme.subjects[k];
+                            s.count = s.count.max(count);
+                            if s.color.is_none() {
+                                s.color = color;
+                            }
+                            Some(k)
+                        } else if theme.subjects.len() < 6 {
+                            theme.subjects.push(Subject {
+                                thing,
+                                count,
+                                color,
+                                ..Subject::default()
+                            });
+                            Some(theme.subjects.len() - 1)
+                        } else {
+                            None
+                        };
+                    if !thing.is_person() {
+                        // An age word before a thing that is not a person is not a person's.
+                        pending_person.age = None;
+                    }
+                    if let Some(k) = index {
+                        if thing.is_person() {
+                            let (age, female) = person_traits(token);
+                            let p = std::mem::take(&mut pending_person);
+                            let s = &mut theme.subjects[k];
+                            s.age = s.age.or(p.age).or(age);
+                            s.female = s.female.or(female);
+                            s.hair = s.hair.or(p.hair);
+                            s.pose = s.pose.or(p.pose);
+                            for w in p.wear {
+                                if !s.wear.iter().any(|(g, _)| *g == w.0) {
+                                    s.wear.push(w);
+                                }
+                            }
+                        } else if let Some((person, _)) = pending_mount
+                            && (thing.rideable() || thing.seat())
+                            && person != k
+                        {
+                            theme.subjects[person].rides = Some(k);
+                            theme.subjects[person].pose =
+                                Some(if thing.seat() { Pose::Sit } else { Pose::Ride });
+                            pending_mount = None;
+                            pending_hold = None;
+                        } else if let Some((person, _)) = pending_hold
+                            && thing.holdable()
+                            && person != k
+                            && theme.subjects[person].holds.is_none()
+                        {
+                            theme.subjects[person].holds = Some(k);
+                            pending_hold = None;
                         }
-                    } else if theme.subjects.len() < 6 {
-                        theme.subjects.push(Subject {
-                            thing,
-                            count,
-                            color,
-                        });
                     }
                     // Things imply their setting.
                     match thing {
@@ -1562,6 +1863,63 @@ impl Theme {
                 Some(W::Sign) => sign_word = true,
                 Some(W::Poster) => theme.poster = true,
                 Some(W::Sky) | Some(W::Scene) | Some(W::Ignore) => {}
+                Some(W::Concept(name)) => theme.mention(Mention::Concept(name)),
+                Some(W::Wear(g)) => {
+                    theme.mention(Mention::Garment(g));
+                    let color = take_pending_color(&mut theme, &mut pending_colors)
+                        .or_else(|| pending_shade.take().map(|(c, _, _)| c));
+                    let wear = match theme.last_person() {
+                        Some(k) => &mut theme.subjects[k].wear,
+                        None => &mut pending_person.wear,
+                    };
+                    match wear.iter_mut().find(|(w, _)| *w == g) {
+                        Some(w) => w.1 = w.1.or(color),
+                        None => wear.push((g, color)),
+                    }
+                }
+                Some(W::Hair) | Some(W::HairColor(_)) => {
+                    let color = match word {
+                        Some(W::HairColor(c)) => Some(c),
+                        _ => take_pending_color(&mut theme, &mut pending_colors)
+                            .or_else(|| pending_shade.take().map(|(c, _, _)| c)),
+                    };
+                    if let Some(c) = color {
+                        match theme.last_person() {
+                            Some(k) => theme.subjects[k].hair = Some(c),
+                            None => pending_person.hair = Some(c),
+                        }
+                    }
+                }
+                Some(W::Age(a)) => pending_person.age = Some(a),
+                Some(W::Pose(p)) => {
+                    theme.mention(Mention::Pose(p));
+                    match theme.last_person() {
+                        Some(k) => {
+                            let s = &mut theme.subjects[k];
+                            if s.pose.is_none_or(|q| q == Pose::Stand) {
+                                s.pose = Some(p);
+                            }
+                            if p == Pose::Ride {
+                                pending_mount = Some((k, 0));
+                            }
+                            if p == Pose::Play {
+                                pending_hold = Some((k, 0));
+                            }
+                        }
+                        None => pending_person.pose = Some(p),
+                    }
+                }
+                Some(W::Hold) => {
+                    if let Some(k) = theme.last_person() {
+                        pending_hold = Some((k, 0));
+                    }
+                }
+                Some(W::Mount) => {
+                    if let Some(k) = theme.last_person() {
+                        pending_mount = Some((k, 0));
+                        pending_hold = Some((k, 0));
+                    }
+                }
                 None => {
                     if let Ok(n) = token.parse::<usize>()
                         && (1..=20).contains(&n)
@@ -1569,12 +1927,28 @@ impl Theme {
                         pending_count = Some((n, 0));
                     } else if token.chars().count() >= 3 {
                         theme.flavor = theme.flavor.rotate_left(13) ^ fnv1a(token.as_bytes());
+                        if !quiet(token) {
+                            theme.mention(Mention::Unknown(token.to_owned()));
+                        }
                     }
                 }
             }
         }
         if let Some((_, d, _)) = pending_shade {
             theme.darkness += d;
+        }
+        // Attributes named after everything else ("a knight, old, in a red cape").
+        if let Some(k) = theme.last_person() {
+            let p = pending_person;
+            let s = &mut theme.subjects[k];
+            s.age = s.age.or(p.age);
+            s.hair = s.hair.or(p.hair);
+            s.pose = s.pose.or(p.pose);
+            for w in p.wear {
+                if !s.wear.iter().any(|(g, _)| *g == w.0) {
+                    s.wear.push(w);
+                }
+            }
         }
         if theme.has(E::Neon) && theme.style.is_none() && !theme.has(E::City) {
             // "neon" alone is a look rather than a place.
@@ -1590,6 +1964,17 @@ impl Theme {
             });
         }
         theme
+    }
+
+    fn mention(&mut self, m: Mention) {
+        if !self.mentions.contains(&m) {
+            self.mentions.push(m);
+        }
+    }
+
+    /// The last person named so far.
+    fn last_person(&self) -> Option<usize> {
+        self.subjects.iter().rposition(|s| s.thing.is_person())
     }
 
     fn add_element(&mut self, e: Element) {
@@ -1660,6 +2045,658 @@ fn element_target(e: Element) -> Target {
     }
 }
 
+/// The newest colour words still waiting for their noun, taken out of the picture's colours
+/// (they colour a garment or hair instead): the last of them.
+fn take_pending_color(theme: &mut Theme, pending: &mut Vec<(usize, usize)>) -> Option<Rgb> {
+    let mut indices: Vec<usize> = pending.drain(..).map(|(c, _)| c).collect();
+    indices.sort_unstable();
+    let last = indices.last().map(|&c| theme.colors[c].0);
+    for c in indices.into_iter().rev() {
+        theme.colors.remove(c);
+    }
+    last
+}
+
+/// Age and sex that a word for a person says ("girl": a child, female).
+fn person_traits(token: &str) -> (Option<Age>, Option<bool>) {
+    const FEMALE: &[&str] = &[
+        "woman",
+        "women",
+        "girl",
+        "lady",
+        "ladies",
+        "mother",
+        "mom",
+        "grandma",
+        "grandmother",
+        "bride",
+        "queen",
+        "princess",
+        "witch",
+        "fairy",
+        "mermaid",
+        "ballerina",
+        "actress",
+        "женщин",
+        "девушк",
+        "девочк",
+        "дам",
+        "мам",
+        "бабушк",
+        "старушк",
+        "невест",
+        "королев",
+        "принцесс",
+        "ведьм",
+        "фе",
+        "русалк",
+        "балерин",
+    ];
+    const MALE: &[&str] = &[
+        "man",
+        "men",
+        "boy",
+        "guy",
+        "gentleman",
+        "father",
+        "dad",
+        "grandpa",
+        "grandfather",
+        "king",
+        "prince",
+        "groom",
+        "мужчин",
+        "парен",
+        "парн",
+        "мальчик",
+        "пап",
+        "отец",
+        "дед",
+        "дедушк",
+        "старик",
+        "корол",
+        "принц",
+        "жених",
+    ];
+    const CHILD: &[&str] = &[
+        "girl",
+        "boy",
+        "child",
+        "children",
+        "kid",
+        "baby",
+        "toddler",
+        "девочк",
+        "мальчик",
+        "ребен",
+        "дети",
+        "детей",
+        "малыш",
+    ];
+    const OLD: &[&str] = &[
+        "grandma",
+        "grandmother",
+        "grandpa",
+        "grandfather",
+        "бабушк",
+        "старушк",
+        "дед",
+        "дедушк",
+        "старик",
+    ];
+    let hit = |list: &[&str]| {
+        list.iter().any(|w| {
+            if w.is_ascii() {
+                token == *w
+                    || token.strip_suffix('s') == Some(w)
+                    || token.strip_suffix("es") == Some(w)
+            } else {
+                token.starts_with(w)
+            }
+        })
+    };
+    let age = if hit(OLD) {
+        Some(Age::Old)
+    } else if hit(CHILD) {
+        Some(Age::Child)
+    } else {
+        None
+    };
+    let female = if hit(FEMALE) && !token.starts_with("фен") {
+        Some(true)
+    } else if hit(MALE) {
+        Some(false)
+    } else {
+        None
+    };
+    (age, female)
+}
+
+/// Words that are not things to draw: grammar, prompt boilerplate ("highly detailed, 4k"),
+/// and qualities the painter shows through style rather than an object.
+fn quiet(token: &str) -> bool {
+    if token.chars().any(|c| c.is_ascii_digit()) {
+        return true;
+    }
+    if QUIET.contains(&token) {
+        return true;
+    }
+    // English -ly adverbs and the usual adjective endings carry no object.
+    if token.is_ascii()
+        && [
+            "ly", "ful", "ous", "ive", "ish", "less", "able", "ible", "est", "ic", "al",
+        ]
+        .iter()
+        .any(|e| token.len() > e.len() + 3 && token.ends_with(e))
+    {
+        return true;
+    }
+    // Russian adjectives, adverbs and verb forms (nouns rarely end so).
+    !token.is_ascii()
+        && [
+            "ый", "ий", "ой", "ая", "яя", "ое", "ее", "ые", "ие", "ых", "их", "ую", "юю", "ого",
+            "его", "ому", "ему", "ыми", "ими", "ет", "ит", "ют", "ят", "ать", "ять", "ить", "еть",
+            "ся", "сь", "но", "ки",
+        ]
+        .iter()
+        .any(|e| token.chars().count() > e.chars().count() + 2 && token.ends_with(e))
+}
+
+const QUIET: &[&str] = &[
+    // English grammar.
+    "the",
+    "and",
+    "with",
+    "for",
+    "from",
+    "into",
+    "onto",
+    "over",
+    "under",
+    "near",
+    "next",
+    "front",
+    "behind",
+    "between",
+    "above",
+    "below",
+    "beside",
+    "inside",
+    "outside",
+    "through",
+    "across",
+    "around",
+    "its",
+    "his",
+    "her",
+    "their",
+    "our",
+    "your",
+    "this",
+    "that",
+    "these",
+    "those",
+    "who",
+    "which",
+    "what",
+    "where",
+    "while",
+    "very",
+    "too",
+    "some",
+    "many",
+    "much",
+    "few",
+    "all",
+    "each",
+    "other",
+    "another",
+    "same",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "are",
+    "was",
+    "were",
+    "has",
+    "have",
+    "had",
+    "being",
+    "been",
+    "does",
+    "can",
+    "will",
+    "just",
+    "also",
+    "not",
+    "but",
+    "then",
+    "than",
+    "there",
+    "here",
+    "out",
+    "off",
+    "like",
+    "make",
+    "made",
+    "show",
+    "showing",
+    "shows",
+    "draw",
+    "drawn",
+    "create",
+    "generate",
+    "please",
+    "want",
+    "need",
+    "give",
+    "me",
+    "holding",
+    "holds",
+    "hold",
+    "carrying",
+    "carries",
+    "wearing",
+    "wears",
+    "dressed",
+    "looking",
+    "looks",
+    "view",
+    "scene",
+    "background",
+    "foreground",
+    "side",
+    "top",
+    "bottom",
+    "middle",
+    "corner",
+    "left",
+    "right",
+    "center",
+    "centre",
+    "full",
+    "body",
+    "portrait",
+    "shot",
+    "close",
+    "closeup",
+    "wide",
+    "angle",
+    "aerial",
+    "perspective",
+    "distance",
+    "far",
+    "far away",
+    // Prompt boilerplate and qualities.
+    "image",
+    "picture",
+    "photo",
+    "photograph",
+    "art",
+    "artwork",
+    "illustration",
+    "render",
+    "rendering",
+    "style",
+    "styled",
+    "quality",
+    "masterpiece",
+    "best",
+    "high",
+    "highly",
+    "ultra",
+    "hyper",
+    "detailed",
+    "detail",
+    "details",
+    "intricate",
+    "sharp",
+    "focus",
+    "hdr",
+    "uhd",
+    "resolution",
+    "trending",
+    "artstation",
+    "unreal",
+    "engine",
+    "octane",
+    "cinematic",
+    "lighting",
+    "light",
+    "lights",
+    "soft",
+    "hard",
+    "beautiful",
+    "pretty",
+    "cute",
+    "lovely",
+    "nice",
+    "cool",
+    "amazing",
+    "awesome",
+    "stunning",
+    "epic",
+    "gorgeous",
+    "adorable",
+    "little",
+    "tiny",
+    "small",
+    "big",
+    "large",
+    "huge",
+    "giant",
+    "tall",
+    "short",
+    "long",
+    "old",
+    "new",
+    "young",
+    "happy",
+    "sad",
+    "angry",
+    "funny",
+    "smiling",
+    "fluffy",
+    "furry",
+    "fat",
+    "thin",
+    "wild",
+    "brave",
+    "wise",
+    "friendly",
+    "modern",
+    "vintage",
+    "retro",
+    "classic",
+    "ancient",
+    "futuristic",
+    "fantasy",
+    "sci",
+    "scifi",
+    "cartoon",
+    "anime",
+    "comic",
+    "cute",
+    "kawaii",
+    "chibi",
+    "3d",
+    "concept",
+    "digital",
+    "colorful",
+    "colourful",
+    "bright",
+    "vivid",
+    "dark",
+    "warm",
+    "cold",
+    "wet",
+    "dry",
+    "fresh",
+    "hot",
+    "delicious",
+    "tasty",
+    "shiny",
+    "glowing",
+    "wooden",
+    "golden",
+    "silver",
+    "metal",
+    "glass",
+    "stone",
+    "made",
+    "kind",
+    "type",
+    "sort",
+    "lot",
+    "lots",
+    "bunch",
+    "pair",
+    "group",
+    "couple",
+    "together",
+    "alone",
+    "simple",
+    "clean",
+    "minimal",
+    "professional",
+    "studio",
+    "macro",
+    "lens",
+    "bokeh",
+    "depth",
+    "field",
+    "film",
+    "grain",
+    "sketchy",
+    "style",
+    "look",
+    "mood",
+    "vibe",
+    "vibes",
+    "aesthetic",
+    "theme",
+    "themed",
+    "version",
+    "poster",
+    "wallpaper",
+    "icon",
+    "logo",
+    "text",
+    "title",
+    "word",
+    "words",
+    "says",
+    "saying",
+    "reads",
+    "written",
+    "sign",
+    "card",
+    "cover",
+    "design",
+    "pattern",
+    "frame",
+    "scenery",
+    "view",
+    "day",
+    "time",
+    "way",
+    "world",
+    "place",
+    "life",
+    "land",
+    "sitting",
+    "standing",
+    "walking",
+    "running",
+    "steam",
+    "school",
+    "grand",
+    "deep",
+    "strange",
+    "haunted",
+    "enchanted",
+    "magic",
+    "magical",
+    "birthday",
+    "slice",
+    "stack",
+    "sprinkles",
+    "piece",
+    "bunch",
+    "loaf",
+    "strange",
+    "frozen",
+    "icy",
+    "misty",
+    "foggy",
+    "rainy",
+    "snowy",
+    "sunny",
+    "cloudy",
+    "stormy",
+    "quiet",
+    "calm",
+    "acoustic",
+    "electric",
+    "wooden",
+    "plastic",
+    "toy",
+    "real",
+    "giant",
+    "fluffy",
+    "shop",
+    // What the prompt enhancer adds.
+    "hour",
+    "rule",
+    "thirds",
+    "composition",
+    "atmospheric",
+    "banners",
+    "billowing",
+    "canvas",
+    "centered",
+    "ceramic",
+    "curious",
+    "drifting",
+    "envelope",
+    "exhaust",
+    "eyes",
+    "flame",
+    "flowing",
+    "fur",
+    "gentle",
+    "gently",
+    "glossy",
+    "graceful",
+    "horizon",
+    "mane",
+    "moonlight",
+    "pointed",
+    "pose",
+    "ripples",
+    "rising",
+    "roofs",
+    "silhouette",
+    "starry",
+    "striped",
+    "sturdy",
+    "sunlight",
+    "engine",
+    "атмосферно",
+    "вдали",
+    "ветром",
+    "взгляд",
+    "горизонте",
+    "грива",
+    "двигателя",
+    "детализация",
+    "детально",
+    "дыма",
+    "клубы",
+    "композиция",
+    "крышами",
+    "крыше",
+    "купол",
+    "окна",
+    "пар",
+    "пламя",
+    "план",
+    "поза",
+    "полет",
+    "правилу",
+    "рябь",
+    "свет",
+    "силуэт",
+    "третей",
+    "флаги",
+    "час",
+    "шерсть",
+    // Russian grammar and boilerplate.
+    "и",
+    "в",
+    "во",
+    "на",
+    "с",
+    "со",
+    "под",
+    "над",
+    "за",
+    "у",
+    "к",
+    "от",
+    "до",
+    "из",
+    "по",
+    "о",
+    "об",
+    "для",
+    "при",
+    "про",
+    "без",
+    "или",
+    "но",
+    "а",
+    "как",
+    "что",
+    "это",
+    "этот",
+    "эта",
+    "его",
+    "ее",
+    "их",
+    "мой",
+    "моя",
+    "очень",
+    "много",
+    "рядом",
+    "возле",
+    "около",
+    "перед",
+    "между",
+    "среди",
+    "внутри",
+    "снаружи",
+    "фоне",
+    "фон",
+    "стиле",
+    "стиль",
+    "картинка",
+    "картинку",
+    "изображение",
+    "рисунок",
+    "нарисуй",
+    "нарисуйте",
+    "сделай",
+    "покажи",
+    "фото",
+    "фотография",
+    "арт",
+    "качество",
+    "детали",
+    "деталей",
+    "вид",
+    "сцена",
+    "сцене",
+    "тот",
+    "та",
+    "те",
+    "один",
+    "одна",
+    "одно",
+    "два",
+    "две",
+    "три",
+    "лет",
+    "год",
+    "время",
+    "мир",
+    "место",
+    "жизнь",
+];
+
 /// Is a Russian noun form plural? (-ы, -и, -ов, -ев, -ата/-ята; a heuristic good enough for
 /// "коты", "птицы", "лодки", "котят".)
 fn russian_plural(token: &str) -> bool {
@@ -1668,8 +2705,13 @@ fn russian_plural(token: &str) -> bool {
         .any(|e| token.ends_with(e))
 }
 
+/// Every word pattern: the scene vocabulary and the lexicon of subjects, clothes and poses.
+fn all_words() -> impl Iterator<Item = &'static (&'static str, Word)> {
+    WORDS.iter().chain(lexicon::WORDS)
+}
+
 fn lookup_exact(token: &str) -> Option<Word> {
-    WORDS.iter().find(|(p, _)| *p == token).map(|(_, w)| *w)
+    all_words().find(|(p, _)| *p == token).map(|(_, w)| *w)
 }
 
 /// The word for a token, and whether it is a plural form of a thing.
@@ -1685,7 +2727,7 @@ fn lookup(token: &str) -> (Option<Word>, bool) {
     if n >= 6 && token.is_ascii() {
         let max = if n >= 9 { 2 } else { 1 };
         let mut best: Option<(usize, &str)> = None;
-        for (pattern, _) in WORDS {
+        for (pattern, _) in all_words() {
             let p = pattern.trim_end_matches(['*', '~']);
             if !p.is_ascii() || p.len() < 5 || p.contains(' ') {
                 continue;
@@ -1706,7 +2748,7 @@ fn lookup(token: &str) -> (Option<Word>, bool) {
 
 fn lookup_pattern(token: &str) -> Option<(Option<Word>, bool)> {
     let mut best: Option<(usize, bool, Word, bool)> = None;
-    for &(pattern, word) in WORDS {
+    for &(pattern, word) in all_words() {
         let (stem, prefix, hit, plural) = if let Some(stem) = pattern.strip_suffix('*') {
             let hit = token.starts_with(stem);
             let plural = hit
@@ -1802,7 +2844,7 @@ fn damerau(a: &str, b: &str) -> usize {
 
 /// How many distinct words and word patterns the reader knows (for the README and a test).
 pub fn vocabulary_size() -> usize {
-    WORDS.len() + MISSPELLINGS.len()
+    WORDS.len() + lexicon::WORDS.len() + MISSPELLINGS.len()
 }
 
 #[cfg(test)]

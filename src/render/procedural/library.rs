@@ -11,7 +11,7 @@
 use super::canvas::{Rgb, mix, rgb};
 use super::compose::Spot;
 use super::noise::{Rng, value2};
-use super::objects::{Look, Model, build, dark, eye, fur, highlight, light, lum3, pick};
+use super::objects::{Look, Model, build, dark, eye, fur, highlight, light, pick};
 use super::prompt::{Age, Garment, Pose, Thing};
 use super::shapes::{
     Fill, Part, Sdf, V, cap, chain, circle, ellipse, poly_of, rect, rotated, smooth, sub, union,
@@ -99,7 +99,7 @@ fn build_thing(thing: Thing, look: &Look, rng: &mut Rng) -> Model {
         T::Alien => alien(look),
         T::Ghost => ghost(look),
         T::Ufo => ufo(look),
-        T::Mermaid => mermaid(look, rng),
+        T::Mermaid => figure(thing, look, rng),
         T::Car => car(look, rng),
         T::Truck => truck(look, rng),
         T::Bus => bus(look, rng),
@@ -113,7 +113,7 @@ fn build_thing(thing: Thing, look: &Look, rng: &mut Rng) -> Model {
         T::Church => church(look),
         T::Tower => tower(look),
         T::Tent => tent(look, rng),
-        T::Pizza => pizza(look),
+        T::Pizza => pizza(),
         T::Burger => burger(),
         T::Cake => cake(look, rng),
         T::Bread => bread(),
@@ -364,7 +364,7 @@ pub fn figure(thing: Thing, look: &Look, rng: &mut Rng) -> Model {
     // Legs by pose (the far leg first, darker).
     let leg_r = if child { 0.036 } else { 0.04 };
     let (far_leg, near_leg): (Vec<Point>, Vec<Point>) = match pose {
-        Pose::Walk | Pose::Play if f.held != Some(Thing::Guitar) && pose == Pose::Walk => (
+        Pose::Walk => (
             vec![(-0.02, hip), (-0.08, hip * 0.5), (-0.12, 0.03)],
             vec![(0.02, hip), (0.08, hip * 0.5), (0.11, 0.03)],
         ),
@@ -2221,17 +2221,6 @@ fn ufo(look: &Look) -> Model {
     m
 }
 
-fn mermaid(look: &Look, rng: &mut Rng) -> Model {
-    let inner = Look {
-        figure: super::objects::Figure {
-            female: Some(true),
-            ..look.figure
-        },
-        ..*look
-    };
-    figure(Thing::Mermaid, &inner, rng)
-}
-
 // ---------------------------------------------------------------------------------------------
 // Vehicles.
 
@@ -2674,8 +2663,7 @@ fn plate(r: f32) -> Part {
     Part::new(ellipse(0.0, 0.03, r, r * 0.16), rgb(246, 244, 240)).shade(0.6)
 }
 
-fn pizza(look: &Look) -> Model {
-    let _ = look;
+fn pizza() -> Model {
     let crust = rgb(220, 160, 80);
     let pie = sub(
         ellipse(0.0, 0.12, 0.62, 0.14),
@@ -3735,6 +3723,5 @@ fn ball(look: &Look, rng: &mut Rng) -> Model {
         .flat(),
         highlight(-0.16, 0.7, 0.08, 0.06),
     ];
-    let _ = lum3(base);
     Model::new(parts, 1.0, 0.5)
 }

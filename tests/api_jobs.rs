@@ -513,6 +513,88 @@ async fn edit_applies_instruction_to_upload() {
     s.stop().await;
 }
 
+/// `POST /v1/edit/raw`: the photo as the body, the instruction as `prompt`; the same job and
+/// price as the form upload, and each bad request refused with its code and nothing made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edit_with_the_photo_as_the_request_body() {
+    let s = TestServer::start().await;
+    let (_, key) = s.user("raw@example.com", 10, true);
+    let raw = |query: &str, body: Vec<u8>, content_type: Option<&str>| {
+        let mut req = s
+            .client
+            .post(s.url(&format!("/api/pictor/v1/edit/raw{query}")))
+            .bearer_auth(&key)
+            .body(body);
+        if let Some(t) = content_type {
+            req = req.header("content-type", t);
+        }
+        async move { status_json(req.send().await.unwrap()).await }
+    };
+    let long = format!("?prompt={}", "a".repeat(4001));
+    let refused = [
+        raw("", png_bytes(40, 30), Some("image/png")).await,
+        raw("?prompt=", png_bytes(40, 30), Some("image/png")).await,
+        raw("?prompt=%20%20", png_bytes(40, 30), Some("image/png")).await,
+        raw(&long, png_bytes(40, 30), Some("image/png")).await,
+        raw("?prompt=grayscale", vec![], Some("image/png")).await,
+        raw(
+            "?prompt=grayscale",
+            b"not a picture".to_vec(),
+            Some("image/png"),
+        )
+        .await,
+        raw("?prompt=grayscale", png_bytes(40, 30), None).await,
+        raw(
+            "?prompt=grayscale&webhook_url=ftp%3A%2F%2Fexample.com",
+            png_bytes(40, 30),
+            Some("image/png"),
+        )
+        .await,
+    ];
+    let codes = [
+        "invalid_prompt",
+        "invalid_prompt",
+        "invalid_prompt",
+        "invalid_prompt",
+        "invalid_image",
+        "invalid_image",
+        "invalid_image",
+        "invalid_request",
+    ];
+    for (got, code) in refused.iter().zip(codes) {
+        assert_error(got, 400, code);
+    }
+    let big = vec![0u8; 20 * 1024 * 1024 + 1];
+    assert_error(
+        &raw("?prompt=grayscale", big, Some("application/octet-stream")).await,
+        413,
+        "image_too_large",
+    );
+    let (_, jobs) = s.get(&key, "/api/pictor/v1/jobs").await;
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 0, "no job was made");
+    assert_eq!(s.me(&key).await["balance"], 10);
+
+    // Any content type: the photo is recognised by its bytes.
+    let (st, c) = raw(
+        "?prompt=make%20it%20black%20and%20white",
+        png_bytes(64, 48),
+        Some("application/octet-stream"),
+    )
+    .await;
+    assert_eq!(st, 202, "{c}");
+    assert_eq!(c["cost"], 2);
+    let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "done", "{done}");
+    assert_eq!(done["kind"], "edit");
+    assert_eq!(done["prompt"], "make it black and white");
+    assert_eq!(done["balance"], 8);
+    let img = s.download(done["photo_url"].as_str().unwrap()).await;
+    assert_eq!(img.dimensions(), (64, 48));
+    assert!(img.pixels().all(|p| p[0] == p[1] && p[1] == p[2]));
+    s.assert_books_balanced();
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_instruction_fails_with_edit_failed_and_refund() {
     let s = TestServer::start().await;

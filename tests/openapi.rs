@@ -96,7 +96,7 @@ async fn spec_docs_and_map() {
 
 #[test]
 fn committed_openapi_json_is_current() {
-    let current = pictor::api::spec("http://127.0.0.1:8080");
+    let current = pictor::api::spec("http://127.0.0.1:8080", true);
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.json");
     let committed = std::fs::read_to_string(path).unwrap_or_default();
     let a: Value = serde_json::from_str(&current).unwrap();
@@ -105,4 +105,143 @@ fn committed_openapi_json_is_current() {
         a == b,
         "openapi.json is out of date: run `cargo run -- openapi > openapi.json` and commit it"
     );
+}
+
+/// Every place in a document where a JSON schema sits, with its JSON pointer.
+fn schemas<'a>(v: &'a Value, at: String, out: &mut Vec<(String, &'a Value)>) {
+    match v {
+        Value::Object(o) => {
+            if o.contains_key("type") || o.contains_key("$ref") || o.contains_key("allOf") {
+                out.push((at.clone(), v));
+            }
+            for (k, child) in o {
+                schemas(child, format!("{at}/{k}"), out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, child) in a.iter().enumerate() {
+                schemas(child, format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The shapes the mainstream client generators (openapi-python-client, openapi-typescript,
+/// progenitor) read as meant; `.ci/clients.sh` runs the generators themselves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_document_has_the_shapes_client_generators_read() {
+    let s = TestServer::start().await;
+    let (status, doc) = s.get("", "/api/pictor/openapi.json").await;
+    assert_eq!(status, 200);
+    let mut found = Vec::new();
+    schemas(&doc, String::new(), &mut found);
+    for (at, schema) in &found {
+        // A named type with the field's own keywords is a one-member `allOf`, never a second
+        // member without a type (which openapi-python-client refuses and openapi-typescript
+        // types as `T & unknown`).
+        if let Some(all_of) = schema.get("allOf") {
+            assert_eq!(all_of.as_array().unwrap().len(), 1, "{at}: {schema}");
+            assert!(all_of[0].get("$ref").is_some(), "{at}: {schema}");
+        }
+        for union in ["anyOf", "oneOf"] {
+            assert!(schema.get(union).is_none(), "{at} has {union}: {schema}");
+        }
+    }
+    let generate = &doc["components"]["schemas"]["GenerateRequest"]["properties"];
+    assert_eq!(generate["model"]["default"], "fast");
+    assert_eq!(generate["model"]["nullable"], true);
+    assert_eq!(generate["ratio"]["default"], "1:1");
+    assert_eq!(generate["enhance"]["default"], true);
+    assert_eq!(
+        generate["model"]["allOf"][0]["$ref"],
+        "#/components/schemas/ModelName"
+    );
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            // One media type per request body (progenitor takes no more).
+            if let Some(body) = op.get("requestBody") {
+                assert_eq!(
+                    body["content"].as_object().unwrap().len(),
+                    1,
+                    "{method} {path}"
+                );
+            }
+            // Every error response is the one error shape.
+            for (status, response) in op["responses"].as_object().unwrap() {
+                if status.starts_with('4') || status.starts_with('5') {
+                    let content = response["content"].as_object().unwrap();
+                    assert_eq!(content.len(), 1, "{method} {path} {status}");
+                    let schema = &content.values().next().unwrap()["schema"];
+                    assert_eq!(
+                        schema["$ref"], "#/components/schemas/ErrorBody",
+                        "{method} {path} {status}"
+                    );
+                }
+            }
+        }
+    }
+    // The edit form: the photo and the instruction are required, and nothing else is a
+    // variant of them.
+    let form = &doc["paths"]["/v1/edit"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"];
+    assert_eq!(form["required"], serde_json::json!(["image", "prompt"]));
+    assert_eq!(form["properties"]["image"]["format"], "binary");
+    // Each operation documents the errors it can give, not every error of the API.
+    let statuses = |path: &str, method: &str| -> Vec<String> {
+        doc["paths"][path][method]["responses"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    };
+    assert_eq!(statuses("/v1/me", "get"), ["200", "401", "403", "500"]);
+    assert_eq!(statuses("/v1/models", "get"), ["200", "500"]);
+    assert_eq!(
+        statuses("/v1/jobs/{job_id}", "get"),
+        ["200", "400", "401", "403", "404", "500"]
+    );
+    assert_eq!(
+        statuses("/v1/generate", "post"),
+        ["202", "400", "401", "402", "403", "409", "413", "500"]
+    );
+    s.stop().await;
+}
+
+/// `?multipart=false` is the same document without `POST /v1/edit`, whose job
+/// `POST /v1/edit/raw` also does, for generators that cannot send forms (progenitor).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_document_without_multipart_lacks_only_the_form_upload() {
+    let s = TestServer::start().await;
+    let (_, full) = s.get("", "/api/pictor/openapi.json").await;
+    let (status, plain) = s.get("", "/api/pictor/openapi.json?multipart=false").await;
+    assert_eq!(status, 200);
+    let mut expected = full.clone();
+    expected["paths"]
+        .as_object_mut()
+        .unwrap()
+        .remove("/v1/edit");
+    assert_eq!(plain["paths"], expected["paths"]);
+    assert_eq!(plain["components"], full["components"]);
+    assert_eq!(plain["info"], full["info"]);
+    assert!(!plain.to_string().contains("multipart/form-data"));
+    let raw = &plain["paths"]["/v1/edit/raw"]["post"];
+    assert_eq!(raw["operationId"], "edit_raw");
+    assert_eq!(
+        raw["requestBody"]["content"]["application/octet-stream"]["schema"]["format"],
+        "binary"
+    );
+    let prompt = raw["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "prompt")
+        .unwrap();
+    assert_eq!(prompt["required"], true);
+    assert_eq!(prompt["schema"]["maxLength"], 4000);
+    // The command line prints the same document.
+    let cli = pictor::api::spec("http://127.0.0.1:8080", false);
+    let cli: Value = serde_json::from_str(&cli).unwrap();
+    assert_eq!(cli["paths"], plain["paths"]);
+    s.stop().await;
 }

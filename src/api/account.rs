@@ -4,7 +4,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
 use super::ApiTags;
-use super::error::ApiError;
+use super::error::{AccountErrors, ApiError, Errors, RotateErrors, ServerErrors};
 use super::security::ApiAuth;
 use crate::render::{Model, Ratio};
 use crate::state::AppState;
@@ -112,7 +112,7 @@ impl AccountApi {
         &self,
         auth: ApiAuth,
         state: poem::web::Data<&AppState>,
-    ) -> Result<Json<Profile>, ApiError> {
+    ) -> Result<Json<Profile>, Errors<AccountErrors>> {
         Ok(Json(profile(&state, &auth.0.user)?))
     }
 
@@ -129,7 +129,7 @@ impl AccountApi {
         &self,
         auth: ApiAuth,
         state: poem::web::Data<&AppState>,
-    ) -> Result<Json<WebhookSecret>, ApiError> {
+    ) -> Result<Json<WebhookSecret>, Errors<AccountErrors>> {
         let (secrets, id) = (state.idp.secrets.clone(), auth.0.user.id);
         let secret = state
             .store
@@ -151,7 +151,7 @@ impl AccountApi {
         &self,
         auth: ApiAuth,
         state: poem::web::Data<&AppState>,
-    ) -> Result<Json<WebhookSecret>, ApiError> {
+    ) -> Result<Json<WebhookSecret>, Errors<RotateErrors>> {
         let (secrets, id) = (state.idp.secrets.clone(), auth.0.user.id);
         let now = state.clock.now();
         let secret = state
@@ -165,7 +165,10 @@ impl AccountApi {
     ///
     /// The three models with their display names, aliases and current prices. No key needed.
     #[oai(path = "/v1/models", method = "get", operation_id = "models")]
-    async fn models(&self, state: poem::web::Data<&AppState>) -> Result<Json<ModelList>, ApiError> {
+    async fn models(
+        &self,
+        state: poem::web::Data<&AppState>,
+    ) -> Result<Json<ModelList>, Errors<ServerErrors>> {
         Ok(Json(model_list(&state)?))
     }
 

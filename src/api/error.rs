@@ -82,6 +82,152 @@ pub enum ApiError {
     Internal(Json<ErrorBody>),
 }
 
+/// The error responses one operation can give: which of [`ApiError`]'s statuses, described for
+/// that operation. Published per operation so that generated clients (and readers) see only the
+/// errors an endpoint really has.
+pub trait ErrorSet: Send + Sync + 'static {
+    /// `(status, description)` of each error response.
+    const RESPONSES: &'static [(u16, &'static str)];
+}
+
+/// An operation's error: an [`ApiError`] published with the operation's [`ErrorSet`].
+pub struct Errors<S>(pub ApiError, std::marker::PhantomData<fn() -> S>);
+
+impl<S> std::fmt::Debug for Errors<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<S: ErrorSet> ApiResponse for Errors<S> {
+    fn meta() -> poem_openapi::registry::MetaResponses {
+        use poem_openapi::payload::Payload;
+        use poem_openapi::registry::{MetaMediaType, MetaResponse, MetaResponses};
+        MetaResponses {
+            responses: S::RESPONSES
+                .iter()
+                .map(|&(status, description)| MetaResponse {
+                    description,
+                    status: Some(status),
+                    status_range: None,
+                    content: vec![MetaMediaType {
+                        content_type: <Json<ErrorBody> as Payload>::CONTENT_TYPE,
+                        schema: <Json<ErrorBody> as Payload>::schema_ref(),
+                    }],
+                    headers: vec![],
+                })
+                .collect(),
+        }
+    }
+
+    fn register(registry: &mut poem_openapi::registry::Registry) {
+        use poem_openapi::types::Type;
+        ErrorBody::register(registry);
+    }
+}
+
+impl<S> IntoResponse for Errors<S> {
+    fn into_response(self) -> Response {
+        self.0.into_response()
+    }
+}
+
+impl<S> From<Errors<S>> for poem::Error {
+    fn from(e: Errors<S>) -> poem::Error {
+        poem::Error::from(e.0)
+    }
+}
+
+macro_rules! into_errors {
+    ($($from:ty),*) => {$(
+        impl<S> From<$from> for Errors<S> {
+            fn from(e: $from) -> Errors<S> {
+                Errors(ApiError::from(e), std::marker::PhantomData)
+            }
+        }
+    )*};
+}
+into_errors!(
+    ApiError,
+    ApiFailure,
+    crate::jobs::service::JobError,
+    crate::store::StoreError
+);
+
+const UNAUTHORIZED: (u16, &str) = (
+    401,
+    "`unauthorized`: the API key is missing, malformed or unknown.",
+);
+const BANNED: (u16, &str) = (403, "`banned`: the account is blocked.");
+const BODY_TOO_LARGE: (u16, &str) = (413, "`image_too_large`: the request body is over 20 MiB.");
+const INTERNAL: (u16, &str) = (500, "`internal_error`: a fault on the server.");
+
+macro_rules! error_sets {
+    ($($(#[$meta:meta])* $name:ident = [$($response:expr),* $(,)?];)*) => {$(
+        $(#[$meta])*
+        pub enum $name {}
+        impl ErrorSet for $name {
+            const RESPONSES: &'static [(u16, &'static str)] = &[$($response),*];
+        }
+    )*};
+}
+
+error_sets! {
+    /// `POST /v1/generate`.
+    GenerateErrors = [
+        (400, "`invalid_prompt`, `invalid_model`, `invalid_ratio`, or `invalid_request` (a body \
+               that is not a JSON object, a bad `enhance`, `seed`, `noise` or `webhook_url`)."),
+        UNAUTHORIZED,
+        (402, "`insufficient_credits`: the balance does not cover the price (no job is created)."),
+        BANNED,
+        (409, "`job_busy`: you already have an active job."),
+        BODY_TOO_LARGE,
+        INTERNAL,
+    ];
+    /// `POST /v1/edit` and `POST /v1/edit/raw`.
+    EditErrors = [
+        (400, "`invalid_prompt`, `invalid_image` (no photo, not a PNG/JPEG/WebP, too many pixels) \
+               or `invalid_request` (a bad `webhook_url`)."),
+        UNAUTHORIZED,
+        (402, "`insufficient_credits`: the balance does not cover the price (no job is created)."),
+        BANNED,
+        (409, "`job_busy`: you already have an active job."),
+        (413, "`image_too_large`: the photo (or the request body) is over 20 MiB."),
+        INTERNAL,
+    ];
+    /// `GET /v1/jobs/{job_id}`.
+    GetJobErrors = [
+        (400, "`invalid_request`: `wait`, `wait_for` or `since` out of range."),
+        UNAUTHORIZED,
+        BANNED,
+        (404, "`job_not_found`: no such job, or it belongs to another user."),
+        INTERNAL,
+    ];
+    /// `POST /v1/jobs/{job_id}/cancel`.
+    CancelErrors = [
+        UNAUTHORIZED,
+        BANNED,
+        (404, "`job_not_found`: no such job, or it belongs to another user."),
+        (409, "`job_finished`: the job already ended (done, or failed for another reason)."),
+        BODY_TOO_LARGE,
+        INTERNAL,
+    ];
+    /// `GET /v1/jobs`.
+    ListErrors = [
+        (400, "`invalid_request`: `status`, `kind` or `limit` out of range, or `before` is not a \
+               job id."),
+        UNAUTHORIZED,
+        BANNED,
+        INTERNAL,
+    ];
+    /// `GET /v1/me`, `GET /v1/webhook-secret`.
+    AccountErrors = [UNAUTHORIZED, BANNED, INTERNAL];
+    /// `POST /v1/webhook-secret/rotate`.
+    RotateErrors = [UNAUTHORIZED, BANNED, BODY_TOO_LARGE, INTERNAL];
+    /// `GET /v1/models` (no key needed).
+    ServerErrors = [INTERNAL];
+}
+
 fn status_of(code: &str) -> StatusCode {
     match code {
         codes::UNAUTHORIZED => StatusCode::UNAUTHORIZED,
@@ -238,6 +384,7 @@ pub fn error_response(err: poem::Error, path: &str) -> Response {
         return generic(resp.status(), "request failed");
     }
     let edit = path.ends_with("/v1/edit");
+    let raw_edit = path.ends_with("/v1/edit/raw");
     if err.is::<NotFoundError>() {
         return json_response(
             codes::NOT_FOUND,
@@ -260,7 +407,12 @@ pub fn error_response(err: poem::Error, path: &str) -> Response {
         return json_response(codes::IMAGE_TOO_LARGE, "the request body is over 20 MiB");
     }
     if err.is::<ContentTypeError>() {
-        return if edit {
+        return if raw_edit {
+            json_response(
+                codes::INVALID_IMAGE,
+                "send the photo's bytes as the body, with a `Content-Type` (e.g. image/png)",
+            )
+        } else if edit {
             json_response(
                 codes::INVALID_IMAGE,
                 "send the photo as multipart/form-data (field `image`, `photo` or `file`) with a `prompt` field",

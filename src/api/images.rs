@@ -1,12 +1,14 @@
 //! `POST /v1/generate` and `POST /v1/edit`: validate, create the queued job, hand it to the engine.
 
-use poem_openapi::payload::Json;
+use poem_openapi::param::Query;
+use poem_openapi::payload::{Binary, Json};
 use poem_openapi::types::multipart::Upload;
 use poem_openapi::{ApiResponse, Multipart, Object, OpenApi};
 use serde_json::{Map, Value};
 
 use super::body::{FromJsonBody, JsonBody};
-use super::error::{ApiError, ApiFailure, codes};
+use super::error::{ApiError, ApiFailure, EditErrors, Errors, GenerateErrors, codes};
+use super::schema::{Referenced, RequiredText};
 use super::security::ApiAuth;
 use super::{ApiTags, MAX_IMAGE_BYTES, MAX_PROMPT_CHARS};
 use crate::catalog::NoiseKind;
@@ -28,14 +30,14 @@ pub struct GenerateRequest {
     pub prompt: String,
     /// `fast` (default), `artist` or `0.2plus`; the aliases `standard`, `std`, `pro`, `premium`,
     /// `prem` name the same models (case is ignored). `null` means the default.
-    #[oai(nullable)]
-    pub model: Option<ModelName>,
+    #[oai(nullable, default = "default_model")]
+    pub model: Option<Referenced<ModelName>>,
     /// `1:1` (default), `16:9`, `9:16`, `3:2`, `2:3`, `4:3`, `3:4` or `auto` (picked from the
     /// prompt). `null` means the default.
-    #[oai(nullable)]
-    pub ratio: Option<RatioName>,
+    #[oai(nullable, default = "default_ratio")]
+    pub ratio: Option<Referenced<RatioName>>,
     /// Prompt improvement on/off (default `true`; `null` means the default).
-    #[oai(nullable)]
+    #[oai(nullable, default = "default_enhance")]
     pub enhance: Option<bool>,
     /// Seed for a reproducible picture, 0 to 4294967295; random when absent, `null` or `-1`.
     #[oai(
@@ -49,7 +51,7 @@ pub struct GenerateRequest {
     /// noise). Absent or `null`: the model's configured source (`torch-cpu` unless the operator
     /// says otherwise). Other renderers record it and ignore it.
     #[oai(nullable)]
-    pub noise: Option<NoiseName>,
+    pub noise: Option<Referenced<NoiseName>>,
     /// *(added)* An http(s) URL to POST the finished job to (the body `GET /v1/jobs/{job_id}`
     /// returns, signed with your webhook secret in `Pictor-Signature`; see `GET
     /// /v1/webhook-secret`). At most 2048 bytes; loopback, private, link-local and reserved
@@ -58,6 +60,18 @@ pub struct GenerateRequest {
     /// identifies repeats.
     #[oai(nullable, validator(max_length = 2048))]
     pub webhook_url: Option<String>,
+}
+
+fn default_model() -> Option<Referenced<ModelName>> {
+    Some(Referenced(ModelName::Fast))
+}
+
+fn default_ratio() -> Option<Referenced<RatioName>> {
+    Some(Referenced(RatioName::Square))
+}
+
+fn default_enhance() -> Option<bool> {
+    Some(true)
 }
 
 /// Noise sources (documentation of `noise`).
@@ -268,12 +282,13 @@ impl poem_openapi::types::Type for GenerateInput {
     }
 }
 
-/// Multipart body of an edit, as documented: the photo under `image` (the server also accepts it
-/// under `photo` or `file`) and the instruction.
+/// Multipart body of an edit, as documented: the photo under `image` and the instruction. (The
+/// server also takes the photo under `photo` or `file`, names other clients use; they are left
+/// out of the schema so that generated clients have one way to send it.)
 #[derive(Multipart, Debug)]
 #[oai(deny_unknown_fields)]
 pub struct EditRequest {
-    /// The photo: PNG, JPEG or WebP, up to 20 MiB (also accepted under `photo` or `file`).
+    /// The photo: PNG, JPEG or WebP, up to 20 MiB.
     pub image: Upload,
     /// The edit instruction, 1 to 4000 characters (e.g. "make it black and white").
     #[oai(validator(
@@ -372,11 +387,53 @@ impl ImagesApi {
         auth: ApiAuth,
         state: poem::web::Data<&AppState>,
         body: JsonBody<GenerateInput>,
-    ) -> Result<CreatedResponse, ApiError> {
+    ) -> Result<CreatedResponse, Errors<GenerateErrors>> {
         let job = service::create_generate(&state, auth.0.user.id, body.0.0).await?;
         Ok(accepted(&state, job))
     }
 
+    /// Edit a photo sent as the request body
+    ///
+    /// The same job as `POST /v1/edit` for clients that do not send multipart forms (the Rust
+    /// clients progenitor generates cannot) or would rather `curl --data-binary @photo.jpg`: the
+    /// body is the photo itself (PNG, JPEG or WebP, recognised by its content whatever the
+    /// `Content-Type`), the instruction is the `prompt` query parameter.
+    #[oai(path = "/v1/edit/raw", method = "post", operation_id = "edit_raw")]
+    async fn edit_raw(
+        &self,
+        auth: ApiAuth,
+        state: poem::web::Data<&AppState>,
+        /// The edit instruction, 1 to 4000 characters (e.g. "make it black and white").
+        prompt: Query<RequiredText<MAX_PROMPT_CHARS>>,
+        /// *(added)* An http(s) URL to POST the finished job to, as for `/v1/generate`.
+        #[oai(validator(max_length = 2048))]
+        webhook_url: Query<Option<String>>,
+        photo: Binary<Vec<u8>>,
+    ) -> Result<CreatedResponse, Errors<EditErrors>> {
+        let prompt = edit_prompt(prompt.0.0.as_deref())?;
+        let webhook_url = service::check_webhook(&state, webhook_url.0.as_deref())?;
+        if photo.0.is_empty() {
+            return Err(ApiError::new(
+                codes::INVALID_IMAGE,
+                "no photo: send the photo's bytes as the request body",
+            )
+            .into());
+        }
+        check_upload_size(photo.0.len())?;
+        let user = &auth.0.user;
+        service::precheck_edit(&state, user)?;
+        let job = service::create_edit(&state, user.id, prompt, photo.0, webhook_url).await?;
+        Ok(accepted(&state, job))
+    }
+}
+
+/// `POST /v1/edit`, the one operation with a multipart body, on its own so that the document
+/// can also be published without it (`openapi.json?multipart=false`) for client generators
+/// that cannot send forms.
+pub struct EditFormApi;
+
+#[OpenApi(tag = "ApiTags::Images")]
+impl EditFormApi {
     /// Edit a photo with an instruction
     ///
     /// Multipart form with the photo under `image` (or `photo`, `file`) and the instruction under
@@ -389,7 +446,7 @@ impl ImagesApi {
         auth: ApiAuth,
         state: poem::web::Data<&AppState>,
         form: EditBody,
-    ) -> Result<CreatedResponse, ApiError> {
+    ) -> Result<CreatedResponse, Errors<EditErrors>> {
         let form = form.0;
         let prompt = edit_prompt(form.prompt.as_deref())?;
         let webhook_url = service::check_webhook(&state, form.webhook_url.as_deref())?;
@@ -397,10 +454,7 @@ impl ImagesApi {
             .iter()
             .any(|u| u.as_ref().is_some_and(|u| u.size() == 0))
         {
-            return Err(ApiError::new(
-                codes::INVALID_IMAGE,
-                "an image part is empty",
-            ));
+            return Err(ApiError::new(codes::INVALID_IMAGE, "an image part is empty").into());
         }
         let upload = form
             .image

@@ -8,7 +8,8 @@ use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
 use super::ApiTags;
-use super::error::{ApiError, codes};
+use super::error::{ApiError, CancelErrors, Errors, GetJobErrors, ListErrors, codes};
+use super::schema::Referenced;
 use super::security::ApiAuth;
 use crate::jobs::service::{self, HISTORY_MAX, HistoryQuery, Snapshot, WaitFor};
 use crate::state::AppState;
@@ -74,11 +75,11 @@ pub struct JobView {
     pub finished_at: Option<u64>,
     /// *(added)* The job's `webhook_url` and how its delivery stands (absent without one, and in
     /// the webhook's own body).
-    pub webhook: Option<WebhookView>,
+    pub webhook: Option<Referenced<WebhookView>>,
     /// *(added)* What the built-in painter drew of the prompt's content words and what it could
     /// not draw (done jobs rendered by the built-in painter; absent for diffusion and remote
     /// backends, which draw every word their model knows).
-    pub scene: Option<SceneView>,
+    pub scene: Option<Referenced<SceneView>>,
 }
 
 /// The content words of a prompt, sorted by whether the built-in painter drew them.
@@ -146,17 +147,21 @@ pub fn job_view(state: &AppState, snap: &Snapshot) -> JobView {
         created_at: job.created_at,
         started_at: job.started_at,
         finished_at: job.finished_at,
-        webhook: job.webhook.as_ref().map(|w| WebhookView {
-            url: w.url.clone(),
-            status: w.status.as_str().to_owned(),
-            attempts: w.attempts,
-            last_error: w.last_error.clone(),
-            delivered_at: w.delivered_at,
-            next_attempt_at: w.next_attempt_at,
+        webhook: job.webhook.as_ref().map(|w| {
+            Referenced(WebhookView {
+                url: w.url.clone(),
+                status: w.status.as_str().to_owned(),
+                attempts: w.attempts,
+                last_error: w.last_error.clone(),
+                delivered_at: w.delivered_at,
+                next_attempt_at: w.next_attempt_at,
+            })
         }),
-        scene: job.scene.as_ref().map(|s| SceneView {
-            drawn: s.drawn.clone(),
-            not_drawn: s.not_drawn.clone(),
+        scene: job.scene.as_ref().map(|s| {
+            Referenced(SceneView {
+                drawn: s.drawn.clone(),
+                not_drawn: s.not_drawn.clone(),
+            })
         }),
     }
 }
@@ -230,7 +235,7 @@ impl JobsApi {
         /// as soon as the job's state differs from it (an empty value: at once).
         #[oai(validator(max_length = 64))]
         since: Query<Option<String>>,
-    ) -> Result<Json<JobView>, ApiError> {
+    ) -> Result<Json<JobView>, Errors<GetJobErrors>> {
         let wait = wait.0.map(|w| w.to_string());
         let wait_for = match wait_for.0 {
             Some(WaitForParam::Progress) => "progress",
@@ -267,7 +272,7 @@ impl JobsApi {
         state: poem::web::Data<&AppState>,
         /// The job id from the create response.
         job_id: Path<String>,
-    ) -> Result<Json<JobView>, ApiError> {
+    ) -> Result<Json<JobView>, Errors<CancelErrors>> {
         let snap = service::cancel(&state, auth.0.user.id, &job_id.0).await?;
         Ok(Json(job_view(&state, &snap)))
     }
@@ -293,7 +298,7 @@ impl JobsApi {
         /// Jobs per page, 1 to 100 (default 20).
         #[oai(validator(minimum(value = "1"), maximum(value = "100")))]
         limit: Query<Option<u32>>,
-    ) -> Result<Json<JobList>, ApiError> {
+    ) -> Result<Json<JobList>, Errors<ListErrors>> {
         let before = match before.0.as_deref().filter(|b| !b.is_empty()) {
             None => None,
             Some(b) => Some(JobId::parse(b).ok_or_else(|| {

@@ -6,6 +6,7 @@ pub mod body;
 pub mod error;
 pub mod images;
 pub mod jobs;
+pub mod schema;
 pub mod security;
 
 use poem::http::Method;
@@ -15,7 +16,7 @@ use serde_json::Value;
 
 use self::account::{AccountApi, ApiMap, EndpointInfo};
 use self::error::{codes, error_response, json_response};
-use self::images::ImagesApi;
+use self::images::{EditFormApi, ImagesApi};
 use self::jobs::JobsApi;
 
 /// Longest prompt or instruction, in characters.
@@ -37,16 +38,27 @@ pub enum ApiTags {
     Account,
 }
 
-type Apis = (ImagesApi, JobsApi, AccountApi);
+type Apis = (ImagesApi, EditFormApi, JobsApi, AccountApi);
+/// The operations without a multipart body.
+type PlainApis = (ImagesApi, JobsApi, AccountApi);
 
 fn service(public_url: &str, map: ApiMap) -> OpenApiService<Apis, ()> {
-    OpenApiService::new(
-        (ImagesApi, JobsApi, AccountApi { map }),
-        "Pictor image API",
-        env!("CARGO_PKG_VERSION"),
+    described(
+        (ImagesApi, EditFormApi, JobsApi, AccountApi { map }),
+        public_url,
     )
-    .description(include_str!("../../assets/api-description.md"))
-    .server(format!("{public_url}{PREFIX}"))
+}
+
+/// The document without its multipart operation (`POST /v1/edit`; `POST /v1/edit/raw` does the
+/// same job), for client generators that cannot send forms, such as progenitor.
+fn plain_service(public_url: &str, map: ApiMap) -> OpenApiService<PlainApis, ()> {
+    described((ImagesApi, JobsApi, AccountApi { map }), public_url)
+}
+
+fn described<T: poem_openapi::OpenApi>(apis: T, public_url: &str) -> OpenApiService<T, ()> {
+    OpenApiService::new(apis, "Pictor image API", env!("CARGO_PKG_VERSION"))
+        .description(include_str!("../../assets/api-description.md"))
+        .server(format!("{public_url}{PREFIX}"))
 }
 
 /// Builds the map of the interface from the OpenAPI document itself, so it cannot drift.
@@ -104,48 +116,15 @@ fn build_map(spec: &str, public_url: &str) -> ApiMap {
     }
 }
 
-/// The OpenAPI document as served (used by the drift test and `pictor openapi`).
-pub fn spec(public_url: &str) -> String {
+/// The OpenAPI document as served (used by the drift test and `pictor openapi`); with
+/// `multipart: false`, without the operation whose body is a multipart form.
+pub fn spec(public_url: &str, multipart: bool) -> String {
     let map = build_map(&service(public_url, placeholder_map()).spec(), public_url);
-    finish_spec(&service(public_url, map).spec())
-}
-
-/// Completes what poem-openapi cannot say: the edit form takes no parts other than the
-/// documented ones (and the `photo`/`file` alternatives), so clients and fuzzers do not invent
-/// part names.
-fn finish_spec(spec: &str) -> String {
-    let Ok(mut doc) = serde_json::from_str::<Value>(spec) else {
-        return spec.to_string();
-    };
-    if let Some(media) =
-        doc.pointer_mut("/paths/~1v1~1edit/post/requestBody/content/multipart~1form-data")
-        && let Some(media) = media.as_object_mut()
-    {
-        if let Some(schema) = media.get_mut("schema").and_then(Value::as_object_mut) {
-            // The photo goes under `image`, `photo` or `file` (at least one; `image` wins).
-            if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut)
-                && let Some(image) = props.get_mut("image").and_then(Value::as_object_mut)
-            {
-                image.insert("minLength".into(), Value::from(1));
-                let alt = Value::Object(image.clone());
-                props.insert("photo".into(), alt.clone());
-                props.insert("file".into(), alt);
-            }
-            schema.insert("required".into(), serde_json::json!(["prompt"]));
-            schema.insert(
-                "anyOf".into(),
-                serde_json::json!([{"required": ["image"]}, {"required": ["photo"]}, {"required": ["file"]}]),
-            );
-            schema.insert("additionalProperties".into(), Value::Bool(false));
-        }
-        // The photo part must be an image of one of these types (checked by content).
-        let image_types = serde_json::json!({"contentType": "image/png, image/jpeg, image/webp"});
-        media.insert(
-            "encoding".into(),
-            serde_json::json!({"image": image_types, "photo": image_types, "file": image_types}),
-        );
+    if multipart {
+        service(public_url, map).spec()
+    } else {
+        plain_service(public_url, map).spec()
     }
-    serde_json::to_string_pretty(&doc).unwrap_or_else(|_| spec.to_string())
 }
 
 fn placeholder_map() -> ApiMap {
@@ -163,11 +142,18 @@ fn placeholder_map() -> ApiMap {
 pub fn routes(public_url: &str) -> impl Endpoint<Output = Response> + use<> {
     let map = build_map(&service(public_url, placeholder_map()).spec(), public_url);
     let allow = std::sync::Arc::new(AllowTable::from_map(&map));
+    let full: std::sync::Arc<str> = spec(public_url, true).into();
+    let plain: std::sync::Arc<str> = spec(public_url, false).into();
     let api = service(public_url, map);
-    let spec_text: std::sync::Arc<str> = finish_spec(&api.spec()).into();
-    let spec = poem::endpoint::make_sync(move |_| {
-        spec_text
-            .to_string()
+    let spec = poem::endpoint::make_sync(move |req| {
+        let multipart = req
+            .uri()
+            .query()
+            .unwrap_or_default()
+            .split('&')
+            .all(|pair| pair != "multipart=false");
+        let text = if multipart { &full } else { &plain };
+        text.to_string()
             .with_header(
                 poem::http::header::CONTENT_TYPE,
                 "application/json; charset=utf-8",

@@ -97,6 +97,11 @@ pub enum Command {
         /// Base URL to put in the document's `servers`.
         #[arg(long, default_value = "http://127.0.0.1:8080")]
         public_url: String,
+        /// Leave out the operation with a multipart body (`POST /v1/edit`), for client
+        /// generators that cannot send forms, such as progenitor (served as
+        /// `openapi.json?multipart=false`).
+        #[arg(long)]
+        no_multipart: bool,
     },
 }
 
@@ -691,8 +696,12 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Openapi { public_url } => {
-            println!("{}", crate::api::spec(public_url.trim_end_matches('/')));
+        Command::Openapi {
+            public_url,
+            no_multipart,
+        } => {
+            let url = public_url.trim_end_matches('/');
+            println!("{}", crate::api::spec(url, !no_multipart));
             Ok(())
         }
         Command::User(UserCommand::Add {

@@ -2,7 +2,7 @@
 # Schemathesis against the published OpenAPI document of a real server with a real key:
 # zero 5xx and zero responses that break the schema. Three passes:
 #  1. every operation but the two that create jobs, with every check;
-#  2. the edit upload with every check except the two that generate request bodies from the
+#  2. the edit uploads (form and raw body) with every check except the two that generate request bodies from the
 #     schema and expect a verdict: no JSON Schema can say "these bytes decode as an image", and
 #     schemathesis' negative generation misjudges the `anyOf` (image | photo | file) rule;
 #  3. generate with every check except positive_data_acceptance: no JSON Schema can say which
@@ -23,9 +23,9 @@ SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$DATA"' EXIT
 SPEC="http://127.0.0.1:$PORT/api/pictor/openapi.json"
 schemathesis run "$SPEC" -H "Authorization: Bearer $KEY" --wait-for-schema 30 --checks all \
-  --exclude-path /v1/edit --exclude-path /v1/generate -n "${SCHEMATHESIS_EXAMPLES:-100}"
+  --exclude-path /v1/edit --exclude-path /v1/edit/raw --exclude-path /v1/generate -n "${SCHEMATHESIS_EXAMPLES:-100}"
 schemathesis run "$SPEC" -H "Authorization: Bearer $KEY" --wait-for-schema 30 --checks all \
-  --exclude-checks positive_data_acceptance,negative_data_rejection --include-path /v1/edit -n "${SCHEMATHESIS_EXAMPLES:-100}"
+  --exclude-checks positive_data_acceptance,negative_data_rejection --include-path /v1/edit --include-path /v1/edit/raw -n "${SCHEMATHESIS_EXAMPLES:-100}"
 schemathesis run "$SPEC" -H "Authorization: Bearer $KEY" --wait-for-schema 30 --checks all \
   --exclude-checks positive_data_acceptance --include-path /v1/generate -n "${SCHEMATHESIS_EXAMPLES:-100}"
 if grep -q "panicked" "$DATA/server.log"; then echo "the server panicked during schemathesis"; exit 1; fi

@@ -110,10 +110,15 @@ impl<S: ErrorSet> ApiResponse for Errors<S> {
                     description,
                     status: Some(status),
                     status_range: None,
-                    content: vec![MetaMediaType {
-                        content_type: <Json<ErrorBody> as Payload>::CONTENT_TYPE,
-                        schema: <Json<ErrorBody> as Payload>::schema_ref(),
-                    }],
+                    // A 414 comes from the HTTP layer, before Pictor reads the request: no body.
+                    content: if status == 414 {
+                        vec![]
+                    } else {
+                        vec![MetaMediaType {
+                            content_type: <Json<ErrorBody> as Payload>::CONTENT_TYPE,
+                            schema: <Json<ErrorBody> as Payload>::schema_ref(),
+                        }]
+                    },
                     headers: vec![],
                 })
                 .collect(),
@@ -161,6 +166,16 @@ const UNAUTHORIZED: (u16, &str) = (
 const BANNED: (u16, &str) = (403, "`banned`: the account is blocked.");
 const BODY_TOO_LARGE: (u16, &str) = (413, "`image_too_large`: the request body is over 20 MiB.");
 const INTERNAL: (u16, &str) = (500, "`internal_error`: a fault on the server.");
+const NO_CREDITS: (u16, &str) = (
+    402,
+    "`insufficient_credits`: the balance does not cover the price (no job is created).",
+);
+const BUSY: (u16, &str) = (409, "`job_busy`: you already have an active job.");
+const EDIT_REFUSED: (u16, &str) = (
+    400,
+    "`invalid_prompt`, `invalid_image` (no photo, not a PNG/JPEG/WebP, too many pixels) or \
+     `invalid_request` (a bad `webhook_url`).",
+);
 
 macro_rules! error_sets {
     ($($(#[$meta:meta])* $name:ident = [$($response:expr),* $(,)?];)*) => {$(
@@ -178,21 +193,33 @@ error_sets! {
         (400, "`invalid_prompt`, `invalid_model`, `invalid_ratio`, or `invalid_request` (a body \
                that is not a JSON object, a bad `enhance`, `seed`, `noise` or `webhook_url`)."),
         UNAUTHORIZED,
-        (402, "`insufficient_credits`: the balance does not cover the price (no job is created)."),
+        NO_CREDITS,
         BANNED,
-        (409, "`job_busy`: you already have an active job."),
+        BUSY,
         BODY_TOO_LARGE,
         INTERNAL,
     ];
-    /// `POST /v1/edit` and `POST /v1/edit/raw`.
+    /// `POST /v1/edit`.
     EditErrors = [
-        (400, "`invalid_prompt`, `invalid_image` (no photo, not a PNG/JPEG/WebP, too many pixels) \
-               or `invalid_request` (a bad `webhook_url`)."),
+        EDIT_REFUSED,
         UNAUTHORIZED,
-        (402, "`insufficient_credits`: the balance does not cover the price (no job is created)."),
+        NO_CREDITS,
         BANNED,
-        (409, "`job_busy`: you already have an active job."),
+        BUSY,
         (413, "`image_too_large`: the photo (or the request body) is over 20 MiB."),
+        INTERNAL,
+    ];
+    /// `POST /v1/edit/raw`.
+    RawEditErrors = [
+        EDIT_REFUSED,
+        UNAUTHORIZED,
+        NO_CREDITS,
+        BANNED,
+        BUSY,
+        (413, "`image_too_large`: the photo is over 20 MiB."),
+        (414, "The query is over 64 KiB (the HTTP layer refuses it before Pictor reads it, without \
+               a body): a prompt of 4000 characters always fits; send longer text through \
+               `POST /v1/edit`."),
         INTERNAL,
     ];
     /// `GET /v1/jobs/{job_id}`.

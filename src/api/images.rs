@@ -7,7 +7,9 @@ use poem_openapi::{ApiResponse, Multipart, Object, OpenApi};
 use serde_json::{Map, Value};
 
 use super::body::{FromJsonBody, JsonBody};
-use super::error::{ApiError, ApiFailure, EditErrors, Errors, GenerateErrors, codes};
+use super::error::{
+    ApiError, ApiFailure, EditErrors, Errors, GenerateErrors, RawEditErrors, codes,
+};
 use super::schema::{Referenced, RequiredText};
 use super::security::ApiAuth;
 use super::{ApiTags, MAX_IMAGE_BYTES, MAX_PROMPT_CHARS};
@@ -30,14 +32,14 @@ pub struct GenerateRequest {
     pub prompt: String,
     /// `fast` (default), `artist` or `0.2plus`; the aliases `standard`, `std`, `pro`, `premium`,
     /// `prem` name the same models (case is ignored). `null` means the default.
-    #[oai(nullable, default = "default_model")]
+    #[oai(nullable)]
     pub model: Option<Referenced<ModelName>>,
     /// `1:1` (default), `16:9`, `9:16`, `3:2`, `2:3`, `4:3`, `3:4` or `auto` (picked from the
     /// prompt). `null` means the default.
-    #[oai(nullable, default = "default_ratio")]
+    #[oai(nullable)]
     pub ratio: Option<Referenced<RatioName>>,
     /// Prompt improvement on/off (default `true`; `null` means the default).
-    #[oai(nullable, default = "default_enhance")]
+    #[oai(nullable)]
     pub enhance: Option<bool>,
     /// Seed for a reproducible picture, 0 to 4294967295; random when absent, `null` or `-1`.
     #[oai(
@@ -60,18 +62,6 @@ pub struct GenerateRequest {
     /// identifies repeats.
     #[oai(nullable, validator(max_length = 2048))]
     pub webhook_url: Option<String>,
-}
-
-fn default_model() -> Option<Referenced<ModelName>> {
-    Some(Referenced(ModelName::Fast))
-}
-
-fn default_ratio() -> Option<Referenced<RatioName>> {
-    Some(Referenced(RatioName::Square))
-}
-
-fn default_enhance() -> Option<bool> {
-    Some(true)
 }
 
 /// Noise sources (documentation of `noise`).
@@ -409,7 +399,7 @@ impl ImagesApi {
         #[oai(validator(max_length = 2048))]
         webhook_url: Query<Option<String>>,
         photo: Binary<Vec<u8>>,
-    ) -> Result<CreatedResponse, Errors<EditErrors>> {
+    ) -> Result<CreatedResponse, Errors<RawEditErrors>> {
         let prompt = edit_prompt(prompt.0.0.as_deref())?;
         let webhook_url = service::check_webhook(&state, webhook_url.0.as_deref())?;
         if photo.0.is_empty() {

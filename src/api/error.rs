@@ -110,15 +110,10 @@ impl<S: ErrorSet> ApiResponse for Errors<S> {
                     description,
                     status: Some(status),
                     status_range: None,
-                    // A 414 comes from the HTTP layer, before Pictor reads the request: no body.
-                    content: if status == 414 {
-                        vec![]
-                    } else {
-                        vec![MetaMediaType {
-                            content_type: <Json<ErrorBody> as Payload>::CONTENT_TYPE,
-                            schema: <Json<ErrorBody> as Payload>::schema_ref(),
-                        }]
-                    },
+                    content: vec![MetaMediaType {
+                        content_type: <Json<ErrorBody> as Payload>::CONTENT_TYPE,
+                        schema: <Json<ErrorBody> as Payload>::schema_ref(),
+                    }],
                     headers: vec![],
                 })
                 .collect(),
@@ -209,7 +204,9 @@ error_sets! {
         (413, "`image_too_large`: the photo (or the request body) is over 20 MiB."),
         INTERNAL,
     ];
-    /// `POST /v1/edit/raw`.
+    /// `POST /v1/edit/raw`. (A query over 64 KiB is refused by the HTTP layer with a bare 414
+    /// before Pictor reads it; it is not published, since a response without a body beside
+    /// the typed ones stops progenitor. A 4000-character prompt always fits.)
     RawEditErrors = [
         EDIT_REFUSED,
         UNAUTHORIZED,
@@ -217,9 +214,6 @@ error_sets! {
         BANNED,
         BUSY,
         (413, "`image_too_large`: the photo is over 20 MiB."),
-        (414, "The query is over 64 KiB (the HTTP layer refuses it before Pictor reads it, without \
-               a body): a prompt of 4000 characters always fits; send longer text through \
-               `POST /v1/edit`."),
         INTERNAL,
     ];
     /// `GET /v1/jobs/{job_id}`.

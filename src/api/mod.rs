@@ -119,12 +119,17 @@ fn build_map(spec: &str, public_url: &str) -> ApiMap {
 /// The OpenAPI document as served (used by the drift test and `pictor openapi`); with
 /// `multipart: false`, without the operation whose body is a multipart form.
 pub fn spec(public_url: &str, multipart: bool) -> String {
-    let map = build_map(&service(public_url, placeholder_map()).spec(), public_url);
+    let map = interface_map(public_url);
     if multipart {
         service(public_url, map).spec()
     } else {
         plain_service(public_url, map).spec()
     }
+}
+
+/// The map of the interface, built from a first rendering of the document.
+fn interface_map(public_url: &str) -> ApiMap {
+    build_map(&service(public_url, placeholder_map()).spec(), public_url)
 }
 
 fn placeholder_map() -> ApiMap {
@@ -140,11 +145,12 @@ fn placeholder_map() -> ApiMap {
 
 /// All routes under `/api/pictor` (absolute paths), with body limits and JSON errors.
 pub fn routes(public_url: &str) -> impl Endpoint<Output = Response> + use<> {
-    let map = build_map(&service(public_url, placeholder_map()).spec(), public_url);
+    let map = interface_map(public_url);
     let allow = std::sync::Arc::new(AllowTable::from_map(&map));
-    let full: std::sync::Arc<str> = spec(public_url, true).into();
-    let plain: std::sync::Arc<str> = spec(public_url, false).into();
+    // Both documents are made once; each request sends a shared copy.
+    let plain = bytes::Bytes::from(plain_service(public_url, map.clone()).spec());
     let api = service(public_url, map);
+    let full = bytes::Bytes::from(api.spec());
     let spec = poem::endpoint::make_sync(move |req| {
         let multipart = req
             .uri()
@@ -153,7 +159,7 @@ pub fn routes(public_url: &str) -> impl Endpoint<Output = Response> + use<> {
             .split('&')
             .all(|pair| pair != "multipart=false");
         let text = if multipart { &full } else { &plain };
-        text.to_string()
+        poem::Body::from(text.clone())
             .with_header(
                 poem::http::header::CONTENT_TYPE,
                 "application/json; charset=utf-8",

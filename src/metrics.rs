@@ -73,6 +73,7 @@ pub struct Metrics {
     pub jobs_active: Family<StateLabels, Gauge>,
     pub queue_depth: Gauge,
     pub signins: Family<ResultLabels, Gauge>,
+    pub password_checks: Gauge,
     pub webhook_attempts: Family<ResultLabels, Counter>,
     pub backend_up: Family<EndpointLabels, Gauge>,
     pub backend_in_flight: Family<EndpointLabels, Gauge>,
@@ -97,6 +98,7 @@ impl Default for Metrics {
         let jobs_active = Family::<StateLabels, Gauge>::default();
         let queue_depth = Gauge::default();
         let signins = Family::<ResultLabels, Gauge>::default();
+        let password_checks = Gauge::default();
         let webhook_attempts = Family::<ResultLabels, Counter>::default();
         let backend_up = Family::<EndpointLabels, Gauge>::default();
         let backend_in_flight = Family::<EndpointLabels, Gauge>::default();
@@ -144,6 +146,11 @@ impl Default for Metrics {
             signins.clone(),
         );
         registry.register(
+            "password_checks",
+            "Passwords checked against their hash by the sign-in form since start (attempts refused earlier, by the throttle or the bot check, are not)",
+            password_checks.clone(),
+        );
+        registry.register(
             "webhook_attempts",
             "Webhook delivery attempts, by result (delivered, retry, failed)",
             webhook_attempts.clone(),
@@ -178,6 +185,7 @@ impl Default for Metrics {
             jobs_active,
             queue_depth,
             signins,
+            password_checks,
             webhook_attempts,
             backend_up,
             backend_in_flight,

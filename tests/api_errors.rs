@@ -462,7 +462,6 @@ async fn unknown_routes_and_methods_are_json() {
         "/api/pictor/v2/generate",
         "/api/pictor/v1/nope",
         "/nothing-here",
-        "/files/../../etc/passwd",
         "/files/abc.png",
     ] {
         let r = s.client.get(s.url(path)).send().await.unwrap();
@@ -507,5 +506,76 @@ async fn unknown_routes_and_methods_are_json() {
         ["GET", "HEAD"],
         "a cancel is POST …/cancel, not DELETE"
     );
+    s.stop().await;
+}
+
+/// Sends `GET {target}` exactly as written (no client-side normalisation of `..` or
+/// percent-escapes) and returns the status and the body.
+async fn raw_get(base: &str, target: &str) -> (u16, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
+    let request = format!("GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    let head_end = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("an HTTP answer");
+    let head = String::from_utf8_lossy(&answer[..head_end]).into_owned();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, answer[head_end + 4..].to_vec())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_traversal_under_files_reaches_nothing() {
+    let s = TestServer::start().await;
+    let (_, key) = s.user("walk@example.com", 10, true);
+    // Bait beside the pictures folder and in the data folder, and the store itself.
+    std::fs::write(s.data_dir().join("bait.png"), "BAIT-IN-DATA").unwrap();
+    std::fs::write(
+        s.data_dir().join("images").join("bait.png"),
+        "BAIT-IN-IMAGES",
+    )
+    .unwrap();
+    // The raw client reaches a real picture, so the refusals below are the server's own.
+    let (_, c) = s.generate(&key, json!({"prompt": "a red boat"})).await;
+    let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;
+    let photo = done["photo_url"].as_str().unwrap();
+    let path = &photo[photo.find("/files/").unwrap()..];
+    let (status, body) = raw_get(&s.base, path).await;
+    assert_eq!(status, 200);
+    assert!(body.starts_with(b"\x89PNG"), "the picture itself");
+    for target in [
+        "/files/../../etc/passwd",
+        "/files/../pictor.redb",
+        "/files/../bait.png",
+        "/files/..%2fpictor.redb",
+        "/files/..%2Fbait.png",
+        "/files/%2e%2e%2fbait.png",
+        "/files/%2e%2e/%2e%2e/etc/passwd",
+        "/files/..%5cbait.png",
+        "/files/..%252fbait.png",
+        "/files/bait.png",
+        "/files/%2fetc%2fpasswd",
+        "/files/images%2fbait.png",
+        "/files/./bait.png",
+    ] {
+        let (status, body) = raw_get(&s.base, target).await;
+        let text = String::from_utf8_lossy(&body);
+        assert!(status == 404 || status == 400, "{target}: {status} {text}");
+        assert!(
+            !text.contains("BAIT") && !text.contains("root:"),
+            "{target}: {text}"
+        );
+        assert!(
+            !body.windows(4).any(|w| w == b"redb"),
+            "{target} read the store"
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&body).unwrap_or_else(|_| panic!("{target}: not JSON: {text}"));
+        assert_eq!(v["ok"], false, "{target}: {v}");
+    }
     s.stop().await;
 }

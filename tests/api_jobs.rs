@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use pictor::ops::AdminRequest;
+use pictor::render::Renderer as _;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,23 +245,37 @@ async fn long_poll_returns_on_completion_and_at_deadline() {
     );
     assert!(v["status"] == "queued" || v["status"] == "running", "{v}");
 
-    // Completion: a 60 s wait returns as soon as the job finishes.
+    // Completion: a 60 s wait returns as soon as the job finishes: it blocks while the gate is
+    // closed, and answers within a second of the moment the job was finished (by the server's
+    // own `finished_at`), not at a later re-check.
+    let opened_at = Arc::new(std::sync::Mutex::new(None));
     let opener = {
-        let gate = gate.clone();
+        let (gate, opened_at, clock) = (gate.clone(), opened_at.clone(), s.clock.clone());
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(300)).await;
+            *opened_at.lock().unwrap() = Some(clock.now());
             gate.open();
         })
     };
-    let t = Instant::now();
     let (st, v) = s
         .get(&key, &format!("/api/pictor/v1/jobs/{id}?wait=60"))
         .await;
+    let returned = s.clock.now();
     assert_eq!(st, 200);
     assert_eq!(v["status"], "done", "{v}");
+    let opened = opened_at
+        .lock()
+        .unwrap()
+        .expect("returned before the gate opened");
+    let finished = v["finished_at"].as_u64().unwrap();
     assert!(
-        t.elapsed() < Duration::from_secs(30),
-        "long-poll did not return on completion"
+        finished >= opened,
+        "finished {finished} before the gate opened {opened}"
+    );
+    assert!(
+        returned - finished < 1000,
+        "long-poll answered {} ms after the job finished",
+        returned - finished
     );
     opener.await.unwrap();
     // A finished job answers at once, whatever the wait.
@@ -386,6 +401,192 @@ async fn daily_limit_fails_the_job_and_resets_next_day() {
     s.stop().await;
 }
 
+/// Moves the server's clock to `hh:mm` UTC of the current test day (or of the next one when
+/// `next_day`), and returns the new time.
+fn set_time_of_day(s: &TestServer, hh: u64, mm: u64, next_day: bool) -> u64 {
+    const DAY: u64 = 86_400_000;
+    let now = s.clock.now();
+    let day_start = now - now % DAY + if next_day { DAY } else { 0 };
+    let target = day_start + (hh * 60 + mm) * 60_000;
+    s.clock.advance(target as i64 - now as i64);
+    s.clock.now()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_daily_limits_reset_at_midnight_utc_not_after_24_hours() {
+    let s = TestServer::with_renderer(Arc::new(open_gate())).await;
+    let (_, basic) = s.user("basic@example.com", 1000, false);
+    let (_, pro) = s.user("pro@example.com", 1000, true);
+    // Noon UTC: both use up the default limits (25 and 250 generations a day).
+    set_time_of_day(&s, 12, 0, false);
+    let use_up = |key: String, limit: usize| {
+        let s = &s;
+        async move {
+            for i in 0..limit {
+                let (st, c) = s
+                    .generate(&key, json!({"prompt": format!("noon {i}")}))
+                    .await;
+                assert_eq!(st, 202, "{c}");
+                let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;
+                assert_eq!(done["status"], "done", "{done}");
+            }
+            let me = s.me(&key).await;
+            assert_eq!(me["daily_used"], limit, "{me}");
+            assert_eq!(me["daily_limit"], limit, "{me}");
+        }
+    };
+    tokio::join!(use_up(basic.clone(), 25), use_up(pro.clone(), 250));
+    // 23:59 the same day: one more is refused at start, nothing charged.
+    let at = set_time_of_day(&s, 23, 59, false);
+    for key in [&basic, &pro] {
+        let balance = s.me(key).await["balance"].as_i64().unwrap();
+        let (st, c) = s.generate(key, json!({"prompt": "23:59"})).await;
+        assert_eq!(st, 202, "{c}");
+        let failed = s.finish(key, c["job_id"].as_str().unwrap()).await;
+        assert_eq!(failed["error_code"], "daily_limit", "{failed}");
+        assert_eq!(failed["balance"], balance, "{failed}");
+        let refused_at = failed["finished_at"].as_u64().unwrap();
+        assert!(
+            (at..at + 60_000).contains(&refused_at),
+            "refused at {refused_at}, not 23:59"
+        );
+    }
+    // 00:01 the next day, 12 hours after the noon jobs (a rolling 24 hours would still refuse):
+    // the limit is fresh.
+    set_time_of_day(&s, 0, 1, true);
+    for key in [&basic, &pro] {
+        assert_eq!(s.me(key).await["daily_used"], 0);
+        let (st, c) = s.generate(key, json!({"prompt": "00:01"})).await;
+        assert_eq!(st, 202, "{c}");
+        let done = s.finish(key, c["job_id"].as_str().unwrap()).await;
+        assert_eq!(done["status"], "done", "{done}");
+        assert_eq!(s.me(key).await["daily_used"], 1);
+    }
+    s.assert_books_balanced();
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_wait_for_a_render_slot_in_creation_order() {
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let gate = Gate::default();
+    let s = TestServer::with_renderer(Arc::new(Recorder {
+        gate: gate.clone(),
+        order: order.clone(),
+    }))
+    .await;
+    let mut jobs = Vec::new();
+    for i in 0..6 {
+        let (_, key) = s.user(&format!("q{i}@example.com"), 10, false);
+        let (st, c) = s
+            .generate(
+                &key,
+                json!({"prompt": format!("job {i}"), "enhance": false}),
+            )
+            .await;
+        assert_eq!(st, 202, "{c}");
+        let id = c["job_id"].as_str().unwrap().to_string();
+        if i == 0 {
+            s.wait_for_job(&key, &id, "running", |v| v["status"] == "running")
+                .await;
+        } else {
+            // Each new job joins the end of the line.
+            s.wait_for_job(&key, &id, "queued last", |v| v["queue_position"] == i)
+                .await;
+        }
+        jobs.push((key, id));
+    }
+    gate.open();
+    for (key, id) in &jobs {
+        assert_eq!(s.finish(key, id).await["status"], "done");
+    }
+    let expected: Vec<String> = (0..6).map(|i| format!("job {i}")).collect();
+    assert_eq!(*order.lock().unwrap(), expected);
+    s.assert_books_balanced();
+    s.stop().await;
+}
+
+/// Renders (after its gate opens) in one slot and remembers the prompts in render order.
+struct Recorder {
+    gate: Gate,
+    order: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl pictor::render::Renderer for Recorder {
+    fn generate(
+        &self,
+        spec: &pictor::render::GenerateSpec,
+    ) -> Result<pictor::render::Picture, pictor::render::RenderError> {
+        self.order.lock().unwrap().push(spec.prompt.clone());
+        self.gate.generate(spec)
+    }
+
+    fn edit(
+        &self,
+        spec: &pictor::render::EditSpec,
+    ) -> Result<pictor::render::Picture, pictor::render::RenderError> {
+        self.gate.edit(spec)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edges_of_the_accepted_ranges_are_accepted() {
+    let s = TestServer::with_renderer(Arc::new(open_gate())).await;
+    let (_, key) = s.user("edges@example.com", 100, true);
+    let run = |body: serde_json::Value| {
+        let (s, key) = (&s, key.clone());
+        async move {
+            let (st, c) = s.generate(&key, body.clone()).await;
+            assert_eq!(st, 202, "{body}: {c}");
+            let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;
+            assert_eq!(done["status"], "done", "{done}");
+            done
+        }
+    };
+    // seed: -1 means random (reported as the seed actually used), 0 and 4294967295 are kept.
+    let random = run(json!({"prompt": "a boat", "seed": -1})).await;
+    assert!(
+        random["seed"].as_u64().unwrap() <= u32::MAX as u64,
+        "{random}"
+    );
+    for seed in [0u64, 4_294_967_295] {
+        assert_eq!(
+            run(json!({"prompt": "a boat", "seed": seed})).await["seed"],
+            seed
+        );
+    }
+    for seed in [json!(-2), json!(4_294_967_296u64)] {
+        assert_error(
+            &s.generate(&key, json!({"prompt": "a boat", "seed": seed}))
+                .await,
+            400,
+            "invalid_request",
+        );
+    }
+    // Newline, carriage return and tab are allowed in prompts and kept as sent; other control
+    // characters are refused.
+    let prompt = "a boat\non the sea,\tat dawn\r\nwith gulls";
+    assert_eq!(run(json!({ "prompt": prompt })).await["prompt"], prompt);
+    for bad in ["a\u{7}boat", "a\u{1b}[31mboat", "a\u{7f}boat"] {
+        assert_error(
+            &s.generate(&key, json!({ "prompt": bad })).await,
+            400,
+            "invalid_prompt",
+        );
+    }
+    // 4000 characters (not bytes: 16,000 bytes of four-byte characters) is the most.
+    let longest = "🐱".repeat(4000);
+    assert_eq!(run(json!({ "prompt": longest })).await["prompt"], longest);
+    assert_error(
+        &s.generate(&key, json!({ "prompt": "🐱".repeat(4001) }))
+            .await,
+        400,
+        "invalid_prompt",
+    );
+    s.assert_books_balanced();
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credits_checked_again_at_start_and_queue_overflow_is_tokens_exhausted() {
     let gate = Gate::default();
@@ -402,23 +603,17 @@ async fn credits_checked_again_at_start_and_queue_overflow_is_tokens_exhausted()
 
     let (_, ja) = s.generate(&a, json!({"prompt": "first"})).await;
     // Wait until A's job holds the only render slot.
-    for _ in 0..100 {
-        if s.get(
-            &a,
-            &format!("/api/pictor/v1/jobs/{}", ja["job_id"].as_str().unwrap()),
-        )
-        .await
-        .1["status"]
-            == "running"
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    s.wait_for_job(&a, ja["job_id"].as_str().unwrap(), "running", |v| {
+        v["status"] == "running"
+    })
+    .await;
     let (st, jb) = s.generate(&b, json!({"prompt": "second"})).await;
     assert_eq!(st, 202);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    // The queue holds one waiting job: C's overflows.
+    // B's job waits in the render queue (first in line); the queue is full now: C's overflows.
+    s.wait_for_job(&b, jb["job_id"].as_str().unwrap(), "first in line", |v| {
+        v["status"] == "queued" && v["queue_position"] == 1
+    })
+    .await;
     let (st, jc) = s.generate(&c, json!({"prompt": "third"})).await;
     assert_eq!(st, 202);
     let fc = s.finish(&c, jc["job_id"].as_str().unwrap()).await;
@@ -454,7 +649,10 @@ async fn queue_timeout_is_tokens_exhausted() {
     let (_, a) = s.user("a@example.com", 10, false);
     let (_, b) = s.user("b@example.com", 10, false);
     let (_, ja) = s.generate(&a, json!({"prompt": "slow"})).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    s.wait_for_job(&a, ja["job_id"].as_str().unwrap(), "running", |v| {
+        v["status"] == "running"
+    })
+    .await;
     let (_, jb) = s.generate(&b, json!({"prompt": "waits too long"})).await;
     let fb = s.finish(&b, jb["job_id"].as_str().unwrap()).await;
     assert_eq!(fb["error_code"], "tokens_exhausted");

@@ -58,12 +58,17 @@ async fn full_disk_under_the_store_fails_cleanly_and_recovers() {
     };
     // One job works.
     let (st, c) = status_json(generate(server.base.clone()).await.unwrap()).await;
-    assert_eq!(st, 202);
-    http.get(format!("{}?wait=30", c["poll_url"].as_str().unwrap()))
+    assert_eq!(st, 202, "{c}");
+    let first: serde_json::Value = http
+        .get(format!("{}?wait=30", c["poll_url"].as_str().unwrap()))
         .bearer_auth(&key)
         .send()
         .await
+        .unwrap()
+        .json()
+        .await
         .unwrap();
+    assert_eq!(first["status"], "done", "{first}");
 
     // Fill the filesystem completely.
     let filler = data.join("filler");
@@ -74,56 +79,82 @@ async fn full_disk_under_the_store_fails_cleanly_and_recovers() {
         while f.write_all(&chunk).is_ok() {}
         let _ = f.sync_all();
     }
-    // Requests keep getting clear answers; nothing panics.
-    let mut statuses = Vec::new();
-    for _ in 0..5 {
-        match generate(server.base.clone()).await {
-            Ok(r) => {
-                let (st, v) = status_json(r).await;
-                assert!(v["ok"].is_boolean(), "{v}");
-                if st == 202 {
-                    http.get(format!("{}?wait=10", v["poll_url"].as_str().unwrap()))
-                        .bearer_auth(&key)
-                        .send()
-                        .await
-                        .unwrap();
-                }
-                statuses.push(st);
-            }
-            Err(e) => panic!("the server stopped answering: {e}"),
+    // Every request that needs a commit is refused with the documented JSON 500, and changes
+    // nothing: the balance and the job history read back the same after each refusal.
+    let books = |base: String| {
+        let (http, key) = (http.clone(), key.clone());
+        async move {
+            let me: serde_json::Value = http
+                .get(format!("{base}/api/pictor/v1/me"))
+                .bearer_auth(&key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let jobs: serde_json::Value = http
+                .get(format!("{base}/api/pictor/v1/jobs?limit=100"))
+                .bearer_auth(&key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let ids: Vec<String> = jobs["jobs"]
+                .as_array()
+                .unwrap_or_else(|| panic!("reads work on a full disk: {jobs}"))
+                .iter()
+                .map(|j| format!("{} {}", j["job_id"], j["status"]))
+                .collect();
+            (me["balance"].as_i64().unwrap(), ids)
         }
+    };
+    let before = books(server.base.clone()).await;
+    assert_eq!(before.1.len(), 1, "{before:?}");
+    for attempt in 0..5 {
+        let r = generate(server.base.clone())
+            .await
+            .unwrap_or_else(|e| panic!("the server stopped answering: {e}"));
+        let got = status_json(r).await;
+        assert_error(&got, 500, "internal_error");
+        assert_eq!(
+            books(server.base.clone()).await,
+            before,
+            "refusal {attempt} changed the books"
+        );
     }
-    println!("disk full: generate answered {statuses:?}");
-    let me = http
-        .get(format!("{}/api/pictor/v1/me", server.base))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(me.status(), 200, "reads still work on a full disk");
 
     // Make room, restart: every job resolved, books balanced.
     std::fs::remove_file(&filler).unwrap();
     server.kill9();
     let server = spawn_server(&data, &[("PICTOR_DEBUG_FLAT_RENDER", "1")]);
+    assert_eq!(
+        books(server.base.clone()).await,
+        before,
+        "the restart lost or invented nothing"
+    );
+    // Commits work again: a new job is accepted and runs to the end before the server stops.
     let (st, c) = status_json(generate(server.base.clone()).await.unwrap()).await;
-    assert!(st == 202 || st == 409, "{c}");
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(st, 202, "{c}");
+    let done: serde_json::Value = http
+        .get(format!("{}?wait=60", c["poll_url"].as_str().unwrap()))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(done["status"], "done", "{done}");
     server.terminate();
     let store = Store::open(&data.join("pictor.redb")).unwrap();
-    for j in store.all_jobs().unwrap() {
-        assert!(j.status.is_terminal(), "{} left {:?}", j.job_id(), j.status);
-    }
-    for u in store.users().unwrap() {
-        assert_eq!(
-            u.balance,
-            store
-                .ledger(u.id)
-                .unwrap()
-                .iter()
-                .map(|e| e.delta)
-                .sum::<i64>()
-        );
-        assert!(store.active_job(u.id).unwrap().is_none());
-    }
+    assert_eq!(
+        store.all_jobs().unwrap().len(),
+        2,
+        "the refused requests made no job"
+    );
+    let mismatches = books_mismatches(&store, &data);
+    assert!(mismatches.is_empty(), "{mismatches:#?}");
 }

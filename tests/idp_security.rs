@@ -147,15 +147,57 @@ async fn try_login(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn brute_force_is_throttled_but_the_owner_still_gets_in() {
     let s = TestServer::start().await;
+    let checks = || {
+        s.handle
+            .as_ref()
+            .unwrap()
+            .state
+            .idp
+            .password_checks
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    // A script that does not solve the bot check, from one address: 3 passwords checked, then
+    // the challenge and no password is checked any more (not even the right one), then 429 once
+    // the address has made its 20 attempts of the minute.
+    s.person("dora@example.com", "dora's password!");
+    let mut script = Browser::from_ip("127.0.0.10");
+    let mut statuses = Vec::new();
+    for i in 0..25 {
+        let guess = if i == 10 {
+            "dora's password!".to_string()
+        } else {
+            format!("guess {i}")
+        };
+        let before = checks();
+        let r = try_login(&s, &mut script, "dora@example.com", &guess, false).await;
+        let checked = checks() - before;
+        match i {
+            0..3 => assert_eq!((r.status, checked), (401, 1), "guess {i}: {}", r.body),
+            3..20 => {
+                assert_eq!((r.status, checked), (400, 0), "guess {i}: {}", r.body);
+                assert!(r.body.contains("name=\"pow_challenge\""), "guess {i}");
+            }
+            _ => assert_eq!((r.status, checked), (429, 0), "guess {i}: {}", r.body),
+        }
+        statuses.push(r.status);
+    }
+    let count = |st: u16| statuses.iter().filter(|x| **x == st).count();
+    println!(
+        "brute force without the bot check: 25 rapid guesses → {} passwords checked, {} refused for the bot check, {} × 429",
+        count(401),
+        count(400),
+        count(429)
+    );
+
+    // One attacker that solves every challenge (it only costs it the work): a challenge after
+    // 3 failures, growing delays after 5, at most 20 attempts a minute.
     s.person("erin@example.com", "erin's password!");
-    // One attacker hammering from one address: a challenge after 3 failures, growing delays
-    // after 5, at most 20 attempts a minute.
     let mut attacker = Browser::from_ip("127.0.0.11");
     let mut statuses = Vec::new();
     let mut challenge_from = None;
+    let before = checks();
     for i in 0..25 {
         let guess = format!("guess {i}");
-        // A script can solve the challenge too: it only costs it the work.
         let r = try_login(&s, &mut attacker, "erin@example.com", &guess, true).await;
         if challenge_from.is_none() && r.body.contains("name=\"pow_challenge\"") {
             challenge_from = Some(i);
@@ -164,9 +206,15 @@ async fn brute_force_is_throttled_but_the_owner_still_gets_in() {
     }
     let checked = statuses.iter().filter(|s| **s == 401).count();
     println!(
-        "brute force: {checked} of 25 rapid guesses had their password checked; challenge from attempt {challenge_from:?}"
+        "brute force solving the bot check: {checked} of 25 rapid guesses had their password checked; challenge from attempt {challenge_from:?}"
+    );
+    assert_eq!(
+        checks() - before,
+        checked as u64,
+        "every checked password answered 401, no other"
     );
     assert!(statuses.contains(&429), "never throttled: {statuses:?}");
+    // 5 before the delays start; a 6th when solving a challenge outlasts the first 1 s delay.
     assert!((5..=6).contains(&checked), "{statuses:?}");
     assert_eq!(challenge_from, Some(2), "challenge after 3 failures");
     // Spaced out past each delay, the attacker's delays keep doubling (8 failures: 8 s).

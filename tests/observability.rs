@@ -143,12 +143,28 @@ async fn every_log_line_of_a_request_carries_its_id_and_no_secret() {
         .unwrap();
     child.wait().unwrap();
     let text = std::fs::read_to_string(&log).unwrap();
-    let create: Vec<&str> = text
+    let job_id = c["job_id"].as_str().unwrap();
+    // Every line about the job (its creation, queueing, render, finish) carries the id of the
+    // request that created it; the poll's own lines carry the poll's id.
+    let job_lines: Vec<&str> = text
         .lines()
+        .filter(|l| l.contains(job_id) || l.contains("req-create-1"))
+        .collect();
+    assert!(
+        job_lines.iter().filter(|l| l.contains(job_id)).count() >= 2,
+        "the render and the finish are logged with the job: {text}"
+    );
+    for line in &job_lines {
+        assert!(
+            line.contains("req-create-1") || line.contains("req-poll-1"),
+            "a line about the job without a request id: {line}\n{text}"
+        );
+    }
+    let create: Vec<&&str> = job_lines
+        .iter()
         .filter(|l| l.contains("req-create-1"))
         .collect();
     assert!(create.iter().any(|l| l.contains("status=202")), "{text}");
-    // The job's own lines (render, finish) carry the id of the request that created it.
     assert!(create.iter().any(|l| l.contains("job finished")), "{text}");
     assert!(
         text.lines()

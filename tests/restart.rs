@@ -142,3 +142,164 @@ async fn edit_with_lost_source_fails_source_missing_with_refund() {
     assert_eq!(v["balance"], 10);
     server.terminate();
 }
+
+/// Starts the job's renders (a minute-long render each time) and SIGKILLs the server while it
+/// runs, `times` times; returns the server started after the last kill.
+async fn interrupt(
+    d: &std::path::Path,
+    client: &reqwest::Client,
+    key: &str,
+    id: &str,
+    mut server: ChildServer,
+    times: usize,
+) -> ChildServer {
+    for attempt in 1..=times {
+        let running = wait_status(client, &server.base, key, id, "running").await;
+        assert_eq!(
+            running["balance"], 15,
+            "attempt {attempt}: charged once, at the first start"
+        );
+        server.kill9();
+        server = spawn_server(d, &[("PICTOR_DEBUG_RENDER_DELAY_MS", "60000")]);
+    }
+    server
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_interrupted_three_times_is_given_up_with_a_refund() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let key = cli_user_key(d, "i@example.com", 20);
+    let client = reqwest::Client::new();
+    let server = spawn_server(d, &[("PICTOR_DEBUG_RENDER_DELAY_MS", "60000")]);
+    let r = client
+        .post(format!("{}/api/pictor/v1/generate", server.base))
+        .bearer_auth(&key)
+        .json(&json!({"prompt": "a lighthouse", "model": "artist"}))
+        .send()
+        .await
+        .unwrap();
+    let (st, c) = status_json(r).await;
+    assert_eq!(st, 202, "{c}");
+    let id = c["job_id"].as_str().unwrap().to_string();
+    // Interrupted twice: it runs a third time.
+    let server = interrupt(d, &client, &key, &id, server, 2).await;
+    let third = wait_status(&client, &server.base, &key, &id, "running").await;
+    assert_eq!(third["balance"], 15);
+    // The third interruption gives it up: failed, credits and daily slot returned.
+    server.kill9();
+    let server = spawn_server(d, &[]);
+    let r = client
+        .get(format!("{}/api/pictor/v1/jobs/{id}", server.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    let (_, v) = status_json(r).await;
+    assert_eq!(v["status"], "failed", "{v}");
+    assert_eq!(v["error_code"], "generation_failed", "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted by 3 server restarts"),
+        "{v}"
+    );
+    assert_eq!(v["balance"], 20, "{v}");
+    let r = client
+        .get(format!("{}/api/pictor/v1/me", server.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    let me = status_json(r).await.1;
+    assert_eq!(
+        (me["daily_used"].as_u64(), &me["active_job"]),
+        (Some(0), &json!(null)),
+        "{me}"
+    );
+    server.terminate();
+    let store = Store::open(&d.join("pictor.redb")).unwrap();
+    let job = store.all_jobs().unwrap().pop().unwrap();
+    assert_eq!(job.attempts, 3);
+    let mismatches = books_mismatches(&store, d);
+    assert!(mismatches.is_empty(), "{mismatches:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_left_queued_run_after_a_restart_in_creation_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let keys: Vec<String> = (0..4)
+        .map(|i| cli_user_key(d, &format!("q{i}@example.com"), 20))
+        .collect();
+    let client = reqwest::Client::new();
+    // One render slot held by a minute-long render: the other three jobs stay queued.
+    let server = spawn_server(
+        d,
+        &[
+            ("PICTOR_DEBUG_RENDER_DELAY_MS", "60000"),
+            ("PICTOR_RENDER_WORKERS", "1"),
+        ],
+    );
+    let mut ids = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        let r = client
+            .post(format!("{}/api/pictor/v1/generate", server.base))
+            .bearer_auth(key)
+            .json(&json!({"prompt": format!("queued {i}"), "model": "fast"}))
+            .send()
+            .await
+            .unwrap();
+        let (st, c) = status_json(r).await;
+        assert_eq!(st, 202, "{c}");
+        let id = c["job_id"].as_str().unwrap().to_string();
+        let want = if i == 0 { "running" } else { "queued" };
+        let v = wait_status(&client, &server.base, key, &id, want).await;
+        if i > 0 {
+            assert_eq!(v["balance"], 20, "a queued job is not charged yet");
+        }
+        ids.push(id);
+    }
+    server.kill9();
+    // Restarted with 200 ms renders in one slot: every job runs, one after another, in the
+    // order they were created (the interrupted one first).
+    let server = spawn_server(
+        d,
+        &[
+            ("PICTOR_DEBUG_RENDER_DELAY_MS", "200"),
+            ("PICTOR_RENDER_WORKERS", "1"),
+        ],
+    );
+    let mut spans = Vec::new();
+    for (key, id) in keys.iter().zip(&ids) {
+        let r = client
+            .get(format!("{}/api/pictor/v1/jobs/{id}?wait=60", server.base))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap();
+        let (_, v) = status_json(r).await;
+        assert_eq!(v["status"], "done", "{v}");
+        assert_eq!(
+            v["balance"].as_i64().unwrap(),
+            20 - v["cost"].as_i64().unwrap(),
+            "charged once: {v}"
+        );
+        spans.push((
+            v["started_at"].as_u64().unwrap(),
+            v["finished_at"].as_u64().unwrap(),
+        ));
+    }
+    // Each starts when the one created before it has had its render (200 ms) in the one slot.
+    for w in spans.windows(2) {
+        assert!(
+            w[1].0 >= w[0].0 + 200,
+            "not one after another in creation order: {spans:?}"
+        );
+    }
+    server.terminate();
+    let store = Store::open(&d.join("pictor.redb")).unwrap();
+    let mismatches = books_mismatches(&store, d);
+    assert!(mismatches.is_empty(), "{mismatches:#?}");
+}

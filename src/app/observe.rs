@@ -66,12 +66,12 @@ pub async fn request<E: Endpoint>(
 /// loopback admin channel only.
 #[handler]
 pub async fn metrics_public(req: &Request, state: Data<&AppState>) -> Response {
+    use crate::api::error::{codes, json_response};
     let Some(expected) = state.config.metrics_token.as_deref() else {
-        return (
-            StatusCode::NOT_FOUND,
-            Json(json!({"ok": false, "error_code": "not_found", "error_message": "/metrics is served only when metrics_token is configured (see README, Observability)"})),
-        )
-            .into_response();
+        return json_response(
+            codes::NOT_FOUND,
+            "/metrics is served only when metrics_token is configured (see README, Observability)",
+        );
     };
     let presented = req
         .headers()
@@ -83,11 +83,10 @@ pub async fn metrics_public(req: &Request, state: Data<&AppState>) -> Response {
         &crate::idp::crypto::sha256(presented),
         &crate::idp::crypto::sha256(expected),
     ) {
-        let mut resp = (
-            StatusCode::UNAUTHORIZED,
-            Json(json!({"ok": false, "error_code": "unauthorized", "error_message": "send Authorization: Bearer <metrics_token>"})),
-        )
-            .into_response();
+        let mut resp = json_response(
+            codes::UNAUTHORIZED,
+            "send Authorization: Bearer <metrics_token>",
+        );
         resp.headers_mut().insert(
             header::WWW_AUTHENTICATE,
             HeaderValue::from_static("Bearer realm=\"metrics\""),
@@ -122,6 +121,8 @@ pub fn metrics_text(state: &AppState) -> Response {
             result: "failed".into(),
         })
         .set(state.idp.signins_failed.load(Ordering::Relaxed) as i64);
+    m.password_checks
+        .set(state.idp.password_checks.load(Ordering::Relaxed) as i64);
     m.observe_backends(&state.jobs.backends_status());
     let mut resp = m.encode().into_response();
     resp.headers_mut().insert(

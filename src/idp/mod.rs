@@ -50,6 +50,9 @@ pub struct IdpState {
     /// An administrator has been seen in the store (first-start setup is over).
     pub admin_seen: std::sync::atomic::AtomicBool,
     pub signins_failed: AtomicU64,
+    /// Passwords checked against their hash by the sign-in form (the costly step the throttle
+    /// and the bot check exist to spare).
+    pub password_checks: AtomicU64,
     /// SHA-256 of the one-time setup token, while the store has no users (see `setup_link`).
     pub setup_token: std::sync::Mutex<Option<[u8; 32]>>,
 }
@@ -65,6 +68,7 @@ impl IdpState {
             signins_ok: AtomicU64::new(0),
             admin_seen: std::sync::atomic::AtomicBool::new(false),
             signins_failed: AtomicU64::new(0),
+            password_checks: AtomicU64::new(0),
             setup_token: std::sync::Mutex::new(None),
         }
     }

@@ -56,6 +56,8 @@ struct Inner {
     live: Mutex<HashMap<JobId, Live>>,
     /// Arrival order of the queue.
     next_seq: AtomicU64,
+    /// Bumped whenever a job leaves the queue, so the next in line takes its turn.
+    queue_moved: tokio::sync::watch::Sender<u64>,
     /// Recent render seconds per model id (moving average), for queue ETAs.
     durations: Mutex<HashMap<&'static str, f64>>,
     /// Signalled whenever a job ends, so the webhook worker looks at the outbox at once.
@@ -136,6 +138,7 @@ impl JobEngine {
                 paused: tokio::sync::watch::Sender::new(false),
                 live: Mutex::new(HashMap::new()),
                 next_seq: AtomicU64::new(0),
+                queue_moved: tokio::sync::watch::Sender::new(0),
                 durations: Mutex::new(HashMap::new()),
                 ended: Arc::default(),
             }),
@@ -202,7 +205,9 @@ impl JobEngine {
                 model: job.model,
                 control: control.clone(),
                 cancel,
-                queued: None,
+                // The place in line is taken here, in the order jobs are submitted (creation
+                // order, and oldest first on resume), not when the task first runs.
+                queued: Some(inner.next_seq.fetch_add(1, Ordering::SeqCst)),
                 started: None,
             },
         );
@@ -426,12 +431,6 @@ async fn finish(inner: &Inner, id: JobId, outcome: FinishOutcome) {
 }
 
 /// Puts a job in the queue's arrival order.
-fn enter_queue(inner: &Inner, id: JobId) {
-    if let Some(me) = lock(&inner.live).get_mut(&id) {
-        me.queued = Some(inner.next_seq.fetch_add(1, Ordering::SeqCst));
-    }
-}
-
 /// Takes a job out of the queue (`started`: into a render slot) and wakes the watchers of every
 /// job whose view changed: its own, and those of the jobs still waiting (their places moved).
 fn leave_queue(inner: &Inner, id: JobId, started: bool) {
@@ -448,6 +447,16 @@ fn leave_queue(inner: &Inner, id: JobId, started: bool) {
             inner.watchers.changed(*other);
         }
     }
+    inner.queue_moved.send_modify(|n| *n = n.wrapping_add(1));
+}
+
+/// Whether `id` is first in line: no waiting job arrived before it.
+fn first_in_line(inner: &Inner, id: JobId) -> bool {
+    let live = lock(&inner.live);
+    let Some(mine) = live.get(&id).and_then(|l| l.queued) else {
+        return true;
+    };
+    !live.values().any(|l| l.queued.is_some_and(|s| s < mine))
 }
 
 async fn run(
@@ -460,7 +469,6 @@ async fn run(
     // Bounded queue: beyond `queue_size` waiting jobs, fail at once instead of queueing forever.
     let waiting = inner.waiting.fetch_add(1, Ordering::SeqCst) + 1;
     let guard = WaitingGuard(&inner.waiting);
-    enter_queue(inner, id);
     if waiting > inner.queue_size {
         drop(guard);
         leave_queue(inner, id, false);
@@ -481,7 +489,7 @@ async fn run(
         return;
     }
     let acquired = tokio::select! {
-        acquired = acquire_unpaused(inner) => Some(acquired),
+        acquired = acquire_in_turn(inner, id) => Some(acquired),
         // Cancelled while waiting: the store has it failed already; just leave the queue.
         _ = cancelled.wait_for(|c| *c) => None,
     };
@@ -626,12 +634,33 @@ async fn run(
 
 /// Waits until rendering is not paused, then for a render slot (within the queue timeout). A pause
 /// that begins while the job waits for its slot sends it back to waiting for the resume.
-async fn acquire_unpaused(inner: &Inner) -> Result<render::pool::Slot, ()> {
+/// Waits for the job's turn and a render slot: jobs take slots strictly in the order they
+/// joined the queue (only the first in line waits on the pool, whose semaphore is fair), and not
+/// while rendering is paused. Fails after `queue_timeout` of waiting, paused time not counted.
+async fn acquire_in_turn(inner: &Inner, id: JobId) -> Result<render::pool::Slot, ()> {
     let mut paused = inner.paused.subscribe();
+    let mut moved = inner.queue_moved.subscribe();
+    let mut deadline = tokio::time::Instant::now() + inner.queue_timeout;
     loop {
-        // The receiver lives as long as `inner`'s sender, so this only ends when not paused.
-        let _ = paused.wait_for(|p| !*p).await;
-        let slot = match tokio::time::timeout(inner.queue_timeout, inner.pool.acquire()).await {
+        if *paused.borrow_and_update() {
+            let since = tokio::time::Instant::now();
+            // The receiver lives as long as `inner`'s sender, so this only ends when not paused.
+            let _ = paused.wait_for(|p| !*p).await;
+            deadline += since.elapsed();
+        }
+        moved.borrow_and_update();
+        if !first_in_line(inner, id) {
+            tokio::select! {
+                changed = tokio::time::timeout_at(deadline, moved.changed()) => {
+                    if changed.is_err() {
+                        return Err(());
+                    }
+                }
+                _ = paused.changed() => {}
+            }
+            continue;
+        }
+        let slot = match tokio::time::timeout_at(deadline, inner.pool.acquire()).await {
             Ok(Ok(slot)) => slot,
             Ok(Err(_)) | Err(_) => return Err(()),
         };

@@ -162,6 +162,32 @@ impl TestServer {
         panic!("job {job_id} did not finish");
     }
 
+    /// Polls the job (every 10 ms, 60 s at most) until `until` holds for its body, and returns
+    /// the body; a deadline passed is a failure naming `what`.
+    pub async fn wait_for_job(
+        &self,
+        key: &str,
+        job_id: &str,
+        what: &str,
+        until: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let (s, v) = self
+                .get(key, &format!("/api/pictor/v1/jobs/{job_id}"))
+                .await;
+            assert_eq!(s, 200, "{v}");
+            if until(&v) {
+                return v;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "job {job_id} never became {what}: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     pub async fn download(&self, url: &str) -> image::RgbaImage {
         let r = self.client.get(url).send().await.unwrap();
         assert_eq!(r.status(), 200);
@@ -172,18 +198,11 @@ impl TestServer {
             .to_rgba8()
     }
 
-    /// Balance equals the ledger sum, and no active job is left, for every user.
+    /// The books balance and nothing is left half-done (see [`books_mismatches`]). Call it once
+    /// every job the test made has ended.
     pub fn assert_books_balanced(&self) {
-        let store = self.store();
-        for user in store.users().unwrap() {
-            let sum: i64 = store.ledger(user.id).unwrap().iter().map(|e| e.delta).sum();
-            assert_eq!(
-                user.balance, sum,
-                "balance of {} differs from its ledger",
-                user.email
-            );
-            assert!(user.balance >= 0);
-        }
+        let mismatches = books_mismatches(self.store(), &self.data_dir());
+        assert!(mismatches.is_empty(), "{mismatches:#?}");
     }
 
     pub async fn stop(mut self) {
@@ -252,16 +271,7 @@ impl Gate {
 }
 
 pub fn flat_picture(w: u32, h: u32, rgba: [u8; 4]) -> Picture {
-    Picture::from_rgba(
-        w,
-        h,
-        rgba.iter()
-            .copied()
-            .cycle()
-            .take((w * h * 4) as usize)
-            .collect(),
-    )
-    .unwrap()
+    Picture::from_rgba(w, h, rgba.repeat((w * h) as usize)).unwrap()
 }
 
 impl Renderer for Gate {
@@ -357,6 +367,79 @@ pub fn png_bytes(w: u32, h: u32) -> Vec<u8> {
 
 pub fn file_exists(p: &Path) -> bool {
     p.exists()
+}
+
+/// Every way the books can be wrong, read from the store (and the pictures in `data_dir`):
+/// a balance that differs from its ledger or from grants − charges + refunds, a negative
+/// balance, a user left with an active job, a job not done or failed, a job charged or refunded
+/// other than once (done: one charge, no refund; failed: a refund for each charge, at most one),
+/// a job whose `charged`/`refunded` flags disagree with its ledger rows, a done job without its
+/// picture (unless it expired).
+pub fn books_mismatches(store: &pictor::store::Store, data_dir: &Path) -> Vec<String> {
+    use pictor::store::{JobStatus, LedgerReason};
+    let mut mismatches = Vec::new();
+    let jobs = store.all_jobs().unwrap();
+    for u in store.users().unwrap() {
+        let ledger = store.ledger(u.id).unwrap();
+        let of = |reason: LedgerReason| -> i64 {
+            ledger
+                .iter()
+                .filter(|e| e.reason == reason)
+                .map(|e| e.delta)
+                .sum()
+        };
+        let sum: i64 = ledger.iter().map(|e| e.delta).sum();
+        let (grants, charges, refunds) = (
+            of(LedgerReason::Grant),
+            -of(LedgerReason::Charge),
+            of(LedgerReason::Refund),
+        );
+        if u.balance != sum || sum != grants - charges + refunds || u.balance < 0 {
+            mismatches.push(format!(
+                "{}: balance {} ledger {sum} grants {grants} charges {charges} refunds {refunds}",
+                u.email, u.balance
+            ));
+        }
+        if let Some(active) = store.active_job(u.id).unwrap() {
+            mismatches.push(format!("{} is left with the active job {active}", u.email));
+        }
+        let mut per_job: std::collections::BTreeMap<u128, (usize, usize)> = Default::default();
+        for e in &ledger {
+            if let Some(j) = e.job_id {
+                let entry = per_job.entry(j).or_default();
+                match e.reason {
+                    LedgerReason::Charge => entry.0 += 1,
+                    LedgerReason::Refund => entry.1 += 1,
+                    LedgerReason::Grant => {}
+                }
+            }
+        }
+        for j in jobs.iter().filter(|j| j.user_id == u.id) {
+            let (c, r) = per_job.get(&j.id).copied().unwrap_or((0, 0));
+            let counts_ok = match j.status {
+                JobStatus::Done => c == 1 && r == 0,
+                JobStatus::Failed => c <= 1 && r == c,
+                _ => false,
+            };
+            if !counts_ok || j.charged != (c == 1) || j.refunded != (r == 1) {
+                mismatches.push(format!(
+                    "{} ({:?}, charged {}, refunded {}) has {c} charge and {r} refund rows",
+                    j.job_id(),
+                    j.status,
+                    j.charged,
+                    j.refunded
+                ));
+            }
+            if j.status == JobStatus::Done && j.photo_deleted_at.is_none() {
+                let token = j.photo_token.as_deref().unwrap_or("?");
+                let path = data_dir.join("images").join(format!("{token}.png"));
+                if !path.exists() {
+                    mismatches.push(format!("{} is done but its picture is missing", j.job_id()));
+                }
+            }
+        }
+    }
+    mismatches
 }
 
 /// The real binary as a child process.

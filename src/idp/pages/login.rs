@@ -2,6 +2,7 @@
 //! and `/logout`. Throttled per IP and per account, on both steps.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 
 use poem::http::StatusCode;
 use poem::web::cookie::CookieJar;
@@ -216,6 +217,7 @@ pub async fn login_post(
         .as_ref()
         .and_then(|u| u.password_hash.clone())
         .unwrap_or_else(|| DUMMY_HASH.to_string());
+    state.idp.password_checks.fetch_add(1, Ordering::Relaxed);
     let ok = password::verify_async(f.password.clone(), hash).await
         && user.as_ref().is_some_and(|u| u.password_hash.is_some());
     let Some(user) = user.filter(|_| ok) else {

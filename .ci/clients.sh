@@ -10,8 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# Always the binary of this tree (a no-op when it is up to date).
+(cd "$ROOT" && cargo build --quiet)
 BIN=$ROOT/target/debug/pictor
-[ -x "$BIN" ] || cargo build --quiet
 WORK=$(mktemp -d)
 DATA=$WORK/data
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')

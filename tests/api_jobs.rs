@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use pictor::ops::AdminRequest;
-use pictor::render::Renderer as _;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -679,10 +679,9 @@ async fn comfyui_cancel_interrupts_a_running_prompt_and_deletes_a_queued_one() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     tokio::time::sleep(Duration::from_millis(250)).await;
-    let t = std::time::Instant::now();
     control.cancel();
     assert!(matches!(job.await.unwrap(), Err(RenderError::Cancelled)));
-    assert!(t.elapsed() < Duration::from_secs(2));
+    // Stopped by the server's interrupt (not by a clock: the render's length is not asserted).
     assert_eq!(c.interrupts.load(Ordering::SeqCst), 1);
     for _ in 0..100 {
         if c.inner.lock().unwrap().running.is_none() {

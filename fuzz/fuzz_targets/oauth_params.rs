@@ -6,7 +6,20 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = pictor::idp::authorize::parse_params(text);
-        let _ = pictor::idp::crypto::pkce_s256_matches(text, text);
+        // PKCE: a verifier matches the challenge made from it exactly when its syntax is right
+        // (RFC 7636: 43–128 unreserved characters), and an arbitrary challenge only if it is
+        // that one.
+        let (verifier, challenge) = text.split_once('\n').unwrap_or((text, ""));
+        let made = pictor::idp::crypto::b64url(&pictor::idp::crypto::sha256(verifier));
+        let syntax_ok = (43..=128).contains(&verifier.len())
+            && verifier
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'));
+        assert_eq!(pictor::idp::crypto::pkce_s256_matches(verifier, &made), syntax_ok);
+        assert_eq!(
+            pictor::idp::crypto::pkce_s256_matches(verifier, challenge),
+            syntax_ok && challenge == made
+        );
         let _ = pictor::auth::apikey::parse_and_hash(text);
         let _ = pictor::auth::import::parse(text);
         let _ = pictor::store::JobId::parse(text);

@@ -27,6 +27,9 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(img.as_raw().len() as u64, u64::from(w) * u64::from(h) * 4);
         }
         (Err(RenderError::InvalidImage(_)), Err(RenderError::InvalidImage(_))) => {}
-        _ => panic!("inspect and decode disagree: {checked:?} / {:?}", decoded.map(|i| i.dimensions())),
+        _ => panic!(
+            "inspect and decode disagree: {checked:?} / {:?}",
+            decoded.map(|i| i.dimensions())
+        ),
     }
 });

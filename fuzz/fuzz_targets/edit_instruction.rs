@@ -6,7 +6,9 @@
 //! run short.)
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use pictor::render::edit::{EditOp, MAX_OPS, MAX_PIXELS, MAX_SIDE, apply_seeded, parse_instruction};
+use pictor::render::edit::{
+    EditOp, MAX_OPS, MAX_PIXELS, MAX_SIDE, apply_seeded, parse_instruction,
+};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -26,7 +28,10 @@ fuzz_target!(|data: &[u8]| {
         let before = img.dimensions();
         img = apply_seeded(img, std::slice::from_ref(op), data.len() as u32);
         let (w, h) = img.dimensions();
-        assert!(w >= 1 && h >= 1 && w <= MAX_SIDE && h <= MAX_SIDE, "{op:?}: {w}x{h}");
+        assert!(
+            w >= 1 && h >= 1 && w <= MAX_SIDE && h <= MAX_SIDE,
+            "{op:?}: {w}x{h}"
+        );
         assert!(u64::from(w) * u64::from(h) <= MAX_PIXELS, "{op:?}: {w}x{h}");
         match op {
             EditOp::Rotate(90 | 270) => assert_eq!((h, w), before, "{op:?}"),
@@ -34,7 +39,10 @@ fuzz_target!(|data: &[u8]| {
             _ => assert_eq!((w, h), before, "{op:?} changed the size"),
         }
         if *op == EditOp::Grayscale {
-            assert!(img.pixels().all(|p| p[0] == p[1] && p[1] == p[2]), "colour left after {op:?}");
+            assert!(
+                img.pixels().all(|p| p[0] == p[1] && p[1] == p[2]),
+                "colour left after {op:?}"
+            );
         }
     }
 });

@@ -15,7 +15,10 @@ fuzz_target!(|data: &[u8]| {
             && verifier
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'));
-        assert_eq!(pictor::idp::crypto::pkce_s256_matches(verifier, &made), syntax_ok);
+        assert_eq!(
+            pictor::idp::crypto::pkce_s256_matches(verifier, &made),
+            syntax_ok
+        );
         assert_eq!(
             pictor::idp::crypto::pkce_s256_matches(verifier, challenge),
             syntax_ok && challenge == made

@@ -415,14 +415,15 @@ async fn finish(inner: &Inner, id: JobId, outcome: FinishOutcome) {
             info!(job = %id, status = job.status.as_str(), "render ended after the job was finished");
         }
         Ok((job, true)) => {
-            // Wake long-polls the moment the finishing transaction has committed.
-            inner.watchers.finished(id);
-            inner.ended.notify_one();
+            // Counted before anyone is woken, so a client that saw the job end sees it counted.
             inner.metrics.job_finished(
                 job.kind.as_str(),
                 job.status.as_str(),
                 job.error_code.map_or("", FailCode::as_str),
             );
+            // Wake long-polls the moment the finishing transaction has committed.
+            inner.watchers.finished(id);
+            inner.ended.notify_one();
             info!(job = %id, status = job.status.as_str(), code = job.error_code.map_or("", FailCode::as_str), "job finished");
         }
         // The job stays pending in the store and is resolved at the next start.
@@ -430,7 +431,6 @@ async fn finish(inner: &Inner, id: JobId, outcome: FinishOutcome) {
     }
 }
 
-/// Puts a job in the queue's arrival order.
 /// Takes a job out of the queue (`started`: into a render slot) and wakes the watchers of every
 /// job whose view changed: its own, and those of the jobs still waiting (their places moved).
 fn leave_queue(inner: &Inner, id: JobId, started: bool) {

@@ -69,18 +69,12 @@ async fn backup_while_serving_and_restore_round_trip() {
     };
     let (_, c) = status_json(generate("a red boat").await.unwrap()).await;
     let job_id = c["job_id"].as_str().unwrap().to_string();
-    let done: Value = http
-        .get(format!(
-            "{}/api/pictor/v1/jobs/{job_id}?wait=60",
-            server.base
-        ))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let done = get_json(
+        &http,
+        &format!("{}/api/pictor/v1/jobs/{job_id}?wait=60", server.base),
+        &key,
+    )
+    .await;
     assert_eq!(done["status"], "done");
     let original = http
         .get(done["photo_url"].as_str().unwrap())
@@ -112,15 +106,12 @@ async fn backup_while_serving_and_restore_round_trip() {
                 let accepted = Instant::now();
                 let (st, c) = status_json(r).await;
                 assert_eq!(st, 202, "{c}");
-                let v: Value = http
-                    .get(format!("{}?wait=30", c["poll_url"].as_str().unwrap()))
-                    .bearer_auth(&key)
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
+                let v = get_json(
+                    &http,
+                    &format!("{}?wait=30", c["poll_url"].as_str().unwrap()),
+                    &key,
+                )
+                .await;
                 assert_eq!(v["status"], "done", "{v}");
                 spans.lock().unwrap().push((accepted, Instant::now()));
             }
@@ -231,15 +222,12 @@ async fn backup_while_serving_and_restore_round_trip() {
     );
     let server = spawn_server(&target, &[]);
     // Same key, same job, same picture bytes.
-    let r: Value = http
-        .get(format!("{}/api/pictor/v1/jobs/{job_id}", server.base))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let r = get_json(
+        &http,
+        &format!("{}/api/pictor/v1/jobs/{job_id}", server.base),
+        &key,
+    )
+    .await;
     assert_eq!(r["status"], "done");
     let photo = r["photo_url"].as_str().unwrap().to_string();
     let again = http
@@ -251,15 +239,7 @@ async fn backup_while_serving_and_restore_round_trip() {
         .await
         .unwrap();
     assert_eq!(again, original);
-    let me: Value = http
-        .get(format!("{}/api/pictor/v1/me", server.base))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let me = get_json(&http, &format!("{}/api/pictor/v1/me", server.base), &key).await;
     assert_eq!(me["email"], "b@example.com");
     // The OAuth client's secret still authenticates.
     let r = http
@@ -276,18 +256,12 @@ async fn backup_while_serving_and_restore_round_trip() {
     );
     // A job the snapshot caught unfinished runs to its end on the restored server.
     if let Some(active) = me["active_job"].as_str() {
-        let v: Value = http
-            .get(format!(
-                "{}/api/pictor/v1/jobs/{active}?wait=60",
-                server.base
-            ))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v = get_json(
+            &http,
+            &format!("{}/api/pictor/v1/jobs/{active}?wait=60", server.base),
+            &key,
+        )
+        .await;
         assert_eq!(v["status"], "done", "{v}");
     }
     server.terminate();

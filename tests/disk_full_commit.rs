@@ -59,15 +59,12 @@ async fn full_disk_under_the_store_fails_cleanly_and_recovers() {
     // One job works.
     let (st, c) = status_json(generate(server.base.clone()).await.unwrap()).await;
     assert_eq!(st, 202, "{c}");
-    let first: serde_json::Value = http
-        .get(format!("{}?wait=30", c["poll_url"].as_str().unwrap()))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let first = get_json(
+        &http,
+        &format!("{}?wait=30", c["poll_url"].as_str().unwrap()),
+        &key,
+    )
+    .await;
     assert_eq!(first["status"], "done", "{first}");
 
     // Fill the filesystem completely.
@@ -84,24 +81,8 @@ async fn full_disk_under_the_store_fails_cleanly_and_recovers() {
     let books = |base: String| {
         let (http, key) = (http.clone(), key.clone());
         async move {
-            let me: serde_json::Value = http
-                .get(format!("{base}/api/pictor/v1/me"))
-                .bearer_auth(&key)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            let jobs: serde_json::Value = http
-                .get(format!("{base}/api/pictor/v1/jobs?limit=100"))
-                .bearer_auth(&key)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let me = get_json(&http, &format!("{base}/api/pictor/v1/me"), &key).await;
+            let jobs = get_json(&http, &format!("{base}/api/pictor/v1/jobs?limit=100"), &key).await;
             let ids: Vec<String> = jobs["jobs"]
                 .as_array()
                 .unwrap_or_else(|| panic!("reads work on a full disk: {jobs}"))
@@ -138,15 +119,12 @@ async fn full_disk_under_the_store_fails_cleanly_and_recovers() {
     // Commits work again: a new job is accepted and runs to the end before the server stops.
     let (st, c) = status_json(generate(server.base.clone()).await.unwrap()).await;
     assert_eq!(st, 202, "{c}");
-    let done: serde_json::Value = http
-        .get(format!("{}?wait=60", c["poll_url"].as_str().unwrap()))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let done = get_json(
+        &http,
+        &format!("{}?wait=60", c["poll_url"].as_str().unwrap()),
+        &key,
+    )
+    .await;
     assert_eq!(done["status"], "done", "{done}");
     server.terminate();
     let store = Store::open(&data.join("pictor.redb")).unwrap();

@@ -632,11 +632,10 @@ async fn run(
     finish(inner, id, outcome).await;
 }
 
-/// Waits until rendering is not paused, then for a render slot (within the queue timeout). A pause
-/// that begins while the job waits for its slot sends it back to waiting for the resume.
 /// Waits for the job's turn and a render slot: jobs take slots strictly in the order they
 /// joined the queue (only the first in line waits on the pool, whose semaphore is fair), and not
-/// while rendering is paused. Fails after `queue_timeout` of waiting, paused time not counted.
+/// while rendering is paused (a pause that begins while the job waits for its slot sends it back
+/// to waiting for the resume). Fails after `queue_timeout` of waiting, paused time not counted.
 async fn acquire_in_turn(inner: &Inner, id: JobId) -> Result<render::pool::Slot, ()> {
     let mut paused = inner.paused.subscribe();
     let mut moved = inner.queue_moved.subscribe();

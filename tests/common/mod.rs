@@ -234,6 +234,18 @@ pub async fn status_json(r: reqwest::Response) -> (u16, Value) {
 }
 
 /// Asserts the seed's error shape with the given status and code.
+/// `GET url` with the key, the answer's body as JSON (any status).
+pub async fn get_json(http: &reqwest::Client, url: &str, key: &str) -> Value {
+    http.get(url)
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 pub fn assert_error(got: &(u16, Value), status: u16, code: &str) {
     let (s, v) = got;
     assert_eq!(*s, status, "{v}");

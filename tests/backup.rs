@@ -160,6 +160,13 @@ async fn backup_while_serving_and_restore_round_trip() {
         spans.len()
     );
     assert!(spans.first().unwrap().0 < backup_started && spans.last().unwrap().0 > backup_ended);
+    // At least one job was in flight while the backup ran: the window (a whole CLI process plus
+    // the snapshot) is longer than the moment between one job's end and the next one's 202.
+    assert!(
+        during >= 1,
+        "no job was in flight during the backup ({:?}): {spans:?}",
+        backup_ended - backup_started
+    );
     // Jobs run back to back: the load was working all through the backup.
     for w in spans.windows(2) {
         assert!(

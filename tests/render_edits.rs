@@ -1,6 +1,6 @@
 //! Instruction edits end to end (upload bytes in, picture out): every operation changes the
 //! picture in its defined way, in English and Russian, combined, and gibberish is refused with a
-//! list of what Pictor understands.
+//! few examples of what Pictor understands.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use pictor::render::{EditSpec, ProceduralRenderer, RenderError, Renderer};
@@ -223,20 +223,16 @@ fn jpeg_and_webp_uploads_are_edited_too() {
 }
 
 #[test]
-fn gibberish_is_not_understood_and_the_message_lists_the_edits() {
-    for i in ["qwerty asdf", "сделай красиво", ""] {
+fn gibberish_is_not_understood_and_the_message_gives_a_few_examples() {
+    for (i, example) in [
+        ("qwerty asdf", "make it black and white"),
+        ("сделай красиво", "сделай чёрно-белым"),
+        ("", "crop it to a square"),
+    ] {
         match try_edit(i) {
             Err(RenderError::EditNotUnderstood(msg)) => {
-                for word in [
-                    "grayscale",
-                    "crop",
-                    "resize",
-                    "vignette",
-                    "watercolor",
-                    "поверни",
-                ] {
-                    assert!(msg.contains(word), "{word} missing from {msg}");
-                }
+                assert!(msg.contains(example), "{example} missing from {msg}");
+                assert!(msg.chars().count() < 300, "short: {msg}");
             }
             other => panic!("{i:?} gave {other:?}"),
         }

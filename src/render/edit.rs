@@ -4,11 +4,12 @@
 //! The parser is table-driven: [`KEYWORDS`] maps word patterns to an operation kind, and each
 //! operation reads its modifiers (amount, direction, degrees) from the words of its own clause.
 //! To support a new operation add an [`EditOp`] variant, a [`Kind`], its keyword rows and a
-//! line in [`UNDERSTOOD`].
+//! line in the README's table of edits.
 
 use image::{RgbaImage, imageops};
 
 use super::RenderError;
+use super::procedural::retouch;
 use super::style::{self, Style};
 use super::text::{self, Position};
 
@@ -62,6 +63,60 @@ pub enum EditOp {
     Text(String, Position, Option<[u8; 3]>),
     /// One of the picture styles.
     Restyle(Style),
+    /// Give a region of the picture a colour ("make the sky pink").
+    Recolor(Region, [u8; 3]),
+    /// Change the time of day ("make it night").
+    Time(TimeOfDay),
+    /// Rain, snow or fog over the picture.
+    Weather(Weather),
+    /// Add what the words name: sky bodies, weather, things from the painter's library.
+    Add(String),
+    /// Remove what the painter placed (pictures it made; the words name it).
+    Remove(String),
+    /// Replace a thing the painter placed by another ("the boat with a whale").
+    Replace(String),
+}
+
+impl EditOp {
+    /// Changes what is in the picture (as opposed to a filter over its pixels). A diffusion
+    /// model does these itself (img2img) when one serves edits.
+    pub fn is_content(&self) -> bool {
+        matches!(
+            self,
+            EditOp::Recolor(..)
+                | EditOp::Time(_)
+                | EditOp::Weather(_)
+                | EditOp::Add(_)
+                | EditOp::Remove(_)
+                | EditOp::Replace(_)
+        )
+    }
+}
+
+/// A part of the picture found by colour and position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Region {
+    Sky,
+    Water,
+    /// Grass, fields, foliage.
+    Greenery,
+    /// Everything around the main subject (grown from the borders).
+    Background,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeOfDay {
+    Night,
+    Sunset,
+    Dawn,
+    Day,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weather {
+    Rain,
+    Snow,
+    Fog,
 }
 
 /// Output sides after a resize are kept within these bounds.
@@ -72,22 +127,26 @@ pub const MIN_SIDE: u32 = 16;
 /// At most this many ops per instruction; the rest are ignored (each op is a full-image pass).
 pub const MAX_OPS: usize = 12;
 
-/// Shown to the client when nothing in the instruction was understood.
-pub const UNDERSTOOD: &str = "Pictor could not find an edit it knows in this instruction. \
-It understands: black and white / grayscale, sepia, invert / negative, blur, sharpen, \
-brighter / darker, more / less contrast, more / less saturated, warmer / cooler, \
-rotate (left, right, clockwise, 90, 180, 270 degrees), upside down, flip / mirror \
-(horizontally or vertically), crop (to square, 16:9, 4:3…), resize (half the size, double, \
-1024 wide, 50%), pixelate, posterize, vignette, border / frame (with a colour), \
-add text \"…\" (top, center, bottom), and restyle as watercolor, oil painting, pencil sketch, \
-pixel art, low-poly, neon / synthwave, flat poster or japanese print; \
-with \"slightly\" or \"very\" for the strength. \
-In Russian: чёрно-белым, сепия, негатив, размой, резкость, ярче / темнее, контраст, \
-насыщеннее, теплее / холоднее, поверни (влево, вправо, на 90 градусов), отрази / зеркально, \
-обрежь до квадрата, уменьши вдвое, пикселизация, постеризация, виньетка, рамка, \
-добавь надпись \"…\", в стиле акварели / маслом / карандашом / пиксель-арт / японской гравюры; \
-немного / сильно. \
-Several edits can be combined: \"make it black and white and rotate it 90 degrees\".";
+/// Whether the instruction is written in Russian (any Cyrillic letter): its messages are then
+/// in Russian too.
+pub fn is_russian(text: &str) -> bool {
+    text.chars().any(|c| matches!(c, '\u{0400}'..='\u{04FF}'))
+}
+
+/// Shown to the client when nothing in the instruction was understood: short, in the
+/// instruction's language, with a handful of examples (the README lists every edit).
+pub fn not_understood(instruction: &str) -> String {
+    if is_russian(instruction) {
+        "Pictor не понял эту правку. Например: «сделай чёрно-белым», «сделай небо розовым», \
+«добавь луну», «сделай ночь», «обрежь до квадрата». Все правки перечислены в README (раздел Edits)."
+            .to_owned()
+    } else {
+        "Pictor did not understand this edit. Try, for example: \"make it black and white\", \
+\"make the sky pink\", \"add a moon\", \"make it night\", \"crop it to a square\". \
+Every edit is listed in the README (section Edits)."
+            .to_owned()
+    }
+}
 
 /// What a keyword selects; modifiers in the same clause turn it into an [`EditOp`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,7 +179,55 @@ enum Kind {
     Border,
     Text,
     Restyle(Style),
+    Region(Region),
+    Time(TimeOfDay),
+    Weather(Weather),
 }
+
+/// Verbs that change what is in the picture, with the words after them (up to the end of the
+/// clause) naming what: taken only when those words name something Pictor can draw or find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verb {
+    Add,
+    Remove,
+    Replace,
+}
+
+const VERBS: &[(&[&str], Verb)] = &[
+    (&["add"], Verb::Add),
+    (&["put"], Verb::Add),
+    (&["place"], Verb::Add),
+    (&["insert"], Verb::Add),
+    (&["draw"], Verb::Add),
+    (&["paint"], Verb::Add),
+    (&["добав*"], Verb::Add),
+    (&["нарисуй*"], Verb::Add),
+    (&["дорисуй*"], Verb::Add),
+    (&["пририсуй*"], Verb::Add),
+    (&["помести*"], Verb::Add),
+    (&["поставь*"], Verb::Add),
+    (&["посади*"], Verb::Add),
+    (&["вставь*"], Verb::Add),
+    (&["remove"], Verb::Remove),
+    (&["delete"], Verb::Remove),
+    (&["erase"], Verb::Remove),
+    (&["get", "rid"], Verb::Remove),
+    (&["take", "out"], Verb::Remove),
+    (&["without"], Verb::Remove),
+    (&["убер*"], Verb::Remove),
+    (&["убрать"], Verb::Remove),
+    (&["удали*"], Verb::Remove),
+    (&["удалить"], Verb::Remove),
+    (&["сотри"], Verb::Remove),
+    (&["без"], Verb::Remove),
+    (&["replace*"], Verb::Replace),
+    (&["swap"], Verb::Replace),
+    (&["change"], Verb::Replace),
+    (&["turn"], Verb::Replace),
+    (&["замени*"], Verb::Replace),
+    (&["поменяй*"], Verb::Replace),
+    (&["преврати*"], Verb::Replace),
+];
 
 /// Keyword patterns, one token per element. A trailing `*` matches any word with that prefix
 /// (Russian endings vary). At each position the longest matching pattern wins.
@@ -351,6 +458,96 @@ const KEYWORDS: &[(&[&str], Kind)] = &[
     (&["гравюр*"], Kind::Restyle(Style::Japanese)),
     (&["укиё*"], Kind::Restyle(Style::Japanese)),
     (&["укие*"], Kind::Restyle(Style::Japanese)),
+    // Regions to recolour (with a colour word in the clause)
+    (&["sky"], Kind::Region(Region::Sky)),
+    (&["skies"], Kind::Region(Region::Sky)),
+    (&["небо"], Kind::Region(Region::Sky)),
+    (&["неба"], Kind::Region(Region::Sky)),
+    (&["небе"], Kind::Region(Region::Sky)),
+    (&["water"], Kind::Region(Region::Water)),
+    (&["sea"], Kind::Region(Region::Water)),
+    (&["ocean"], Kind::Region(Region::Water)),
+    (&["lake"], Kind::Region(Region::Water)),
+    (&["river"], Kind::Region(Region::Water)),
+    (&["вода"], Kind::Region(Region::Water)),
+    (&["воду"], Kind::Region(Region::Water)),
+    (&["воды"], Kind::Region(Region::Water)),
+    (&["море"], Kind::Region(Region::Water)),
+    (&["моря"], Kind::Region(Region::Water)),
+    (&["озеро"], Kind::Region(Region::Water)),
+    (&["океан*"], Kind::Region(Region::Water)),
+    (&["реку"], Kind::Region(Region::Water)),
+    (&["река"], Kind::Region(Region::Water)),
+    (&["grass"], Kind::Region(Region::Greenery)),
+    (&["lawn"], Kind::Region(Region::Greenery)),
+    (&["meadow*"], Kind::Region(Region::Greenery)),
+    (&["field*"], Kind::Region(Region::Greenery)),
+    (&["foliage"], Kind::Region(Region::Greenery)),
+    (&["leaves"], Kind::Region(Region::Greenery)),
+    (&["greenery"], Kind::Region(Region::Greenery)),
+    (&["трав*"], Kind::Region(Region::Greenery)),
+    (&["газон*"], Kind::Region(Region::Greenery)),
+    (&["луг*"], Kind::Region(Region::Greenery)),
+    (&["поле"], Kind::Region(Region::Greenery)),
+    (&["листв*"], Kind::Region(Region::Greenery)),
+    (&["листья"], Kind::Region(Region::Greenery)),
+    (&["зелень"], Kind::Region(Region::Greenery)),
+    (&["background"], Kind::Region(Region::Background)),
+    (&["backdrop"], Kind::Region(Region::Background)),
+    (&["фон"], Kind::Region(Region::Background)),
+    (&["фона"], Kind::Region(Region::Background)),
+    (&["фоне"], Kind::Region(Region::Background)),
+    // Time of day
+    (&["night*"], Kind::Time(TimeOfDay::Night)),
+    (&["midnight"], Kind::Time(TimeOfDay::Night)),
+    (&["ночь*"], Kind::Time(TimeOfDay::Night)),
+    (&["ночн*"], Kind::Time(TimeOfDay::Night)),
+    (&["ночью"], Kind::Time(TimeOfDay::Night)),
+    (&["sunset"], Kind::Time(TimeOfDay::Sunset)),
+    (&["dusk"], Kind::Time(TimeOfDay::Sunset)),
+    (&["evening"], Kind::Time(TimeOfDay::Sunset)),
+    (&["golden", "hour"], Kind::Time(TimeOfDay::Sunset)),
+    (&["закат*"], Kind::Time(TimeOfDay::Sunset)),
+    (&["вечер*"], Kind::Time(TimeOfDay::Sunset)),
+    (&["dawn"], Kind::Time(TimeOfDay::Dawn)),
+    (&["sunrise"], Kind::Time(TimeOfDay::Dawn)),
+    (&["рассвет*"], Kind::Time(TimeOfDay::Dawn)),
+    (&["утр*"], Kind::Time(TimeOfDay::Dawn)),
+    (&["day"], Kind::Time(TimeOfDay::Day)),
+    (&["daytime"], Kind::Time(TimeOfDay::Day)),
+    (&["daylight"], Kind::Time(TimeOfDay::Day)),
+    (&["midday"], Kind::Time(TimeOfDay::Day)),
+    (&["noon"], Kind::Time(TimeOfDay::Day)),
+    (&["день"], Kind::Time(TimeOfDay::Day)),
+    (&["днем"], Kind::Time(TimeOfDay::Day)),
+    (&["дневн*"], Kind::Time(TimeOfDay::Day)),
+    // Weather
+    (&["rain"], Kind::Weather(Weather::Rain)),
+    (&["rainy"], Kind::Weather(Weather::Rain)),
+    (&["raining"], Kind::Weather(Weather::Rain)),
+    (&["storm*"], Kind::Weather(Weather::Rain)),
+    (&["дожд*"], Kind::Weather(Weather::Rain)),
+    (&["ливен*"], Kind::Weather(Weather::Rain)),
+    (&["snow"], Kind::Weather(Weather::Snow)),
+    (&["snowy"], Kind::Weather(Weather::Snow)),
+    (&["snowing"], Kind::Weather(Weather::Snow)),
+    (&["снег*"], Kind::Weather(Weather::Snow)),
+    (&["снеж*"], Kind::Weather(Weather::Snow)),
+    (&["fog*"], Kind::Weather(Weather::Fog)),
+    (&["mist*"], Kind::Weather(Weather::Fog)),
+    (&["туман*"], Kind::Weather(Weather::Fog)),
+];
+
+/// Words between a region and its colour ("the sky to a pink colour", "небо в розовый цвет").
+const RECOLOR_WORDS: &[&str] = &[
+    "color",
+    "colour",
+    "colored",
+    "coloured",
+    "цвет*",
+    "в",
+    "with",
+    "shade",
 ];
 
 /// Colour words for borders and text.
@@ -380,6 +577,15 @@ const COLORS: &[(&str, [u8; 3])] = &[
     ("оранжев*", [245, 130, 30]),
     ("purple", [130, 50, 190]),
     ("фиолетов*", [130, 50, 190]),
+    ("violet", [150, 90, 210]),
+    ("лилов*", [150, 90, 210]),
+    ("cyan", [40, 200, 220]),
+    ("turquoise", [50, 200, 190]),
+    ("бирюзов*", [50, 200, 190]),
+    ("голуб*", [110, 170, 235]),
+    ("magenta", [210, 50, 170]),
+    ("малинов*", [200, 40, 110]),
+    ("teal", [30, 130, 130]),
 ];
 
 /// Words that end a clause: modifiers do not cross them.
@@ -574,18 +780,68 @@ const VERTICAL: &[&str] = &[
 
 /// Parses an instruction into ops, in reading order.
 pub fn parse_instruction(text: &str) -> Result<Vec<EditOp>, RenderError> {
-    let (text, quoted) = super::procedural::quoted_text(text);
-    let tokens = tokenize(&text);
+    let (rest, quoted) = super::procedural::quoted_text(text);
+    let tokens = tokenize(&rest);
+    // First the verbs that change what is in the picture: each takes the rest of its clause
+    // when that names something to add, remove or replace ("add a cat and a dog" continues
+    // over "and" while the next words name things too).
+    let mut taken = vec![false; tokens.len()];
+    let mut placed: Vec<(usize, EditOp)> = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        let verb = VERBS
+            .iter()
+            .filter(|(pattern, _)| matches_at(&tokens, i, pattern))
+            .max_by_key(|(pattern, _)| pattern.len());
+        if let Some((pattern, verb)) = verb {
+            let from = i + pattern.len();
+            let mut end = first_boundary_after(&tokens, from);
+            if let Some(op) = content_op(*verb, &tokens[from..end]) {
+                // Continue over "and …" while the next clause names only things.
+                while end < tokens.len() {
+                    let next_end = first_boundary_after(&tokens, end + 1);
+                    let next = &tokens[end + 1..next_end];
+                    let plain = !next.is_empty()
+                        && (0..next.len())
+                            .all(|k| !KEYWORDS.iter().any(|(p, _)| matches_at(next, k, p)))
+                        && !VERBS.iter().any(|(p, _)| matches_at(next, 0, p));
+                    if !plain || content_op(*verb, &tokens[from..next_end]).is_none() {
+                        break;
+                    }
+                    end = next_end;
+                }
+                let op = content_op(*verb, &tokens[from..end]).unwrap_or(op);
+                taken[i..end].iter_mut().for_each(|t| *t = true);
+                placed.push((i, op));
+                i = end;
+                continue;
+            }
+        }
+        i += 1;
+    }
+
     let mut found: Vec<(usize, usize, Kind)> = Vec::new(); // (start, end, kind)
     let mut i = 0;
     while i < tokens.len() {
         let best = KEYWORDS
             .iter()
-            .filter(|(pattern, _)| matches_at(&tokens, i, pattern))
+            .filter(|(pattern, _)| {
+                matches_at(&tokens, i, pattern) && !taken[i..i + pattern.len()].contains(&true)
+            })
             .max_by_key(|(pattern, _)| pattern.len());
         match best {
             Some((pattern, kind)) => {
-                let end = i + pattern.len();
+                let mut end = i + pattern.len();
+                // A region takes the colour words after it ("the sky grey" is not grayscale).
+                if matches!(kind, Kind::Region(_)) {
+                    while end < tokens.len()
+                        && !taken[end]
+                        && (color(&[tokens[end].as_str()]).is_some()
+                            || any_word(&[tokens[end].as_str()], RECOLOR_WORDS))
+                    {
+                        end += 1;
+                    }
+                }
                 match found.last_mut() {
                     // "отрази зеркально", "переверни вверх ногами": one op said twice.
                     Some(last)
@@ -601,7 +857,8 @@ pub fn parse_instruction(text: &str) -> Result<Vec<EditOp>, RenderError> {
         }
     }
 
-    let mut ops = Vec::new();
+    let mut ops: Vec<(usize, EditOp)> = placed;
+    let mut has_text = false;
     for (n, &(start, end, kind)) in found.iter().enumerate() {
         // The clause: back to the previous op or conjunction, forward to the next one.
         let lo = found
@@ -612,32 +869,76 @@ pub fn parse_instruction(text: &str) -> Result<Vec<EditOp>, RenderError> {
             .get(n + 1)
             .map_or(tokens.len(), |next| next.0)
             .min(first_boundary_after(&tokens, end));
-        let mut clause: Vec<&str> = tokens[lo..start].iter().map(String::as_str).collect();
-        clause.extend(tokens[end..hi].iter().map(String::as_str));
+        let mut clause: Vec<&str> = tokens[lo..start]
+            .iter()
+            .zip(&taken[lo..start])
+            .filter(|(_, t)| !**t)
+            .map(|(w, _)| w.as_str())
+            .collect();
         let matched: Vec<&str> = tokens[start..end].iter().map(String::as_str).collect();
+        clause.extend(
+            tokens[end..hi]
+                .iter()
+                .zip(&taken[end..hi])
+                .filter(|(_, t)| !**t)
+                .map(|(w, _)| w.as_str()),
+        );
         if kind == Kind::Text {
             if let Some(q) = &quoted
-                && !ops.iter().any(|o| matches!(o, EditOp::Text(..)))
+                && !has_text
             {
-                ops.push(text_op(q, &clause));
+                ops.push((start, text_op(q, &clause)));
+                has_text = true;
             }
             continue;
         }
-        ops.push(build_op(kind, &clause, &matched));
+        if let Kind::Region(region) = kind {
+            // A region named without a colour is only where something happens ("add a boat
+            // on the sea"); it is not an edit of its own.
+            let all: Vec<&str> = clause
+                .iter()
+                .copied()
+                .chain(matched.iter().copied())
+                .collect();
+            if let Some(c) = color(&all) {
+                ops.push((start, EditOp::Recolor(region, c)));
+            }
+            continue;
+        }
+        ops.push((start, build_op(kind, &clause, &matched)));
     }
     // Quoted text with no "text" word ("add 'Hello' at the top") is still text to add.
     if let Some(q) = &quoted
-        && !ops.iter().any(|o| matches!(o, EditOp::Text(..)))
+        && !has_text
     {
         let all: Vec<&str> = tokens.iter().map(String::as_str).collect();
-        ops.push(text_op(q, &all));
+        ops.push((tokens.len(), text_op(q, &all)));
     }
+    ops.sort_by_key(|(at, _)| *at);
+    // The time of day and the weather change the whole scene, so they come before anything is
+    // added to it: "add a moon and make it night" shows a bright moon in a night sky.
+    ops.sort_by_key(|(_, op)| !matches!(op, EditOp::Time(_) | EditOp::Weather(_)));
+    let mut ops: Vec<EditOp> = ops.into_iter().map(|(_, op)| op).collect();
     ops.truncate(MAX_OPS);
 
     if ops.is_empty() {
-        return Err(RenderError::EditNotUnderstood(UNDERSTOOD.to_owned()));
+        return Err(RenderError::EditNotUnderstood(not_understood(text)));
     }
     Ok(ops)
+}
+
+/// The op a content verb makes of the words after it, when they name something.
+fn content_op(verb: Verb, words: &[String]) -> Option<EditOp> {
+    use super::procedural::retouch;
+    if words.is_empty() {
+        return None;
+    }
+    let clause = words.join(" ");
+    match verb {
+        Verb::Add => retouch::can_add(&clause).then_some(EditOp::Add(clause)),
+        Verb::Remove => retouch::can_remove(&clause).then_some(EditOp::Remove(clause)),
+        Verb::Replace => retouch::can_replace(&clause).then_some(EditOp::Replace(clause)),
+    }
 }
 
 /// Lowercases, folds "ё", keeps "ч/б" and "b&w" as one word, splits on everything else.
@@ -817,6 +1118,9 @@ fn build_op(kind: Kind, clause: &[&str], matched: &[&str]) -> EditOp {
         ),
         Kind::Text => EditOp::Text(String::new(), Position::Bottom, None),
         Kind::Restyle(style) => EditOp::Restyle(style),
+        Kind::Region(region) => EditOp::Recolor(region, color(clause).unwrap_or([128, 128, 128])),
+        Kind::Time(t) => EditOp::Time(t),
+        Kind::Weather(w) => EditOp::Weather(w),
     }
 }
 
@@ -1050,6 +1354,24 @@ fn apply_one(mut img: RgbaImage, op: &EditOp, seed: u32) -> RgbaImage {
             style::apply(&mut img, s, seed, false);
             img
         }
+        EditOp::Recolor(region, color) => {
+            retouch::recolor(&mut img, region, color);
+            img
+        }
+        EditOp::Time(t) => {
+            retouch::time_of_day(&mut img, t, seed);
+            img
+        }
+        EditOp::Weather(w) => {
+            retouch::weather(&mut img, w, seed);
+            img
+        }
+        EditOp::Add(clause) => {
+            retouch::add(&mut img, &clause, seed);
+            img
+        }
+        // Done before the pixel ops, by painting the picture again (see `procedural`).
+        EditOp::Remove(_) | EditOp::Replace(_) => img,
     }
 }
 
@@ -1341,11 +1663,75 @@ mod tests {
         for text in ["", "   ", "asdf qwerty", "сделай красиво", "make it pop"] {
             match parse_instruction(text) {
                 Err(RenderError::EditNotUnderstood(msg)) => {
-                    assert!(msg.contains("black and white") && msg.contains("поверни"));
+                    let example = if is_russian(text) {
+                        "сделай чёрно-белым"
+                    } else {
+                        "make it black and white"
+                    };
+                    assert!(msg.contains(example), "{msg}");
                 }
                 other => panic!("{text:?} gave {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn content_edits_are_read_with_their_words() {
+        assert_eq!(
+            ops("make the sky pink"),
+            [Recolor(Region::Sky, [240, 120, 170])]
+        );
+        assert_eq!(
+            ops("сделай небо розовым"),
+            [Recolor(Region::Sky, [240, 120, 170])]
+        );
+        // A colour that is also a filter word belongs to the region it follows.
+        assert_eq!(
+            ops("make the sky grey"),
+            [Recolor(Region::Sky, [128, 128, 128])]
+        );
+        assert_eq!(
+            ops("turn the grass yellow"),
+            [Recolor(Region::Greenery, [245, 210, 40])]
+        );
+        assert_eq!(
+            ops("make the background black"),
+            [Recolor(Region::Background, [0, 0, 0])]
+        );
+        assert_eq!(ops("make it night"), [Time(TimeOfDay::Night)]);
+        assert_eq!(ops("сделай закат"), [Time(TimeOfDay::Sunset)]);
+        assert_eq!(
+            ops("make it snowy"),
+            [EditOp::Weather(super::Weather::Snow)]
+        );
+        assert_eq!(ops("add a moon"), [Add("moon".into())]);
+        assert_eq!(ops("add a cat and a dog"), [Add("cat and dog".into())]);
+        assert_eq!(ops("добавь луну"), [Add("луну".into())]);
+        assert_eq!(ops("remove the boat"), [Remove("boat".into())]);
+        assert_eq!(
+            ops("replace the boat with a whale"),
+            [Replace("boat with whale".into())]
+        );
+        assert_eq!(ops("замени лодку на кита"), [Replace("лодку кита".into())]);
+        // Time and weather come first, so what is added shows in the new light.
+        assert_eq!(
+            ops("add a moon and make it night"),
+            [Time(TimeOfDay::Night), Add("moon".into())]
+        );
+        // "add" with something that is not a thing is the old edit it always was.
+        assert_eq!(ops("add a vignette"), [Vignette(0.5)]);
+        assert!(matches!(
+            ops("add a red border")[..],
+            [Border([210, 30, 30], _)]
+        ));
+        assert!(matches!(&ops("add text \"Hi\" at the top")[..], [Text(t, _, _)] if t == "Hi"));
+        assert_eq!(ops("add more contrast"), [Contrast(30.0)]);
+        // A region named as a place is not a recolour.
+        assert_eq!(ops("add a boat on the sea"), [Add("boat on sea".into())]);
+        assert_eq!(
+            ops("make it black and white and make the sky blue").len(),
+            2
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod library;
 pub(crate) mod noise;
 mod objects;
 mod prompt;
+pub mod retouch;
 mod scene;
 mod shapes;
 mod sky;
@@ -80,9 +81,24 @@ impl Renderer for ProceduralRenderer {
         .map(Picture)
     }
 
+    /// Removing or replacing what the painter placed paints the picture again from its own
+    /// `parameters`; every other operation works on the pixels.
     fn edit(&self, spec: &EditSpec) -> Result<Picture, RenderError> {
         let ops = edit::parse_instruction(&spec.instruction)?;
-        let img = decode::decode(&spec.source, &DecodeLimits::default())?;
+        let changes: Vec<retouch::Change> = ops
+            .iter()
+            .filter_map(|op| match op {
+                edit::EditOp::Remove(c) => Some(retouch::Change::Remove(c)),
+                edit::EditOp::Replace(c) => Some(retouch::Change::Replace(c)),
+                _ => None,
+            })
+            .collect();
+        let img = if changes.is_empty() {
+            decode::decode(&spec.source, &DecodeLimits::default())?
+        } else {
+            let ru = edit::is_russian(&spec.instruction);
+            repaint(&spec.source, &changes, ru).map_err(RenderError::EditNotUnderstood)?
+        };
         Ok(Picture(edit::apply_seeded(img, &ops, spec.seed as u32)))
     }
 }
@@ -151,6 +167,78 @@ pub fn render_styled(
     }
 }
 
+/// Paints a picture the painter made again, with `changes` to its plan (things removed or
+/// replaced), after checking from its `parameters` chunk and its pixels that it is that picture.
+/// The error is the message for the client, in the instruction's language.
+fn repaint(
+    source: &[u8],
+    changes: &[retouch::Change],
+    ru: bool,
+) -> Result<image::RgbaImage, String> {
+    let msg = |en: &str, ru_text: &str| {
+        if ru {
+            ru_text.to_owned()
+        } else {
+            en.to_owned()
+        }
+    };
+    let not_ours = || {
+        msg(
+            "remove and replace work on pictures the built-in painter made, with their PNG parameters intact; this picture has none",
+            "убрать или заменить можно только на картинке, которую нарисовал встроенный художник Pictor (PNG с её параметрами); у этой картинки их нет",
+        )
+    };
+    let text = super::encode::read_parameters(source).ok_or_else(not_ours)?;
+    let info = super::infotext::Infotext::parse(&text);
+    if info.get("Sampler") != Some("procedural") || info.get("Edit").is_some() {
+        return Err(not_ours());
+    }
+    let model = info
+        .get("Model")
+        .and_then(Model::parse)
+        .ok_or_else(not_ours)?;
+    let seed: u64 = info
+        .get("Seed")
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(not_ours)?;
+    let size = info.size("Size").ok_or_else(not_ours)?;
+    let ratio = Ratio::ALL
+        .into_iter()
+        .find(|r| model.dimensions(*r) == size)
+        .ok_or_else(not_ours)?;
+    let picture = decode::decode(source, &DecodeLimits::default()).map_err(|e| e.to_string())?;
+    let control = RenderControl::default();
+    let original = render_planned(&info.prompt, model, ratio, seed, None, &control, |_| Ok(()))
+        .map_err(|e| e.to_string())??;
+    let mut marked = original.clone();
+    super::watermark::apply(&mut marked);
+    if !same_picture(&picture, &original) && !same_picture(&picture, &marked) {
+        return Err(msg(
+            "this picture was changed after Pictor painted it, so what it placed can no longer be removed or replaced",
+            "эту картинку изменили после того, как Pictor её нарисовал, поэтому убрать или заменить нарисованное уже нельзя",
+        ));
+    }
+    render_planned(&info.prompt, model, ratio, seed, None, &control, |plan| {
+        retouch::change_plan(plan, changes, ru)
+    })
+    .map_err(|e| e.to_string())?
+}
+
+/// Whether two pictures are the same within PNG-exact rendering (mean difference under half a
+/// level; a different scene differs by far more).
+fn same_picture(a: &image::RgbaImage, b: &image::RgbaImage) -> bool {
+    if a.dimensions() != b.dimensions() {
+        return false;
+    }
+    let total: u64 = a
+        .as_raw()
+        .iter()
+        .zip(b.as_raw())
+        .map(|(x, y)| u64::from(x.abs_diff(*y)))
+        .sum();
+    (total as f64) < a.as_raw().len() as f64 * 0.5
+}
+
 /// [`render_styled`] reporting each stage's end to `control` and stopping between stages once
 /// it is cancelled.
 fn render_controlled(
@@ -161,6 +249,22 @@ fn render_controlled(
     style: Option<style::Style>,
     control: &RenderControl,
 ) -> Result<image::RgbaImage, RenderError> {
+    // The unchanged plan cannot fail to change.
+    render_planned(prompt, model, ratio, seed, style, control, |_| Ok(()))?
+        .map_err(RenderError::EditNotUnderstood)
+}
+
+/// Renders with `change` applied to the plan before painting; its error comes back as the
+/// inner `Err`.
+fn render_planned(
+    prompt: &str,
+    model: Model,
+    ratio: Ratio,
+    seed: u64,
+    style: Option<style::Style>,
+    control: &RenderControl,
+    change: impl FnOnce(&mut Plan) -> Result<(), String>,
+) -> Result<Result<image::RgbaImage, String>, RenderError> {
     let stage = |done: f64| {
         if control.is_cancelled() {
             return Err(RenderError::Cancelled);
@@ -175,7 +279,10 @@ fn render_controlled(
         theme.style = style;
     }
     let mut rng = Rng::new(seed ^ prompt_hash(prompt));
-    let plan = Plan::new(&theme, model, w as usize, h as usize, &mut rng);
+    let mut plan = Plan::new(&theme, model, w as usize, h as usize, &mut rng);
+    if let Err(m) = change(&mut plan) {
+        return Ok(Err(m));
+    }
     control.set_scene(scene_report(&theme, &plan));
     stage(0.1)?;
     let sign = (theme.text_mode == Some(TextMode::Sign)).then(|| sign_box(&plan, &theme));
@@ -218,7 +325,7 @@ fn render_controlled(
             }
         }
     }
-    Ok(img)
+    Ok(Ok(img))
 }
 
 /// What the painter draws of `prompt` (at `fast`, seed 0, the prompt's own ratio): the content

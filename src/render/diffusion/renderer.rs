@@ -377,9 +377,13 @@ impl Renderer for DiffusionRenderer {
         let Some(m) = &self.edit else {
             return self.fallback.edit_with(spec, control);
         };
-        // What the instruction filters do exactly (rotate, crop, black and white…) stays theirs.
+        // What the instruction filters do exactly (rotate, crop, black and white…) stays theirs;
+        // what changes the content (add, remove, recolour, night…) the model paints itself.
         match edit::parse_instruction(&spec.instruction) {
-            Ok(_) => return self.fallback.edit_with(spec, control),
+            Ok(ops) if !ops.iter().any(edit::EditOp::is_content) => {
+                return self.fallback.edit_with(spec, control);
+            }
+            Ok(_) => {}
             Err(RenderError::EditNotUnderstood(_)) => {}
             Err(e) => return Err(e),
         }

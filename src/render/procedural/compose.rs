@@ -123,7 +123,7 @@ pub struct Placed {
 }
 
 /// Target height as a share of the picture height.
-fn base_size(thing: Thing, spot: Spot) -> f32 {
+pub fn base_size(thing: Thing, spot: Spot) -> f32 {
     match (thing, spot) {
         (Thing::Bird, Spot::Sky) => 0.06,
         (Thing::Bird, _) | (Thing::Owl, _) => 0.46,

@@ -862,3 +862,74 @@ async fn the_job_says_what_the_painter_drew_and_could_not() {
     s.assert_books_balanced();
     s.stop().await;
 }
+
+/// A content edit through the API: the picture a job made goes back as an upload, and "remove
+/// the boat" paints it again without the boat (non-PRO: watermarked source and result); an
+/// instruction Pictor does not know fails `edit_failed` with a short message in its language.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_picture_is_edited_by_what_it_contains() {
+    let s = TestServer::start().await;
+    let (_, key) = s.user("eve@example.com", 40, false);
+    let (status, created) = s
+        .generate(
+            &key,
+            json!({"prompt": "a red boat on a lake with mountains", "model": "fast", "seed": 4}),
+        )
+        .await;
+    assert_eq!(status, 202, "{created}");
+    let done = s.finish(&key, created["job_id"].as_str().unwrap()).await;
+    let png = reqwest::get(done["photo_url"].as_str().unwrap())
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec();
+    let red = |img: &image::RgbaImage| {
+        img.pixels()
+            .filter(|p| p[0] > 150 && p[1] < 90 && p[2] < 90)
+            .count()
+    };
+    let before = image::load_from_memory(&png).unwrap().to_rgba8();
+    let edit = |instruction: &str| {
+        let form = reqwest::multipart::Form::new()
+            .part(
+                "image",
+                reqwest::multipart::Part::bytes(png.clone()).file_name("boat.png"),
+            )
+            .text("prompt", instruction.to_string());
+        s.client
+            .post(s.url("/api/pictor/v1/edit"))
+            .bearer_auth(&key)
+            .multipart(form)
+            .send()
+    };
+    let (st, c) = status_json(edit("remove the boat").await.unwrap()).await;
+    assert_eq!(st, 202, "{c}");
+    let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "done", "{done}");
+    let after = reqwest::get(done["photo_url"].as_str().unwrap())
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let after = image::load_from_memory(&after).unwrap().to_rgba8();
+    assert_eq!(after.dimensions(), before.dimensions());
+    assert!(
+        red(&before) > 300 && red(&after) * 10 < red(&before),
+        "the boat is gone"
+    );
+
+    let (st, c) = status_json(edit("сделай красиво").await.unwrap()).await;
+    assert_eq!(st, 202, "{c}");
+    let failed = s.finish(&key, c["job_id"].as_str().unwrap()).await;
+    assert_eq!(failed["error_code"], "edit_failed", "{failed}");
+    let msg = failed["error"].as_str().unwrap();
+    assert!(
+        msg.contains("добавь луну") && msg.chars().count() < 300,
+        "{msg}"
+    );
+    s.assert_books_balanced();
+    s.stop().await;
+}

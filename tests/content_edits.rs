@@ -428,3 +428,78 @@ fn an_instruction_not_understood_gets_a_short_answer_in_its_language() {
     assert!(ru.contains("добавь луну") && !ru.contains("Try"), "{ru}");
     assert!(ru.chars().count() < 260, "short: {ru}");
 }
+
+/// The README's sheet of content edits: each row a picture and what the edits made of it
+/// (`PICTOR_WRITE_GALLERY=1 cargo test --release --test content_edits -- --ignored edits_sheet`).
+#[test]
+#[ignore = "writes the gallery sheet"]
+fn edits_sheet() {
+    let rows: [(&str, u64, [&str; 4]); 3] = [
+        (
+            LIGHTHOUSE,
+            5,
+            [
+                "make the sky pink",
+                "add a moon and make it night",
+                "make it sunset and add birds",
+                "replace the lighthouse with a castle",
+            ],
+        ),
+        (
+            "a red boat on a lake with mountains",
+            4,
+            [
+                "remove the boat",
+                "replace the boat with a swan",
+                "make it snowy",
+                "добавь радугу",
+            ],
+        ),
+        (
+            "a cabin in a green meadow by a forest at noon",
+            2,
+            [
+                "add a horse and a dog",
+                "make the grass yellow",
+                "add fog",
+                "make it rainy",
+            ],
+        ),
+    ];
+    let (cw, ch, caption) = (300u32, 200u32, 24u32);
+    let mut sheet = RgbaImage::from_pixel(
+        cw * 5,
+        (ch + caption) * 3,
+        image::Rgba([250, 250, 248, 255]),
+    );
+    for (r, (prompt, seed, edits)) in rows.iter().enumerate() {
+        let src = painted(prompt, *seed, false);
+        let mut cells = vec![(prompt.to_string(), decode(&src))];
+        for e in edits {
+            cells.push((format!("→ {e}"), edit(&src, e)));
+        }
+        for (c, (label, img)) in cells.iter().enumerate() {
+            let small = image::imageops::resize(img, cw, ch, image::imageops::FilterType::Triangle);
+            let (x, y) = (c as u32 * cw, r as u32 * (ch + caption));
+            image::imageops::overlay(&mut sheet, &small, i64::from(x), i64::from(y));
+            pictor::render::text::draw_in_box(
+                &mut sheet,
+                label,
+                (
+                    x as f32 + 4.0,
+                    (y + ch) as f32 + 3.0,
+                    cw as f32 - 8.0,
+                    caption as f32 - 6.0,
+                ),
+                pictor::render::text::Look::Ink,
+            );
+        }
+    }
+    let path = if std::env::var("PICTOR_WRITE_GALLERY").is_ok() {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/gallery/edits-sheet.png")
+    } else {
+        std::env::temp_dir().join("edits-sheet.png")
+    };
+    sheet.save(&path).unwrap();
+    println!("wrote {}", path.display());
+}

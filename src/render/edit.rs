@@ -98,7 +98,9 @@ impl EditOp {
 pub enum Region {
     Sky,
     Water,
-    /// Grass, fields, foliage.
+    /// Grass, fields, lawns: smooth green ground.
+    Grass,
+    /// Everything green: grass, trees, leaves.
     Greenery,
     /// Everything around the main subject (grown from the borders).
     Background,
@@ -478,17 +480,17 @@ const KEYWORDS: &[(&[&str], Kind)] = &[
     (&["океан*"], Kind::Region(Region::Water)),
     (&["реку"], Kind::Region(Region::Water)),
     (&["река"], Kind::Region(Region::Water)),
-    (&["grass"], Kind::Region(Region::Greenery)),
-    (&["lawn"], Kind::Region(Region::Greenery)),
-    (&["meadow*"], Kind::Region(Region::Greenery)),
-    (&["field*"], Kind::Region(Region::Greenery)),
+    (&["grass"], Kind::Region(Region::Grass)),
+    (&["lawn"], Kind::Region(Region::Grass)),
+    (&["meadow*"], Kind::Region(Region::Grass)),
+    (&["field*"], Kind::Region(Region::Grass)),
     (&["foliage"], Kind::Region(Region::Greenery)),
     (&["leaves"], Kind::Region(Region::Greenery)),
     (&["greenery"], Kind::Region(Region::Greenery)),
-    (&["трав*"], Kind::Region(Region::Greenery)),
-    (&["газон*"], Kind::Region(Region::Greenery)),
-    (&["луг*"], Kind::Region(Region::Greenery)),
-    (&["поле"], Kind::Region(Region::Greenery)),
+    (&["трав*"], Kind::Region(Region::Grass)),
+    (&["газон*"], Kind::Region(Region::Grass)),
+    (&["луг*"], Kind::Region(Region::Grass)),
+    (&["поле"], Kind::Region(Region::Grass)),
     (&["листв*"], Kind::Region(Region::Greenery)),
     (&["листья"], Kind::Region(Region::Greenery)),
     (&["зелень"], Kind::Region(Region::Greenery)),
@@ -1692,7 +1694,7 @@ mod tests {
         );
         assert_eq!(
             ops("turn the grass yellow"),
-            [Recolor(Region::Greenery, [245, 210, 40])]
+            [Recolor(Region::Grass, [245, 210, 40])]
         );
         assert_eq!(
             ops("make the background black"),

@@ -201,7 +201,6 @@ fn sky_cells(g: &Grid) -> Vec<bool> {
         cells.into_iter().step_by(step).collect()
     };
     let top = band(0.0, 0.12);
-    let bottom = band(0.85, 1.0);
     let nearest = |c: Rgb, set: &[Rgb]| {
         set.iter()
             .map(|s| {
@@ -211,6 +210,14 @@ fn sky_cells(g: &Grid) -> Vec<bool> {
             .fold(f32::MAX, f32::min)
             .sqrt()
     };
+    // Water at the bottom mirrors the sky: those samples say nothing about land.
+    let mut bottom: Vec<Rgb> = band(0.85, 1.0)
+        .into_iter()
+        .filter(|&c| nearest(c, &top) > 0.1)
+        .collect();
+    if bottom.is_empty() {
+        bottom = band(0.85, 1.0);
+    }
     // +1: surely sky, -1: surely land. Lower cells lean towards land (water mirrors the sky's
     // colours, but lies below it).
     let vote: Vec<f32> =
@@ -218,7 +225,7 @@ fn sky_cells(g: &Grid) -> Vec<bool> {
             .enumerate()
             .map(|(i, &c)| {
                 let (ds, dl) = (nearest(c, &top), nearest(c, &bottom));
-                (dl - ds) / (dl + ds + 1e-3) - 0.9 * (i / w) as f32 / h as f32
+                (dl - ds) / (dl + ds + 1e-3) - 0.5 * (i / w) as f32 / h as f32
             })
             .collect();
     // gain[x][y]: the column's score with its sky ending at row y (rows < y are sky).
@@ -252,12 +259,22 @@ fn sky_cells(g: &Grid) -> Vec<bool> {
         best = next;
     }
     let mut y = (0..=floor).fold(0, |a, b| if best[b] > best[a] { b } else { a });
-    let mut sky = vec![false; w * h];
+    let mut line = vec![0usize; w];
     for x in (0..w).rev() {
-        for row in 0..y.min(h) {
+        line[x] = y;
+        y = from[x * (floor + 1) + y];
+    }
+    // A narrow dip of the skyline into the land below (water mirroring the sky) is cut off;
+    // narrow peaks (a tower, a tree) stay.
+    let reach = (w / 12).max(1);
+    let mut sky = vec![false; w * h];
+    for x in 0..w {
+        let mut near = line[x.saturating_sub(reach)..(x + reach + 1).min(w)].to_vec();
+        near.sort_unstable();
+        let end = line[x].min(near[near.len() / 2]);
+        for row in 0..end.min(h) {
             sky[row * w + x] = true;
         }
-        y = from[x * (floor + 1) + y];
     }
     sky
 }
@@ -283,14 +300,30 @@ fn region_cells(g: &Grid, region: Region) -> Vec<bool> {
                 .collect();
             denoise(g, &wet)
         }
-        Region::Greenery => {
+        Region::Greenery | Region::Grass => {
             let green: Vec<bool> = (0..g.w * g.h)
                 .map(|i| {
                     let (h, s, v) = hsv(g.px[i]);
                     !sky[i] && (50.0..=170.0).contains(&h) && s > 0.18 && v > 0.06
                 })
                 .collect();
-            denoise(g, &green)
+            let green = denoise(g, &green);
+            if region == Region::Greenery {
+                return green;
+            }
+            // Grass is the smooth part: trees and bushes are textured (their cells differ
+            // from their neighbours) and darker.
+            (0..green.len())
+                .map(|i| {
+                    green[i] && {
+                        let rough = g
+                            .neighbours(i)
+                            .map(|j| diff(g.px[i], g.px[j]))
+                            .fold(0.0f32, f32::max);
+                        rough < 0.06
+                    }
+                })
+                .collect()
         }
         Region::Background => {
             let border: Vec<usize> = (0..g.w * g.h)
@@ -399,7 +432,9 @@ pub fn recolor(img: &mut RgbaImage, region: Region, color: [u8; 3]) {
         return;
     };
     let target = rgb(color[0], color[1], color[2]);
-    let shift = lum(target) - lum(mean);
+    // Most of the way to the colour's lightness: all the way would flatten the light and shade
+    // of a region much darker or lighter than the colour into white or black.
+    let shift = (lum(target) - lum(mean)) * 0.7;
     for (p, &k) in c.px.iter_mut().zip(&m) {
         if k <= 0.0 {
             continue;
@@ -1116,5 +1151,71 @@ fn missing(name: &str, ru: bool) -> String {
         format!(
             "there is no {name} that Pictor placed in this picture: remove and replace work on what the built-in painter drew itself"
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Edit = Box<dyn Fn(&mut RgbaImage)>;
+
+    /// Every content edit on pictures of awkward shapes (tiny, a strip, flat colour) keeps the
+    /// size and alpha and does not panic.
+    #[test]
+    fn every_edit_survives_odd_pictures() {
+        let shapes = [(1, 1), (15, 40), (16, 16), (17, 300), (300, 17), (64, 48)];
+        for (w, h) in shapes {
+            for flat in [false, true] {
+                let img = RgbaImage::from_fn(w, h, |x, y| {
+                    if flat {
+                        image::Rgba([90, 140, 220, 200])
+                    } else {
+                        image::Rgba([(x * 7) as u8, (y * 5) as u8, ((x ^ y) * 3) as u8, 200])
+                    }
+                });
+                let mut edits: Vec<Edit> = vec![
+                    Box::new(|i| recolor(i, Region::Sky, [240, 120, 170])),
+                    Box::new(|i| recolor(i, Region::Water, [0, 0, 0])),
+                    Box::new(|i| recolor(i, Region::Greenery, [255, 255, 255])),
+                    Box::new(|i| recolor(i, Region::Grass, [255, 255, 255])),
+                    Box::new(|i| recolor(i, Region::Background, [30, 80, 200])),
+                    Box::new(|i| time_of_day(i, TimeOfDay::Night, 1)),
+                    Box::new(|i| time_of_day(i, TimeOfDay::Sunset, 1)),
+                    Box::new(|i| time_of_day(i, TimeOfDay::Dawn, 1)),
+                    Box::new(|i| time_of_day(i, TimeOfDay::Day, 1)),
+                    Box::new(|i| weather(i, Weather::Rain, 1)),
+                    Box::new(|i| weather(i, Weather::Snow, 1)),
+                    Box::new(|i| weather(i, Weather::Fog, 1)),
+                ];
+                for clause in [
+                    "moon",
+                    "sun",
+                    "stars",
+                    "rainbow",
+                    "clouds",
+                    "five birds",
+                    "a horse",
+                    "two boats",
+                    "a girl holding a red balloon",
+                ] {
+                    edits.push(Box::new(move |i| add(i, clause, 7)));
+                }
+                for e in &edits {
+                    let mut out = img.clone();
+                    e(&mut out);
+                    assert_eq!(out.dimensions(), (w, h));
+                    assert!(out.pixels().all(|p| p[3] == 200), "alpha kept");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn what_can_be_added_removed_and_replaced() {
+        assert!(can_add("moon") && can_add("three cats") && can_add("луну") && can_add("rain"));
+        assert!(!can_add("vignette") && !can_add("red border") && !can_add("more contrast"));
+        assert!(can_remove("boat") && can_remove("the sun") && !can_remove("contrast"));
+        assert!(can_replace("boat with whale") && !can_replace("boat"));
     }
 }

@@ -1,6 +1,7 @@
 //! Renderer benchmarks (`cargo bench --bench render`), one core, PNG encoding included:
 //! `fast` 1024², `artist` 1536², `0.2plus` 2048² (a busy scene: objects, water, reflections,
-//! the artist/0.2plus finishing pass), a style pass, and the edit pipeline on a 12 MP JPEG upload
+//! the artist/0.2plus finishing pass), every style pass at `fast`, content edits on a `fast`
+//! picture, and the edit pipeline on a 12 MP JPEG upload
 //! (decode + ops + encode). Each is paired with the floor: PNG-encoding the same number of pixels.
 //! Numbers go into the README; nothing here asserts a time.
 
@@ -80,9 +81,43 @@ fn benches(c: &mut Criterion) {
         b.iter(|| black_box(generate(Model::Fast, PROMPT)))
     });
     floor(c, "floor: PNG encode 1024x1024", 1024, 1024);
-    c.bench_function("fast 1024x1024 watercolor", |b| {
-        b.iter(|| black_box(generate(Model::Fast, &format!("{PROMPT}, watercolor"))))
-    });
+    // Every style pass at `fast` (the scene, the pass, watermark and PNG).
+    for style in pictor::render::Style::ALL {
+        c.bench_function(&format!("fast 1024x1024 style {}", style.id()), |b| {
+            b.iter(|| {
+                let pic = pictor::render::procedural::render_picture(
+                    PROMPT,
+                    Model::Fast,
+                    Ratio::Square,
+                    7,
+                    Some(style),
+                );
+                black_box(finish(pic, true, &params(Model::Fast)).unwrap())
+            })
+        });
+    }
+    // Content edits on a `fast` picture (PNG in, PNG out): a region recolour, night, adding a
+    // thing, and removing one (which paints the picture twice: the check and the result).
+    let source = generate(Model::Fast, PROMPT);
+    for instruction in [
+        "make the sky pink",
+        "make it night",
+        "add a horse",
+        "remove the lighthouse",
+    ] {
+        c.bench_function(&format!("edit fast 1024x1024: {instruction}"), |b| {
+            b.iter(|| {
+                let pic = ProceduralRenderer
+                    .edit(&EditSpec {
+                        source: source.clone(),
+                        instruction: instruction.into(),
+                        seed: 1,
+                    })
+                    .unwrap();
+                black_box(finish(pic, true, &params(Model::Fast)).unwrap())
+            })
+        });
+    }
     c.bench_function("artist 1536x1536 (render + watermark + PNG)", |b| {
         b.iter(|| black_box(generate(Model::Artist, PROMPT)))
     });

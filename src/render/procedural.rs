@@ -613,6 +613,56 @@ mod tests {
     use super::*;
     use crate::render::{PngParameters, finish};
 
+    fn plan_of(prompt: &str, seed: u64) -> Plan {
+        let theme = Theme::read(prompt);
+        let mut rng = Rng::new(seed ^ prompt_hash(prompt));
+        Plan::new(&theme, Model::Fast, 1024, 683, &mut rng)
+    }
+
+    /// The layering rules: an overcast sky shows no stars and no sun or moon unless they are
+    /// named; a sun or moon over water stays above the water line (else the water mirrors a
+    /// body the sea hides); islands carry palms only in a warm scene.
+    #[test]
+    fn overcast_skies_low_suns_and_island_props() {
+        for seed in 0..24 {
+            for prompt in [
+                "a storm at sea",
+                "snowfall at night in a village",
+                "rain at night over the lake",
+            ] {
+                let p = plan_of(prompt, seed);
+                assert!(
+                    p.sun.is_none() && p.moon.is_none(),
+                    "{prompt} {seed}: a body in an overcast sky"
+                );
+                assert_eq!(p.stars, 0.0, "{prompt} {seed}: stars through the clouds");
+            }
+            let p = plan_of("a storm at night with the moon", seed);
+            assert!(p.moon.is_some(), "a named moon stays");
+            for prompt in [
+                "sunset over the sea",
+                "the sun setting into the ocean",
+                "a beach at night with the moon",
+            ] {
+                let p = plan_of(prompt, seed);
+                let line = p.water.map_or(f32::MAX, |w| w.y);
+                for b in p.sun.iter().chain(p.moon.iter().map(|m| &m.body)) {
+                    assert!(
+                        b.y + b.r < line,
+                        "{prompt} {seed}: a body below the water line"
+                    );
+                }
+            }
+            assert!(!plan_of("an island in a storm", seed).island_palms);
+            assert!(plan_of("a tropical island in a storm", seed).island_palms);
+            assert!(plan_of("an island in the sea", seed).island_palms);
+        }
+        assert_eq!(
+            plan_of("the sun setting into the ocean", 1).time,
+            prompt::Time::Golden
+        );
+    }
+
     fn spec(prompt: &str, model: Model, ratio: Ratio, seed: u64) -> GenerateSpec {
         GenerateSpec {
             noise: None,

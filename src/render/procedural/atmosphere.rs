@@ -47,11 +47,10 @@ pub fn snowfall(c: &mut Canvas, plan: &Plan, rng: &mut Rng) {
         let x = rng.unit() * w;
         let y = rng.unit() * h;
         let near = rng.unit().powi(3);
-        let r = plan.unit * (0.7 + 3.2 * near);
+        // Soft flakes of many sizes (a halo round each), not the sharp points stars are.
+        let r = plan.unit * (1.1 + 4.2 * near);
         let a = 0.55 + 0.35 * rng.unit();
+        c.disc(x, y, r * 1.8, col, 0.12 + 0.1 * near);
         c.disc(x, y, r, col, a * (1.0 - 0.4 * near));
-        if near > 0.5 {
-            c.disc(x, y, r * 1.6, col, 0.15);
-        }
     }
 }

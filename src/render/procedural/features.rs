@@ -284,6 +284,9 @@ pub fn islands(c: &mut Canvas, plan: &Plan, rng: &mut Rng) {
                 seed: rng.next_u32(),
                 figure: Default::default(),
             };
+            if !plan.island_palms {
+                continue;
+            }
             let palm = objects::build(super::prompt::Thing::Palm, &look);
             let px = x + (k as f32 - 0.4) * size * 0.5;
             let t = Xform {

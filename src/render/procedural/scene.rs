@@ -250,6 +250,8 @@ pub struct Plan {
     /// Neon city lights.
     pub neon: bool,
     pub islands: usize,
+    /// Islands carry a palm or two.
+    pub island_palms: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -586,6 +588,45 @@ impl Plan {
             Some(i) => Stage::Layer(i),
             None => Stage::Flat(hf * 0.9),
         };
+        // Under a storm, rain or falling snow the sky is overcast: no stars (falling snow would
+        // read as stars) and no sun or moon unless the prompt names them. Decided after every
+        // draw above, so other scenes keep their random numbers.
+        let overcast = theme.has(Element::Storm) || rain > 0.0 || snowfall > 0.0;
+        let (mut sun, mut moon, mut glow, mut stars, mut milky_way) =
+            (sun, moon, glow, stars, milky_way);
+        if overcast {
+            if !theme.has(Element::Stars) {
+                stars = 0.0;
+                milky_way = None;
+            }
+            if !theme.has(Element::Sun) && sun.take().is_some() {
+                glow = None;
+            }
+            if !theme.has(Element::Moon) && moon.take().is_some() && sun.is_none() {
+                glow = None;
+            }
+        }
+        // A sun or moon low over the water stays above the water line: a part hidden by the sea
+        // would still be mirrored in it (the water mirrors what is painted above its line).
+        if let Some(wp) = water_plan {
+            let lift = |b: &mut Body| {
+                if b.y + b.r > wp.y - unit {
+                    b.y = wp.y - unit - b.r * 1.05;
+                }
+            };
+            if let Some(s) = sun.as_mut() {
+                lift(s);
+                if let Some(g) = glow.as_mut() {
+                    g.y = s.y;
+                }
+            }
+            if let Some(m) = moon.as_mut() {
+                lift(&mut m.body);
+                if let (None, Some(g)) = (sun, glow.as_mut()) {
+                    g.y = m.body.y;
+                }
+            }
+        }
         let mut plan = Plan {
             w,
             h,
@@ -624,6 +665,9 @@ impl Plan {
             synthwave,
             neon: theme.has(Element::Neon) || (style == Style::Neon && theme.has(Element::City)),
             islands: usize::from(theme.has(Element::Island)) * (1 + r.below(2)),
+            // Palms on islands in a warm scene, not in a storm or snow unless it is tropical.
+            island_palms: theme.has(Element::Beach)
+                || !(theme.has(Element::Storm) || theme.has(Element::Snow)),
         };
         plan.subjects = super::compose::place(theme, &plan, &mut rng.fork("subjects"));
         plan

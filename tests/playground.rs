@@ -787,3 +787,40 @@ async fn the_gallery_pages_newest_first_and_only_shows_your_pictures() {
     assert_eq!(all["pictures"].as_array().unwrap().len(), 5);
     s.stop().await;
 }
+
+/// The playground's cancel is a state change like generate: it needs the CSRF token and our
+/// origin; refused, the job goes on; with them, it is cancelled and the credits come back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_needs_the_csrf_token_and_our_origin() {
+    let gate = Gate::default();
+    let s = TestServer::with_renderer(Arc::new(gate.clone())).await;
+    let p = Session::new(&s, "cancel@example.com", 20).await;
+    let (st, v) = p.generate(json!({"prompt": "a lighthouse"})).await;
+    assert_eq!(st, 202, "{v}");
+    let id = v["job_id"].as_str().unwrap().to_string();
+    let path = format!("/playground/api/jobs/{id}/cancel");
+    let wrong = "0".repeat(p.csrf.len());
+    let cases: [(Option<&str>, &[(&str, &str)]); 4] = [
+        (None, &[]),
+        (Some(wrong.as_str()), &[]),
+        (Some(p.csrf.as_str()), &[("origin", "http://evil.example")]),
+        (Some(p.csrf.as_str()), &[("sec-fetch-site", "cross-site")]),
+    ];
+    for (token, headers) in cases {
+        let r = p.post(&path, token, headers).send().await.unwrap();
+        assert_error(&status_json(r).await, 403, "csrf_failed");
+        let (_, job) = p.get(&format!("/playground/api/jobs/{id}")).await;
+        assert!(
+            job["status"] == "queued" || job["status"] == "running",
+            "{job}"
+        );
+    }
+    let r = p.post(&path, Some(&p.csrf), &[]).send().await.unwrap();
+    let (st, job) = status_json(r).await;
+    assert_eq!(st, 200, "{job}");
+    assert_eq!(job["error_code"], "cancelled", "{job}");
+    gate.open();
+    assert_eq!(p.me().await["balance"], json!(20));
+    s.assert_books_balanced();
+    s.stop().await;
+}

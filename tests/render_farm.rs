@@ -932,6 +932,26 @@ async fn pool_failover_in_the_real_binary_with_status_in_the_cli_and_metrics() {
         "{metrics}"
     );
     assert!(metrics.contains("pictor_backend_requests{"), "{metrics}");
+    // Nothing in flight once the jobs are done; the endpoint that served has a latency.
+    assert!(
+        metrics.contains(&format!(
+            "pictor_backend_in_flight{{endpoint=\"{}\",kind=\"comfyui\"}} 0",
+            a.url
+        )),
+        "{metrics}"
+    );
+    let latency: f64 = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(&format!(
+                "pictor_backend_latency_seconds{{endpoint=\"{}\",kind=\"comfyui\"}} ",
+                a.url
+            ))
+        })
+        .unwrap_or_else(|| panic!("no latency for {}: {metrics}", a.url))
+        .parse()
+        .unwrap();
+    assert!(latency > 0.0 && latency < 60.0, "latency {latency}");
     drop(server);
 
     // Without a running server the command says so.

@@ -613,6 +613,29 @@ mod tests {
     use super::*;
     use crate::render::{PngParameters, finish};
 
+    /// The painter reports its stages as progress and stops at the first checkpoint once
+    /// cancelled.
+    #[test]
+    fn progress_by_stages_and_cancel_at_a_checkpoint() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let control = RenderControl::observed(Box::new(move |p| log.lock().unwrap().push(p)));
+        let spec = spec("a castle on a hill", Model::Fast, Ratio::Square, 1);
+        ProceduralRenderer.generate_with(&spec, &control).unwrap();
+        assert_eq!(*seen.lock().unwrap(), [0.1, 0.7, 0.85]);
+        let cancelled = RenderControl::default();
+        cancelled.cancel();
+        assert!(matches!(
+            ProceduralRenderer.generate_with(&spec, &cancelled),
+            Err(RenderError::Cancelled)
+        ));
+        assert_eq!(
+            cancelled.progress(),
+            0.0,
+            "stopped before the first stage ended"
+        );
+    }
+
     fn plan_of(prompt: &str, seed: u64) -> Plan {
         let theme = Theme::read(prompt);
         let mut rng = Rng::new(seed ^ prompt_hash(prompt));

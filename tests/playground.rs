@@ -800,7 +800,8 @@ async fn cancel_needs_the_csrf_token_and_our_origin() {
     let id = v["job_id"].as_str().unwrap().to_string();
     let path = format!("/playground/api/jobs/{id}/cancel");
     let wrong = "0".repeat(p.csrf.len());
-    let cases: [(Option<&str>, &[(&str, &str)]); 4] = [
+    type Case<'a> = (Option<&'a str>, &'a [(&'a str, &'a str)]);
+    let cases: [Case; 4] = [
         (None, &[]),
         (Some(wrong.as_str()), &[]),
         (Some(p.csrf.as_str()), &[("origin", "http://evil.example")]),

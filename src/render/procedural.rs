@@ -356,7 +356,16 @@ fn scene_report(theme: &Theme, plan: &Plan) -> SceneReport {
     };
     let landscape = plan.setting == Setting::Landscape;
     let element_drawn = |e: E| match plan.setting {
-        Setting::StillLife => e == E::Table,
+        Setting::StillLife => match (e, &plan.room) {
+            (E::Table, None) => true,
+            (E::Table, Some(r)) => r.table.is_some(),
+            (E::Room, Some(_)) => true,
+            (E::Window, Some(r)) => r.window.is_some(),
+            (E::Fireplace, Some(r)) => r.fireplace.is_some(),
+            (E::Library, Some(r)) => r.shelves,
+            (E::Kitchen, Some(r)) => r.kitchen,
+            _ => false,
+        },
         Setting::Underwater => matches!(e, E::Underwater | E::Sea),
         Setting::Landscape => match e {
             E::Sun => plan.sun.is_some() || plan.synthwave,
@@ -375,7 +384,21 @@ fn scene_report(theme: &Theme, plan: &Plan) -> SceneReport {
             E::Rainbow => plan.rainbow,
             E::Neon => plan.neon || plan.style == style::Style::Neon,
             E::Abstract => plan.abstract_art,
-            E::Table | E::Underwater => false,
+            E::Table | E::Underwater | E::Room | E::Fireplace | E::Library | E::Kitchen => false,
+            // Out of doors a window is a building's.
+            E::Window => plan.subjects.iter().any(|p| {
+                [
+                    "house",
+                    "cabin",
+                    "castle",
+                    "lighthouse",
+                    "church",
+                    "tower",
+                    "pagoda",
+                    "windmill",
+                ]
+                .contains(&p.thing.name())
+            }),
             _ => landscape,
         },
     };
@@ -461,7 +484,10 @@ fn paint(plan: &Plan, rng: &Rng, sign: Option<(f32, f32, f32, f32)>) -> image::R
     }
     match plan.setting {
         Setting::StillLife => {
-            features::interior(&mut c, plan, &mut rng.fork("interior"));
+            match &plan.room {
+                Some(room) => features::room(&mut c, plan, room, &mut rng.fork("room")),
+                None => features::interior(&mut c, plan, &mut rng.fork("interior")),
+            }
             compose::paint(&mut c, plan, |_| true);
         }
         Setting::Underwater => {
@@ -633,6 +659,60 @@ mod tests {
             cancelled.progress(),
             0.0,
             "stopped before the first stage ended"
+        );
+    }
+
+    /// Rooms: named interiors get walls, a floor and what is named on the wall; small things
+    /// stand on the counter or a low table, furniture and animals on the floor; a window out of
+    /// doors is a house's, not a room.
+    #[test]
+    fn rooms_are_furnished_as_named() {
+        for seed in 0..8 {
+            let p = plan_of("a kitchen with a teapot", seed);
+            let room = p.room.expect("a kitchen is a room");
+            assert!(room.kitchen && room.table.is_some());
+            let pot = p
+                .subjects
+                .iter()
+                .find(|s| s.thing == prompt::Thing::Teapot)
+                .unwrap();
+            let top = room.table.unwrap().2;
+            assert!(
+                (pot.y - top).abs() < p.h as f32 * 0.03,
+                "on the counter: {} vs {top} ({:?})",
+                pot.y,
+                pot.spot
+            );
+            let p = plan_of("a cat by the fireplace in a library", seed);
+            let room = p.room.unwrap();
+            assert!(room.fireplace.is_some() && room.shelves);
+            let cat = p
+                .subjects
+                .iter()
+                .find(|s| s.thing == prompt::Thing::Cat)
+                .unwrap();
+            assert!(cat.y > room.floor_y, "on the floor");
+            let p = plan_of("a piano by the window", seed);
+            assert!(p.room.is_some_and(|r| r.window.is_some()));
+            assert!(
+                plan_of("a house with a red door by the lake", seed)
+                    .room
+                    .is_none()
+            );
+        }
+        let r = describe("a cozy room with a sofa by the window and a fireplace");
+        for word in ["room", "sofa", "window", "fireplace"] {
+            assert!(r.drawn.contains(&word.to_string()), "{word}: {r:?}");
+        }
+        let r = describe("уютная комната с камином");
+        assert!(
+            r.drawn.contains(&"room".to_string()) && r.drawn.contains(&"fireplace".to_string()),
+            "{r:?}"
+        );
+        let r = describe("a house with a window in the forest");
+        assert!(
+            r.drawn.contains(&"window".to_string()),
+            "a house's window: {r:?}"
         );
     }
 

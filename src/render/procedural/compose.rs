@@ -53,7 +53,7 @@ impl Setting {
         if theme.has(Element::Underwater) {
             return Setting::Underwater;
         }
-        if theme.has(Element::Table) {
+        if theme.has(Element::Table) || theme.indoors() {
             return Setting::StillLife;
         }
         let outdoor = OUTDOOR.iter().any(|e| theme.has(*e)) || theme.time.is_some();
@@ -159,13 +159,13 @@ pub fn base_size(thing: Thing, spot: Spot) -> f32 {
 
 fn spot_for(thing: Thing, setting: Setting, theme: &Theme, main: bool, count: usize) -> Spot {
     match setting {
-        Setting::StillLife => {
-            if thing.habitat() == Habitat::Sky {
-                Spot::Sky
-            } else {
-                Spot::Table
-            }
-        }
+        Setting::StillLife => match thing.habitat() {
+            Habitat::Sky => Spot::Sky,
+            // In a room, what is not a small thing for a table stands on the floor.
+            Habitat::Table => Spot::Table,
+            _ if theme.indoors() => Spot::Ground,
+            _ => Spot::Table,
+        },
         Setting::Underwater => {
             if thing.habitat() == Habitat::Underwater {
                 Spot::Swim
@@ -322,7 +322,15 @@ pub fn place(theme: &Theme, plan: &Plan, rng: &mut Rng) -> Vec<Placed> {
                     if row == 0.0 {
                         hgt *= 0.92;
                     }
-                    h * (0.78 + row) + rng.range(-0.01, 0.01) * h
+                    match plan.room {
+                        // On the kitchen counter, or on a low table in front of the wall.
+                        Some(room) => {
+                            hgt *= 0.55;
+                            let top = room.table.map_or(h * 0.74, |t| t.2);
+                            top + row * 0.3 * h
+                        }
+                        None => h * (0.78 + row) + rng.range(-0.01, 0.01) * h,
+                    }
                 }
                 Spot::Swim => {
                     if main && i == 0 {

@@ -1,6 +1,6 @@
 //! Scene features beyond sky, terrain and water: aurora and rainbow, rivers and roads in
 //! perspective, fields of flowers, islands, rain, lightning and fireflies, the synthwave grid,
-//! and the two non-landscape settings (a still life on a table, the underwater world).
+//! and the non-landscape settings (a still life on a table, a room, the underwater world).
 
 use std::f32::consts::PI;
 
@@ -545,5 +545,380 @@ pub fn underwater(c: &mut Canvas, plan: &Plan, rng: &mut Rng) {
         let r = u * rng.range(2.0, 7.0);
         c.disc(x, y, r, rgb(210, 240, 255), 0.25);
         c.disc(x - r * 0.3, y - r * 0.3, r * 0.3, rgb(255, 255, 255), 0.5);
+    }
+}
+
+/// A room: the back wall (faint wallpaper stripes, a wainscot, the light from the window or the
+/// fire), a wooden floor in perspective, and what the plan puts on the wall: a window onto the
+/// sky of the time of day, a brick fireplace with a fire, bookshelves, a kitchen's cabinets,
+/// tiles and counter; then the low table small things stand on.
+pub fn room(c: &mut Canvas, plan: &Plan, room: &super::scene::Room, rng: &mut Rng) {
+    use super::prompt::Time;
+    let (w, h) = (c.w as f32, c.h as f32);
+    let fy = room.floor_y;
+    let night = plan.time == Time::Night;
+    // Where the light comes from: the window by day, the fire (or a lamp) at night.
+    let light_x = match (room.window, room.fireplace, night) {
+        (_, Some((fx, _)), true) => fx,
+        (Some((x, _, ww, _)), _, _) => x + ww / 2.0,
+        (_, Some((fx, _)), _) => fx,
+        _ => w * 0.3,
+    };
+    let seed = plan.seed ^ 0x2004;
+    let wood = mix(rgb(150, 100, 62), room.wall, 0.15);
+    let vx = w * 0.5;
+    for y in 0..c.h {
+        let yf = y as f32 + 0.5;
+        let row = c.row_mut(y);
+        for (x, px) in row.iter_mut().enumerate() {
+            let xf = x as f32 + 0.5;
+            let near = 1.0 - ((xf - light_x) / w).abs().min(1.0);
+            let lit = if night {
+                0.45 + 0.55 * near * near
+            } else {
+                0.72 + 0.35 * near
+            };
+            *px = if yf < fy {
+                let stripe = ((xf / (plan.unit * 26.0)).sin() * 0.5 + 0.5) * 0.05;
+                let wainscot = yf > fy - h * 0.16;
+                let base = if wainscot {
+                    scale(room.wall, 0.86)
+                } else {
+                    room.wall
+                };
+                let rail = (yf - (fy - h * 0.16)).abs() < plan.unit * 3.0;
+                scale(
+                    if rail { scale(base, 0.75) } else { base },
+                    lit * (0.95 + stripe),
+                )
+            } else {
+                // Planks converging to the middle of the wall.
+                let t = (yf - fy) / (h - fy);
+                let u = (xf - vx) / (0.25 + 0.75 * t);
+                let plank = (u / (w * 0.09)).floor();
+                let shade = 0.85 + 0.15 * value2(plank, 0.5, seed);
+                let seam = ((u / (w * 0.09)).fract() < 0.03) as u8 as f32;
+                let g = value2(xf / (w * 0.2), yf / (h * 0.01), seed ^ 3) * 0.12;
+                scale(wood, (shade - 0.3 * seam + g) * lit * (0.7 + 0.4 * t))
+            };
+        }
+    }
+    // Skirting board.
+    for y in (fy as usize)..((fy + plan.unit * 8.0) as usize).min(c.h) {
+        for p in c.row_mut(y) {
+            *p = scale(*p, 0.7);
+        }
+    }
+    if room.shelves {
+        bookshelves(c, plan, room, rng);
+    }
+    if room.kitchen {
+        kitchen(c, plan, room);
+    }
+    if let Some(win) = room.window {
+        window(c, plan, win, rng);
+    }
+    if let Some((fx, fw)) = room.fireplace {
+        fireplace(c, plan, fy, fx, fw, rng);
+    }
+    if !room.kitchen
+        && let Some((x0, x1, top)) = room.table
+    {
+        let wood = rgb(118, 76, 46);
+        fill_rect(c, x0, top, x1, top + plan.unit * 14.0, scale(wood, 1.1));
+        let leg = plan.unit * 10.0;
+        let bottom = (top + (h - top) * 0.6).min(h);
+        fill_rect(c, x0 + leg, top, x0 + 2.0 * leg, bottom, scale(wood, 0.8));
+        fill_rect(c, x1 - 2.0 * leg, top, x1 - leg, bottom, scale(wood, 0.8));
+    }
+}
+
+fn fill_rect(c: &mut Canvas, x0: f32, y0: f32, x1: f32, y1: f32, col: Rgb) {
+    let clip = |v: f32, max: usize| (v.max(0.0) as usize).min(max);
+    let (x0, x1) = (clip(x0, c.w), clip(x1, c.w));
+    let (y0, y1) = (clip(y0, c.h), clip(y1, c.h));
+    for y in y0..y1 {
+        for p in &mut c.row_mut(y)[x0..x1.max(x0)] {
+            *p = col;
+        }
+    }
+}
+
+/// A window with a frame and muntins onto the sky: blue with a cloud by day, warm at golden
+/// hour, dark with the moon and stars at night; by day a patch of light falls on the floor.
+fn window(c: &mut Canvas, plan: &Plan, (x, y, ww, wh): (f32, f32, f32, f32), rng: &mut Rng) {
+    use super::prompt::Time;
+    let (top, low) = match plan.time {
+        Time::Day => (rgb(90, 150, 225), rgb(190, 220, 245)),
+        Time::Golden => (rgb(120, 90, 150), rgb(250, 170, 100)),
+        Time::Night => (rgb(10, 14, 36), rgb(30, 40, 80)),
+    };
+    let frame = rgb(236, 232, 222);
+    let bar = plan.unit * 7.0;
+    for py in (y as usize)..((y + wh) as usize).min(c.h) {
+        let t = (py as f32 - y) / wh;
+        let sky = mix(top, low, t);
+        for px in (x.max(0.0) as usize)..((x + ww) as usize).min(c.w) {
+            c.px[py * c.w + px] = sky;
+        }
+    }
+    match plan.time {
+        Time::Night => {
+            for _ in 0..((ww * wh) / 600.0) as usize {
+                let sx = x + rng.range(0.05, 0.95) * ww;
+                let sy = y + rng.range(0.05, 0.7) * wh;
+                c.disc(
+                    sx,
+                    sy,
+                    plan.unit * 1.2,
+                    rgb(250, 248, 230),
+                    rng.range(0.5, 1.0),
+                );
+            }
+            let (mx, my) = (x + ww * 0.68, y + wh * 0.28);
+            shapes::glow(c, mx, my, ww * 0.12, rgb(200, 210, 255), 0.3);
+            c.disc(mx, my, ww * 0.09, rgb(240, 236, 214), 1.0);
+        }
+        _ => {
+            for k in 0..6 {
+                let cx = x + ww * (0.2 + 0.12 * k as f32) + rng.range(-0.03, 0.03) * ww;
+                let cy = y + wh * 0.3 + rng.range(-0.04, 0.04) * wh;
+                c.disc(cx, cy, ww * rng.range(0.06, 0.1), rgb(250, 250, 252), 0.85);
+            }
+        }
+    }
+    // Frame, sill and muntins.
+    fill_rect(c, x - bar, y - bar, x + ww + bar, y, frame);
+    fill_rect(
+        c,
+        x - bar * 1.6,
+        y + wh,
+        x + ww + bar * 1.6,
+        y + wh + bar * 1.4,
+        frame,
+    );
+    fill_rect(c, x - bar, y, x, y + wh, frame);
+    fill_rect(c, x + ww, y, x + ww + bar, y + wh, frame);
+    fill_rect(
+        c,
+        x + ww / 2.0 - bar / 2.0,
+        y,
+        x + ww / 2.0 + bar / 2.0,
+        y + wh,
+        frame,
+    );
+    fill_rect(
+        c,
+        x,
+        y + wh * 0.45 - bar / 2.0,
+        x + ww,
+        y + wh * 0.45 + bar / 2.0,
+        frame,
+    );
+    if plan.time != Time::Night {
+        // Light through the window onto the floor.
+        let h = c.h as f32;
+        let floor = plan.room.map_or(h * 0.66, |r| r.floor_y);
+        for py in (floor as usize)..c.h {
+            let t = (py as f32 - floor) / (h - floor);
+            let x0 = x + ww * 0.2 * t + ww * 0.3 * t;
+            for px in (x0.max(0.0) as usize)..((x0 + ww * (1.0 + 0.4 * t)) as usize).min(c.w) {
+                c.light(px as i64, py as i64, rgb(255, 240, 200), 0.16 * (1.0 - t));
+            }
+        }
+    }
+}
+
+/// A brick fireplace with a mantel and a fire glowing in its dark opening.
+fn fireplace(c: &mut Canvas, plan: &Plan, floor: f32, cx: f32, fw: f32, rng: &mut Rng) {
+    let h = c.h as f32;
+    let top = floor - h * 0.34;
+    let brick = rgb(150, 70, 52);
+    let mortar = rgb(190, 170, 150);
+    let (x0, x1) = (cx - fw / 2.0, cx + fw / 2.0);
+    let bh = plan.unit * 16.0;
+    for py in (top.max(0.0) as usize)..(floor as usize).min(c.h) {
+        let row = ((py as f32 - top) / bh).floor();
+        let offset = if row as i32 % 2 == 0 { 0.0 } else { bh * 1.2 };
+        for px in (x0.max(0.0) as usize)..(x1 as usize).min(c.w) {
+            let u = (px as f32 - x0 + offset) % (bh * 2.4);
+            let v = (py as f32 - top) % bh;
+            let joint = u < plan.unit * 2.0 || v < plan.unit * 2.0;
+            let tone = 0.85 + 0.2 * value2(px as f32 / bh, row, plan.seed ^ 0xB1C);
+            c.px[py * c.w + px] = if joint { mortar } else { scale(brick, tone) };
+        }
+    }
+    // Mantel.
+    fill_rect(
+        c,
+        x0 - fw * 0.06,
+        top - plan.unit * 14.0,
+        x1 + fw * 0.06,
+        top,
+        rgb(120, 80, 50),
+    );
+    // The opening and the fire.
+    let (ox0, ox1) = (cx - fw * 0.3, cx + fw * 0.3);
+    let oy = floor - h * 0.2;
+    fill_rect(c, ox0, oy, ox1, floor, rgb(24, 16, 14));
+    shapes::glow(c, cx, floor - h * 0.05, fw * 0.35, rgb(255, 150, 60), 0.9);
+    for k in 0..9 {
+        let fx = cx + (k as f32 - 4.0) * fw * 0.05 + rng.range(-0.02, 0.02) * fw;
+        let size = fw * rng.range(0.05, 0.09) * (1.0 - (k as f32 - 4.0).abs() * 0.12);
+        for s in 0..5 {
+            let t = s as f32 / 4.0;
+            let col = mix(rgb(255, 220, 90), rgb(230, 80, 30), t);
+            c.disc(
+                fx,
+                floor - h * 0.03 - t * size * 2.2,
+                size * (1.0 - 0.6 * t),
+                col,
+                0.9,
+            );
+        }
+    }
+    // Logs.
+    fill_rect(
+        c,
+        ox0 + fw * 0.05,
+        floor - h * 0.025,
+        ox1 - fw * 0.05,
+        floor - h * 0.005,
+        rgb(70, 44, 28),
+    );
+    // The fire lights the room around it.
+    shapes::glow(c, cx, floor - h * 0.1, fw * 0.9, rgb(255, 160, 80), 0.35);
+}
+
+/// Shelves of books along the back wall (a library), leaving room for a window or fireplace.
+fn bookshelves(c: &mut Canvas, plan: &Plan, room: &super::scene::Room, rng: &mut Rng) {
+    let h = c.h as f32;
+    let w = c.w as f32;
+    let shelf_wood = rgb(96, 62, 40);
+    let top = h * 0.06;
+    let rows = 5;
+    let row_h = (room.floor_y - top) / rows as f32;
+    let spines = [
+        rgb(150, 40, 40),
+        rgb(40, 70, 130),
+        rgb(40, 110, 70),
+        rgb(190, 150, 60),
+        rgb(110, 60, 120),
+        rgb(200, 190, 170),
+        rgb(70, 50, 40),
+    ];
+    let gaps: Vec<(f32, f32)> = room
+        .window
+        .map(|(x, _, ww, _)| (x - plan.unit * 20.0, x + ww + plan.unit * 20.0))
+        .into_iter()
+        .chain(
+            room.fireplace
+                .map(|(fx, fw)| (fx - fw * 0.6, fx + fw * 0.6)),
+        )
+        .collect();
+    fill_rect(
+        c,
+        0.0,
+        top - plan.unit * 10.0,
+        w,
+        room.floor_y,
+        scale(shelf_wood, 0.6),
+    );
+    for r in 0..rows {
+        let y0 = top + r as f32 * row_h;
+        let board = y0 + row_h - plan.unit * 8.0;
+        let mut x = plan.unit * 10.0;
+        while x < w {
+            let bw = plan.unit * rng.range(10.0, 22.0);
+            let bh = row_h * rng.range(0.62, 0.88);
+            if !gaps.iter().any(|&(a, b)| x + bw > a && x < b) {
+                let col = spines[rng.below(spines.len())];
+                fill_rect(
+                    c,
+                    x,
+                    board - bh,
+                    x + bw - plan.unit * 1.5,
+                    board,
+                    scale(col, rng.range(0.8, 1.1)),
+                );
+                // A band on some spines.
+                if rng.chance(0.4) {
+                    let band = board - bh * 0.75;
+                    fill_rect(
+                        c,
+                        x,
+                        band,
+                        x + bw - plan.unit * 1.5,
+                        band + plan.unit * 3.0,
+                        rgb(220, 190, 110),
+                    );
+                }
+            }
+            x += bw;
+        }
+        fill_rect(c, 0.0, board, w, board + plan.unit * 8.0, shelf_wood);
+    }
+}
+
+/// A kitchen wall: upper cabinets, a tiled splashback and the counter over lower cabinets.
+fn kitchen(c: &mut Canvas, plan: &Plan, room: &super::scene::Room) {
+    let (w, h) = (c.w as f32, c.h as f32);
+    let counter = room.table.map_or(h * 0.6, |t| t.2);
+    let cab = mix(rgb(210, 220, 214), room.wall, 0.3);
+    let u = plan.unit;
+    // Tiles.
+    let tile = u * 40.0;
+    for py in ((h * 0.38) as usize)..(counter as usize).min(c.h) {
+        for px in 0..c.w {
+            let (a, b) = ((px as f32 % tile) < u * 2.0, ((py as f32) % tile) < u * 2.0);
+            if a || b {
+                c.px[py * c.w + px] = rgb(190, 190, 186);
+            } else {
+                c.px[py * c.w + px] = mix(rgb(236, 238, 240), room.wall, 0.2);
+            }
+        }
+    }
+    // Upper cabinets, leaving the window free.
+    let free = |x0: f32, x1: f32| {
+        room.window
+            .is_none_or(|(x, _, ww, _)| x1 < x - u * 20.0 || x0 > x + ww + u * 20.0)
+    };
+    let door = w * 0.14;
+    let mut x = u * 20.0;
+    while x + door < w {
+        if free(x, x + door) {
+            fill_rect(c, x, h * 0.08, x + door - u * 6.0, h * 0.32, cab);
+            fill_rect(
+                c,
+                x + door * 0.45,
+                h * 0.26,
+                x + door * 0.55,
+                h * 0.28,
+                rgb(120, 120, 120),
+            );
+        }
+        x += door;
+    }
+    // Counter top and the cabinets under it, down to the floor.
+    fill_rect(c, 0.0, counter, w, counter + u * 16.0, rgb(200, 196, 188));
+    let mut x = 0.0;
+    while x < w {
+        fill_rect(
+            c,
+            x + u * 4.0,
+            counter + u * 20.0,
+            x + door - u * 4.0,
+            h * 0.97,
+            scale(cab, 0.92),
+        );
+        fill_rect(
+            c,
+            x + door * 0.45,
+            counter + u * 40.0,
+            x + door * 0.55,
+            counter + u * 46.0,
+            rgb(120, 120, 120),
+        );
+        x += door;
     }
 }

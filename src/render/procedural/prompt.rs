@@ -99,6 +99,13 @@ pub enum Element {
     Underwater,
     Table,
     Abstract,
+    /// Indoors: a room with walls and a floor.
+    Room,
+    Window,
+    Fireplace,
+    /// Bookshelves along the wall.
+    Library,
+    Kitchen,
 }
 
 impl Element {
@@ -135,6 +142,11 @@ impl Element {
             E::Underwater => "underwater",
             E::Table => "table",
             E::Abstract => "abstract pattern",
+            E::Room => "room",
+            E::Window => "window",
+            E::Fireplace => "fireplace",
+            E::Library => "library",
+            E::Kitchen => "kitchen",
         }
     }
 }
@@ -841,7 +853,29 @@ const WORDS: &[(&str, Word)] = &[
     ("песк*", W::Element(E::Desert)),
     ("песчан*", W::Element(E::Desert)),
     ("table*", W::Element(E::Table)),
-    ("kitchen*", W::Element(E::Table)),
+    // Rooms.
+    ("room", W::Element(E::Room)),
+    ("interior", W::Element(E::Room)),
+    ("indoors", W::Element(E::Room)),
+    ("living room", W::Element(E::Room)),
+    ("bedroom", W::Element(E::Room)),
+    ("комнат*", W::Element(E::Room)),
+    ("интерьер*", W::Element(E::Room)),
+    ("гостин*", W::Element(E::Room)),
+    ("спальн*", W::Element(E::Room)),
+    ("window", W::Element(E::Window)),
+    ("окно", W::Element(E::Window)),
+    ("окном", W::Element(E::Window)),
+    ("окне", W::Element(E::Window)),
+    ("fireplace*", W::Element(E::Fireplace)),
+    ("hearth", W::Element(E::Fireplace)),
+    ("камин*", W::Element(E::Fireplace)),
+    ("library", W::Element(E::Library)),
+    ("bookshel*", W::Element(E::Library)),
+    ("bookcase*", W::Element(E::Library)),
+    ("библиотек*", W::Element(E::Library)),
+    ("kitchen*", W::Element(E::Kitchen)),
+    ("кухн*", W::Element(E::Kitchen)),
     ("desk", W::Element(E::Table)),
     ("still life", W::Element(E::Table)),
     ("still", W::Mood(Mood::Calm)),
@@ -851,7 +885,6 @@ const WORDS: &[(&str, Word)] = &[
     ("столом", W::Element(E::Table)),
     ("столик*", W::Element(E::Table)),
     ("натюрморт*", W::Element(E::Table)),
-    ("кухн*", W::Element(E::Table)),
     // Weather.
     ("cloud*", W::Element(E::Clouds)),
     ("overcast", W::Element(E::Clouds)),
@@ -1602,6 +1635,34 @@ impl Theme {
         self.elements.contains(&e)
     }
 
+    /// The prompt is set in a room (a window alone is not: houses have windows too).
+    pub fn indoors(&self) -> bool {
+        [
+            Element::Room,
+            Element::Fireplace,
+            Element::Library,
+            Element::Kitchen,
+        ]
+        .iter()
+        .any(|e| self.has(*e))
+            || (self.has(Element::Window)
+                && self
+                    .subjects
+                    .iter()
+                    .all(|s| !matches!(s.thing.habitat(), Habitat::Water | Habitat::Underwater))
+                && !self.elements.iter().any(|e| {
+                    !matches!(
+                        e,
+                        Element::Window
+                            | Element::Table
+                            | Element::Sun
+                            | Element::Moon
+                            | Element::Rain
+                            | Element::Snow
+                    )
+                }))
+    }
+
     #[cfg(test)]
     pub fn has_thing(&self, t: Thing) -> bool {
         self.subjects.iter().any(|s| s.thing == t)
@@ -2043,7 +2104,11 @@ fn element_target(e: Element) -> Target {
         | E::Cliff
         | E::Flowers
         | E::Road
-        | E::Table => Target::Land,
+        | E::Table
+        | E::Room
+        | E::Fireplace
+        | E::Library
+        | E::Kitchen => Target::Land,
         _ => Target::Sky,
     }
 }

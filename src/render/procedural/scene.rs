@@ -252,6 +252,74 @@ pub struct Plan {
     pub islands: usize,
     /// Islands carry a palm or two.
     pub island_palms: bool,
+    /// Indoors: the room's walls, floor and furnishings (a still life without one is a table).
+    pub room: Option<Room>,
+}
+
+/// A room: the back wall down to `floor_y`, a wooden floor in front, and what the prompt names
+/// on the wall (a window, a fireplace, bookshelves, a kitchen's cabinets and counter).
+#[derive(Debug, Clone, Copy)]
+pub struct Room {
+    pub floor_y: f32,
+    /// Left, top, width, height.
+    pub window: Option<(f32, f32, f32, f32)>,
+    /// Centre x and width.
+    pub fireplace: Option<(f32, f32)>,
+    pub shelves: bool,
+    pub kitchen: bool,
+    /// What small things stand on: the kitchen counter, or a low table under them (left,
+    /// right, top), set once they are placed.
+    pub table: Option<(f32, f32, f32)>,
+    pub wall: Rgb,
+}
+
+impl Room {
+    fn plan(theme: &Theme, time: Time, w: f32, h: f32, r: &mut Rng) -> Room {
+        let kitchen = theme.has(Element::Kitchen);
+        let shelves = theme.has(Element::Library);
+        let fireplace = theme.has(Element::Fireplace);
+        let side = if r.chance(0.5) { 0.0 } else { 1.0 };
+        let fireplace = fireplace.then(|| {
+            let cx = if shelves {
+                0.5
+            } else {
+                0.62 + 0.1 * side - 0.1
+            };
+            (w * cx, w * 0.3)
+        });
+        // A window when named, and in a plain room for its light; not behind a full wall of
+        // shelves unless named.
+        let window = (theme.has(Element::Window)
+            || (!shelves && !kitchen && fireplace.is_none())
+            || (kitchen && r.chance(0.7)))
+        .then(|| {
+            let ww = w * r.range(0.2, 0.26);
+            let x = match fireplace {
+                Some((fx, _)) if fx > w * 0.5 => w * r.range(0.08, 0.16),
+                Some(_) => w - ww - w * r.range(0.08, 0.16),
+                None => w * (0.14 + 0.5 * side) + w * r.range(-0.04, 0.04),
+            };
+            let top = h * if kitchen { 0.12 } else { 0.14 };
+            (x, top, ww, h * if kitchen { 0.3 } else { 0.4 })
+        });
+        let wall = match time {
+            Time::Night => rgb(84, 66, 58),
+            Time::Golden => rgb(222, 190, 150),
+            Time::Day => rgb(226, 214, 192),
+        };
+        let wall = theme
+            .color_for(super::prompt::Target::Land)
+            .map_or(wall, |c| mix(wall, c, 0.5));
+        Room {
+            floor_y: h * 0.66,
+            window,
+            fireplace,
+            shelves,
+            kitchen,
+            table: None,
+            wall,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -668,8 +736,31 @@ impl Plan {
             // Palms on islands in a warm scene, not in a storm or snow unless it is tropical.
             island_palms: theme.has(Element::Beach)
                 || !(theme.has(Element::Storm) || theme.has(Element::Snow)),
+            room: (setting == Setting::StillLife && theme.indoors())
+                .then(|| Room::plan(theme, time, wf, hf, &mut rng.fork("room"))),
         };
+        if let Some(room) = plan.room.as_mut()
+            && room.kitchen
+        {
+            room.table = Some((0.0, wf, hf * 0.6));
+        }
         plan.subjects = super::compose::place(theme, &plan, &mut rng.fork("subjects"));
+        // The low table goes under the small things placed on it.
+        if let Some(room) = plan.room.as_mut()
+            && room.table.is_none()
+        {
+            let on: Vec<&super::compose::Placed> = plan
+                .subjects
+                .iter()
+                .filter(|p| p.spot == super::compose::Spot::Table)
+                .collect();
+            if let (Some(lo), Some(hi)) = (
+                on.iter().map(|p| p.x - p.height * 0.8).reduce(f32::min),
+                on.iter().map(|p| p.x + p.height * 0.8).reduce(f32::max),
+            ) {
+                room.table = Some((lo.max(0.0), hi.min(wf), on[0].y.max(hf * 0.7)));
+            }
+        }
         plan
     }
 }

@@ -716,6 +716,44 @@ mod tests {
         );
     }
 
+    /// "next to", "in front of", "behind" (and Russian) place the two things against each
+    /// other; viewpoint words move the horizon.
+    #[test]
+    fn relations_and_viewpoints_compose_the_picture() {
+        use prompt::Thing as T;
+        let find = |p: &Plan, t: T| p.subjects.iter().position(|s| s.thing == t).unwrap();
+        for seed in 0..8 {
+            for prompt in ["a dog next to a cat", "собака рядом с кошкой"] {
+                let p = plan_of(prompt, seed);
+                let (d, c) = (&p.subjects[find(&p, T::Dog)], &p.subjects[find(&p, T::Cat)]);
+                assert!((d.y - c.y).abs() < 1.0, "{prompt}: one ground line");
+                let gap = (d.x - c.x).abs();
+                assert!(
+                    gap > c.height * 0.5 && gap < (c.height + d.height) * 1.5,
+                    "{prompt}: side by side, {gap}"
+                );
+            }
+            let p = plan_of("a girl in front of a castle", seed);
+            let (g, c) = (find(&p, T::Person), find(&p, T::Castle));
+            assert!(
+                p.subjects[g].y > p.subjects[c].y && g > c,
+                "in front: nearer and drawn after"
+            );
+            assert!(
+                (p.subjects[g].x - p.subjects[c].x).abs() < p.subjects[c].height,
+                "overlapping"
+            );
+            let p = plan_of("a tree behind a house", seed);
+            let (t, h) = (find(&p, T::Tree), find(&p, T::House));
+            assert!(
+                p.subjects[t].y < p.subjects[h].y && t < h,
+                "behind: farther and drawn before"
+            );
+            assert!(plan_of("aerial view of a village by a lake", seed).horizon < p.h as f32 * 0.3);
+            assert!(plan_of("a lighthouse from below", seed).horizon > p.h as f32 * 0.75);
+        }
+    }
+
     fn plan_of(prompt: &str, seed: u64) -> Plan {
         let theme = Theme::read(prompt);
         let mut rng = Rng::new(seed ^ prompt_hash(prompt));

@@ -216,7 +216,12 @@ pub fn place(theme: &Theme, plan: &Plan, rng: &mut Rng) -> Vec<Placed> {
             }
         }
     };
-    let size_k = 1.28f32.powi(theme.size.clamp(-2, 2));
+    let view_k = match theme.view {
+        Some(super::prompt::View::Aerial) => 0.7,
+        Some(super::prompt::View::Low) => 1.2,
+        None => 1.0,
+    };
+    let size_k = 1.28f32.powi(theme.size.clamp(-2, 2)) * view_k;
     let total: usize = theme.subjects.iter().map(|s| s.count).sum();
     // Things held in a hand are drawn by the person; riders are placed on their mounts below.
     let held: Vec<usize> = theme.subjects.iter().filter_map(|s| s.holds).collect();
@@ -372,6 +377,7 @@ pub fn place(theme: &Theme, plan: &Plan, rng: &mut Rng) -> Vec<Placed> {
             });
         }
     }
+    relate(theme, plan, &mut out);
     // Back to front: sky things first, then by base line.
     out.sort_by(|a, b| {
         let ka = (a.spot != Spot::Sky, a.y);
@@ -380,6 +386,62 @@ pub fn place(theme: &Theme, plan: &Plan, rng: &mut Rng) -> Vec<Placed> {
     });
     seat_riders(theme, &mut out, rng);
     out
+}
+
+/// "X next to Y", "X in front of Y", "X behind Y": moves X (its first one) against Y's first
+/// one: side by side on the same ground line, or overlapping it nearer (lower, a little larger,
+/// drawn after it) or farther (higher, smaller, hazier, drawn before it). Things in the sky are
+/// left where they are.
+fn relate(theme: &Theme, plan: &Plan, out: &mut [Placed]) {
+    use super::prompt::Relation;
+    let (w, h) = (plan.w as f32, plan.h as f32);
+    let width = |p: &Placed| {
+        let m = objects::build(p.thing, &p.look);
+        p.height * 2.0 * m.half_width / m.height.max(1e-3)
+    };
+    for (j, subject) in theme.subjects.iter().enumerate() {
+        let Some((k, rel)) = subject.near else {
+            continue;
+        };
+        let (Some(a), Some(b)) = (
+            out.iter().position(|p| p.subject == j),
+            out.iter().position(|p| p.subject == k),
+        ) else {
+            continue;
+        };
+        if out[a].spot == Spot::Sky || out[b].spot == Spot::Sky {
+            continue;
+        }
+        let (wa, wb) = (width(&out[a]), width(&out[b]));
+        let other = out[b].clone();
+        // Towards the middle of the picture, where there is room.
+        let side = if other.x < w / 2.0 { 1.0 } else { -1.0 };
+        let p = &mut out[a];
+        match rel {
+            Relation::Beside => {
+                p.x = other.x + side * (wb + wa) / 2.0 * 1.05;
+                p.y = other.y;
+                p.haze = other.haze;
+            }
+            Relation::InFront => {
+                p.x = other.x + side * wb * 0.25;
+                p.y = (other.y + h * 0.05).min(h * 0.98);
+                p.height *= 1.06;
+                p.haze = (other.haze - 0.04).max(0.0);
+            }
+            Relation::Behind => {
+                p.x = other.x + side * wb * 0.35;
+                p.y = other.y - h * 0.05;
+                p.height *= 0.85;
+                p.haze = other.haze + 0.06;
+            }
+        }
+        let half = wa / 2.0;
+        if half * 2.2 < w {
+            p.x = p.x.clamp(half * 1.05, w - half * 1.05);
+        }
+        p.flip = if p.x > other.x { -1.0 } else { 1.0 };
+    }
 }
 
 /// Puts each rider on the first of its mounts, drawn right after it: hips on the saddle, as

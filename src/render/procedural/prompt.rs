@@ -460,6 +460,8 @@ pub struct Subject {
     pub holds: Option<usize>,
     /// The subject (index) this one rides.
     pub rides: Option<usize>,
+    /// The subject (index) this one stands beside, in front of or behind.
+    pub near: Option<(usize, Relation)>,
 }
 
 // The enum comes from `things!`, where a `#[default]` variant cannot be marked.
@@ -538,6 +540,29 @@ enum Word {
     Hold,
     /// "on", "riding", "верхом": the next mount carries the last person.
     Mount,
+    /// "next to", "in front of", "behind": where the next thing stands against the last one.
+    Near(Relation),
+    /// "aerial view", "from below": where the picture is seen from.
+    View(View),
+}
+
+/// Where one thing stands against another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relation {
+    Beside,
+    /// Nearer to the viewer, overlapping the other.
+    InFront,
+    /// Farther, partly hidden by the other.
+    Behind,
+}
+
+/// Where the picture is seen from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// From above: a high horizon, the land fills the picture, things smaller.
+    Aerial,
+    /// From below: a low horizon, a big sky, things larger.
+    Low,
 }
 
 use Element as E;
@@ -1411,6 +1436,28 @@ const WORDS: &[(&str, Word)] = &[
     ("табличк*", W::Sign),
     ("щит", W::Sign),
     // Composition.
+    // Relations between things and the viewpoint.
+    ("next to", W::Near(Relation::Beside)),
+    ("beside", W::Near(Relation::Beside)),
+    ("alongside", W::Near(Relation::Beside)),
+    ("front", W::Near(Relation::InFront)),
+    ("behind", W::Near(Relation::Behind)),
+    ("рядом", W::Near(Relation::Beside)),
+    ("возле", W::Near(Relation::Beside)),
+    ("около", W::Near(Relation::Beside)),
+    ("перед", W::Near(Relation::InFront)),
+    ("позади", W::Near(Relation::Behind)),
+    ("aerial", W::View(View::Aerial)),
+    ("from above", W::View(View::Aerial)),
+    ("top down", W::View(View::Aerial)),
+    ("overhead", W::View(View::Aerial)),
+    ("drone", W::View(View::Aerial)),
+    ("low angle", W::View(View::Low)),
+    ("from below", W::View(View::Low)),
+    ("вид сверху", W::View(View::Aerial)),
+    ("с высоты", W::View(View::Aerial)),
+    ("птичьего", W::View(View::Aerial)),
+    ("снизу", W::View(View::Low)),
     ("left", W::Place(Place::Left)),
     ("слева", W::Place(Place::Left)),
     ("левой", W::Place(Place::Left)),
@@ -1620,6 +1667,8 @@ pub struct Theme {
     /// The prompt talks about a poster.
     pub poster: bool,
     pub place: Option<Place>,
+    /// The viewpoint, if the prompt names one.
+    pub view: Option<View>,
     /// Net bigger (big, close-up) minus smaller (small, distant) words.
     pub size: i32,
     pub phase: Option<Phase>,
@@ -1714,6 +1763,7 @@ impl Theme {
         // A person waiting for the thing it holds or rides: (person, tokens since).
         let mut pending_hold: Option<(usize, usize)> = None;
         let mut pending_mount: Option<(usize, usize)> = None;
+        let mut pending_near: Option<(usize, Relation, usize)> = None;
         let mut i = 0;
         while i < tokens.len() {
             // Two-word phrases first ("christmas tree", "low poly", "cherry blossom").
@@ -1768,6 +1818,8 @@ impl Theme {
                         | Some(W::Pose(_))
                         | Some(W::Hold)
                         | Some(W::Mount)
+                        | Some(W::Near(_))
+                        | Some(W::View(_))
                 )
             {
                 // A noun other than a thing ends a pending black/white: it was a darkness word.
@@ -1790,6 +1842,12 @@ impl Theme {
                 *age += 1;
                 if *age > 4 {
                     pending_count = None;
+                }
+            }
+            if let Some((_, _, age)) = pending_near.as_mut() {
+                *age += 1;
+                if *age > 4 {
+                    pending_near = None;
                 }
             }
             for pending in [&mut pending_hold, &mut pending_mount] {
@@ -1845,6 +1903,14 @@ impl Theme {
                     if !thing.is_person() {
                         // An age word before a thing that is not a person is not a person's.
                         pending_person.age = None;
+                    }
+                    if let Some(k) = index
+                        && let Some((first, rel, _)) = pending_near
+                        && first != k
+                    {
+                        theme.subjects[first].near = Some((k, rel));
+                        pending_near = None;
+                        pending_hold = None;
                     }
                     if let Some(k) = index {
                         if thing.is_person() {
@@ -1984,6 +2050,14 @@ impl Theme {
                         pending_hold = Some((k, 0));
                     }
                 }
+                Some(W::Near(rel)) => {
+                    if let Some(k) = theme.subjects.len().checked_sub(1) {
+                        pending_near = Some((k, rel, 0));
+                        // "рядом с собакой": the "с" is not a hand holding it.
+                        pending_hold = None;
+                    }
+                }
+                Some(W::View(v)) => theme.view = Some(v),
                 None => {
                     if let Ok(n) = token.parse::<usize>()
                         && (1..=20).contains(&n)
@@ -2283,12 +2357,9 @@ const QUIET: &[&str] = &[
     "under",
     "near",
     "next",
-    "front",
-    "behind",
     "between",
     "above",
     "below",
-    "beside",
     "inside",
     "outside",
     "through",
@@ -2709,10 +2780,6 @@ const QUIET: &[&str] = &[
     "моя",
     "очень",
     "много",
-    "рядом",
-    "возле",
-    "около",
-    "перед",
     "между",
     "среди",
     "внутри",

@@ -9,7 +9,7 @@
 use super::canvas::{Rgb, hue_rotate, mix, rgb, scale, tint};
 use super::compose::{Placed, Setting, Stage};
 use super::noise::Rng;
-use super::prompt::{Element, Habitat, Mood, Phase, Season, Target, Theme, Time};
+use super::prompt::{Element, Habitat, Mood, Phase, Season, Target, Theme, Time, View};
 use crate::render::Model;
 use crate::render::style::Style;
 
@@ -444,6 +444,12 @@ impl Plan {
             hf * r.range(0.52, 0.64)
         } else {
             hf * r.range(0.5, 0.62)
+        };
+        // A viewpoint moves the horizon: high when seen from above, low when seen from below.
+        let horizon = match (theme.view, sky) {
+            (Some(View::Aerial), Sky::Earth) => hf * 0.24,
+            (Some(View::Low), Sky::Earth) => hf * 0.8,
+            _ => horizon,
         };
 
         // Light: the sun by day and at golden hour, the moon at night.

@@ -1684,8 +1684,16 @@ impl Theme {
         self.elements.contains(&e)
     }
 
-    /// The prompt is set in a room (a window alone is not: houses have windows too).
+    /// The prompt is set in a room (a window alone is not: houses have windows too). Furniture
+    /// named with nothing of the outdoors ("a red sofa") is in a room too.
     pub fn indoors(&self) -> bool {
+        let furniture = |t: Thing| matches!(t, T::Sofa | T::Chair | T::Piano | T::Television);
+        let at_home = |t: Thing| {
+            furniture(t)
+                || t.habitat() == Habitat::Table
+                || matches!(t, T::Cat | T::Dog)
+                || t.is_person()
+        };
         [
             Element::Room,
             Element::Fireplace,
@@ -1694,6 +1702,10 @@ impl Theme {
         ]
         .iter()
         .any(|e| self.has(*e))
+            || (self.elements.is_empty()
+                && self.time.is_none()
+                && self.subjects.iter().any(|s| furniture(s.thing))
+                && self.subjects.iter().all(|s| at_home(s.thing)))
             || (self.has(Element::Window)
                 && self
                     .subjects

@@ -471,3 +471,44 @@ fn config_parses_and_refuses_unknown_keys_by_name() {
     assert!(err.contains("edit.url"), "{err}");
     assert!(parse_backends_toml("").unwrap().is_empty());
 }
+
+/// A cancel while an OpenAI-compatible server is still working: the call ends with `Cancelled`
+/// at once (the request is abandoned, not waited out), and nothing is retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_request_is_abandoned_on_cancel() {
+    let f = fake(Mode::Slow).await;
+    let toml = format!(
+        "[models.artist]\nkind = \"openai\"\nurl = \"{}\"\nretries = 2\ntimeout_secs = 60\n",
+        f.url
+    );
+    let r = Arc::new(Router::new(
+        parse_backends_toml(&toml).unwrap(),
+        Arc::new(ProceduralRenderer),
+    ));
+    let control = RenderControl::default();
+    let c2 = control.clone();
+    let call = tokio::task::spawn_blocking(move || r.generate_with(&spec(Model::Artist), &c2));
+    for _ in 0..500 {
+        if f.state.hits.load(Ordering::SeqCst) >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        f.state.hits.load(Ordering::SeqCst),
+        1,
+        "the request reached the server"
+    );
+    let cancelled = std::time::Instant::now();
+    control.cancel();
+    let err = call.await.unwrap().unwrap_err();
+    assert!(matches!(err, RenderError::Cancelled), "{err:?}");
+    // The server sleeps 120 s and the timeout is 60 s: ending at all before them means the
+    // request was abandoned.
+    assert!(
+        cancelled.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        cancelled.elapsed()
+    );
+    assert_eq!(f.state.hits.load(Ordering::SeqCst), 1, "not retried");
+}

@@ -200,6 +200,31 @@ fn box_pass<T: Copy + Default + BoxVal>(
     r: usize,
 ) {
     let norm = 1.0 / (2 * r + 1) as f32;
+    if step != 1 && line_step == 1 && step == lines {
+        // Down the columns of a row-major plane: the same sums in the same order per column,
+        // kept for a whole row at once, so memory is read row after row (the column walk
+        // missed the cache on every pixel).
+        let (w, h) = (lines, len);
+        let row = |i: isize| i.clamp(0, h as isize - 1) as usize * w;
+        let mut acc = vec![T::default(); w];
+        for i in -(r as isize)..=(r as isize) {
+            let o = row(i);
+            for (a, v) in acc.iter_mut().zip(&src[o..o + w]) {
+                *a = a.add(*v);
+            }
+        }
+        for i in 0..h {
+            let (add, sub) = (
+                row(i as isize + r as isize + 1),
+                row(i as isize - r as isize),
+            );
+            for x in 0..w {
+                dst[i * w + x] = acc[x].scale(norm);
+                acc[x] = acc[x].add(src[add + x]).sub(src[sub + x]);
+            }
+        }
+        return;
+    }
     for l in 0..lines {
         let base = l * line_step;
         let at = |i: isize| -> T { src[base + (i.clamp(0, len as isize - 1) as usize) * step] };
@@ -271,8 +296,17 @@ fn sobel(l: &[f32], w: usize, h: usize) -> (Vec<f32>, Vec<f32>) {
         l[y * w + x]
     };
     for y in 0..h as isize {
+        let interior_row = y > 0 && y + 1 < h as isize;
         for x in 0..w as isize {
             let i = y as usize * w + x as usize;
+            if interior_row && x > 0 && x + 1 < w as isize {
+                // The same sums without the edge clamps.
+                let (u, m, d) = (i - w, i, i + w);
+                gx[i] =
+                    (l[u + 1] + 2.0 * l[m + 1] + l[d + 1]) - (l[u - 1] + 2.0 * l[m - 1] + l[d - 1]);
+                gy[i] = (l[d - 1] + 2.0 * l[d] + l[d + 1]) - (l[u - 1] + 2.0 * l[u] + l[u + 1]);
+                continue;
+            }
             gx[i] = (at(x + 1, y - 1) + 2.0 * at(x + 1, y) + at(x + 1, y + 1))
                 - (at(x - 1, y - 1) + 2.0 * at(x - 1, y) + at(x - 1, y + 1));
             gy[i] = (at(x - 1, y + 1) + 2.0 * at(x, y + 1) + at(x + 1, y + 1))
@@ -483,19 +517,27 @@ fn oil(img: &mut RgbaImage, seed: u32) {
     );
     let len = s * 0.018;
     let wid = s * 0.0022;
+    // Canvas weave, very faint: a product of sines, one per column and one per row.
+    let weave_x: Vec<f32> = (0..w).map(|x| (x as f32 * 1.9).sin()).collect();
+    let flat = 0.6f32.sin_cos();
     for y in 0..h {
-        for x in 0..w {
+        let weave_y = (y as f32 * 1.9).sin();
+        for (x, weave_x) in weave_x.iter().enumerate() {
             let i = y * w + x;
             // Dominant gradient angle; strokes run perpendicular to it. Flat areas get a
-            // gentle diagonal so they still show brushwork.
+            // gentle diagonal so they still show brushwork. The angle is half the tensor's
+            // (cos 2θ, sin 2θ), turned a quarter: by the half-angle formulas, without atan2
+            // and sin_cos per pixel.
             let (a, b, c) = (jxx[i], jxy[i], jyy[i]);
-            let coherent = (a - c).hypot(2.0 * b);
-            let theta = if coherent > 1e-5 {
-                0.5 * (2.0 * b).atan2(a - c) + std::f32::consts::FRAC_PI_2
+            let coherent = ((a - c) * (a - c) + 4.0 * b * b).sqrt();
+            let (sn, cs) = if coherent > 1e-5 {
+                let cos2 = (a - c) / coherent;
+                let cos_half = ((1.0 + cos2) * 0.5).max(0.0).sqrt();
+                let sin_half = ((1.0 - cos2) * 0.5).max(0.0).sqrt().copysign(b);
+                (cos_half, -sin_half)
             } else {
-                0.6
+                flat
             };
-            let (sn, cs) = theta.sin_cos();
             let (xf, yf) = (x as f32, y as f32);
             let u = (xf * cs + yf * sn) / len;
             let v = (-xf * sn + yf * cs) / wid;
@@ -505,8 +547,7 @@ fn oil(img: &mut RgbaImage, seed: u32) {
             let p = &mut painted.px[i];
             let k = 1.0 + 0.1 * (n - 0.5) + 0.06 * (n2 - 0.5);
             let spec = (ridge * 0.5).max(0.0) * 0.35;
-            // Canvas weave, very faint.
-            let weave = ((xf * 1.9).sin() * (yf * 1.9).sin()) * 0.012;
+            let weave = weave_x * weave_y * 0.012;
             for ch in p.iter_mut() {
                 *ch = (*ch * k + spec + weave).clamp(0.0, 1.0);
             }
@@ -927,6 +968,32 @@ fn japanese(img: &mut RgbaImage, seed: u32) {
 
 #[cfg(test)]
 mod tests {
+
+    /// The column pass (row-major sums) gives exactly what the row pass gives on the transposed
+    /// plane: the same additions in the same order.
+    #[test]
+    fn column_box_pass_equals_the_row_pass_transposed() {
+        let (w, h) = (37, 23);
+        let data: Vec<f32> = (0..w * h)
+            .map(|i| ((i * 7919) % 101) as f32 / 101.0)
+            .collect();
+        for r in [1, 3, 8, 30] {
+            let mut cols = vec![0.0; w * h];
+            box_pass(&data, &mut cols, h, w, w, 1, r);
+            let t: Vec<f32> = (0..w * h).map(|k| data[(k % h) * w + k / h]).collect();
+            let mut rows = vec![0.0; w * h];
+            box_pass(&t, &mut rows, h, w, 1, h, r);
+            for y in 0..h {
+                for x in 0..w {
+                    assert_eq!(
+                        cols[y * w + x].to_bits(),
+                        rows[x * h + y].to_bits(),
+                        "r {r} at {x},{y}"
+                    );
+                }
+            }
+        }
+    }
     use super::*;
 
     fn scene() -> RgbaImage {

@@ -375,6 +375,22 @@ fn what_the_painter_placed_is_removed_or_replaced() {
         assert!(count(&ru, red) * 10 < reds, "убери лодку");
     }
 
+    // Words that say where a thing is are not removed or added with it.
+    let src = painted(prompt, 4, false);
+    let before = decode(&src);
+    let gone = edit(&src, "remove the boat in the fog");
+    assert!(
+        count(&gone, red) * 10 < count(&before, red),
+        "the boat is gone, no fog needed"
+    );
+    let cat = edit(&src, "add a cat in the snow");
+    let (_, bbox) = changed(&before, &cat);
+    let (_, y0, _, _) = bbox.unwrap();
+    assert!(
+        y0 > before.height() / 4,
+        "only the cat changed, no snow over the sky: {bbox:?}"
+    );
+
     // The sun of a sunset scene is the painter's too.
     let src = painted("a lighthouse by the sea at sunset with the sun", 1, false);
     let before = decode(&src);
@@ -403,6 +419,17 @@ fn remove_and_replace_refuse_clearly_what_they_cannot_do() {
     };
     let forged = pictor::render::encode::png_with_parameters(&img, &params).unwrap();
     let m = refused(&forged, "remove the boat");
+    assert!(m.contains("changed after"), "{m}");
+
+    // A small patch painted over (a signature) is a change too.
+    let mut img = decode(&src);
+    for y in 10..70 {
+        for x in 10..70 {
+            img.put_pixel(x, y, image::Rgba([255, 0, 255, 255]));
+        }
+    }
+    let signed = pictor::render::encode::png_with_parameters(&img, &params).unwrap();
+    let m = refused(&signed, "remove the boat");
     assert!(m.contains("changed after"), "{m}");
 
     // A photo without the painter's parameters.

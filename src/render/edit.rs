@@ -129,6 +129,9 @@ pub const MIN_SIDE: u32 = 16;
 /// At most this many ops per instruction; the rest are ignored (each op is a full-image pass).
 pub const MAX_OPS: usize = 12;
 
+/// At most this many words after a content verb ("add", "remove", "replace") name what.
+const MAX_CLAUSE: usize = 16;
+
 /// Whether the instruction is written in Russian (any Cyrillic letter): its messages are then
 /// in Russian too.
 pub fn is_russian(text: &str) -> bool {
@@ -784,35 +787,59 @@ const VERTICAL: &[&str] = &[
 pub fn parse_instruction(text: &str) -> Result<Vec<EditOp>, RenderError> {
     let (rest, quoted) = super::procedural::quoted_text(text);
     let tokens = tokenize(&rest);
-    // First the verbs that change what is in the picture: each takes the rest of its clause
-    // when that names something to add, remove or replace ("add a cat and a dog" continues
-    // over "and" while the next words name things too).
+    // First the verbs that change what is in the picture: each takes the words after it, up to
+    // the end of its clause or the next other edit ("add a cat rotated 90 degrees" keeps the
+    // rotation), when they name something to add, remove or replace; "add a cat and a dog"
+    // continues over "and" while the next clause names only things. The words a verb reads are
+    // capped (the reader is not cheap and instructions are user text).
     let mut taken = vec![false; tokens.len()];
     let mut placed: Vec<(usize, EditOp)> = Vec::new();
+    // Another edit starts at `k`. A region, a time of day or the weather inside the words is
+    // only where the thing is ("a boat on the sea", "a cat in the snow", "a moon at night").
+    let edit_at = |k: usize| {
+        KEYWORDS.iter().any(|(p, kind)| {
+            !matches!(kind, Kind::Region(_) | Kind::Time(_) | Kind::Weather(_))
+                && matches_at(&tokens, k, p)
+        }) || VERBS.iter().any(|(p, _)| matches_at(&tokens, k, p))
+    };
+    let clause_end = |from: usize| {
+        let end = first_boundary_after(&tokens, from).min(from + MAX_CLAUSE);
+        (from..end).find(|&k| edit_at(k)).unwrap_or(end)
+    };
+    let mut reads = 0;
     let mut i = 0;
-    while i < tokens.len() {
+    while i < tokens.len() && placed.len() < MAX_OPS && reads < 2 * MAX_OPS {
         let verb = VERBS
             .iter()
             .filter(|(pattern, _)| matches_at(&tokens, i, pattern))
             .max_by_key(|(pattern, _)| pattern.len());
         if let Some((pattern, verb)) = verb {
             let from = i + pattern.len();
-            let mut end = first_boundary_after(&tokens, from);
-            if let Some(op) = content_op(*verb, &tokens[from..end]) {
-                // Continue over "and …" while the next clause names only things.
-                while end < tokens.len() {
-                    let next_end = first_boundary_after(&tokens, end + 1);
-                    let next = &tokens[end + 1..next_end];
-                    let plain = !next.is_empty()
-                        && (0..next.len())
-                            .all(|k| !KEYWORDS.iter().any(|(p, _)| matches_at(next, k, p)))
-                        && !VERBS.iter().any(|(p, _)| matches_at(next, 0, p));
-                    if !plain || content_op(*verb, &tokens[from..next_end]).is_none() {
+            let mut end = clause_end(from);
+            reads += 1;
+            if let Some(mut op) = content_op(*verb, &tokens[from..end]) {
+                while end < tokens.len() && is_boundary(&tokens[end]) && reads < 2 * MAX_OPS {
+                    let next_end = clause_end(end + 1);
+                    // The next clause runs to its boundary without another edit in it.
+                    if next_end == end + 1
+                        || next_end != first_boundary_after(&tokens, end + 1)
+                        || next_end - from > MAX_CLAUSE
+                    {
                         break;
                     }
-                    end = next_end;
+                    // It must name something itself ("a cat, qwerty" stops at the comma).
+                    reads += 2;
+                    if content_op(*verb, &tokens[end + 1..next_end]).is_none() {
+                        break;
+                    }
+                    match content_op(*verb, &tokens[from..next_end]) {
+                        Some(longer) => {
+                            op = longer;
+                            end = next_end;
+                        }
+                        None => break,
+                    }
                 }
-                let op = content_op(*verb, &tokens[from..end]).unwrap_or(op);
                 taken[i..end].iter_mut().for_each(|t| *t = true);
                 placed.push((i, op));
                 i = end;
@@ -834,8 +861,18 @@ pub fn parse_instruction(text: &str) -> Result<Vec<EditOp>, RenderError> {
         match best {
             Some((pattern, kind)) => {
                 let mut end = i + pattern.len();
-                // A region takes the colour words after it ("the sky grey" is not grayscale).
+                let mut start = i;
+                // A region takes the colour words after it ("the sky grey" is not grayscale),
+                // and a colour word right before it that was read as a filter ("a grey sky").
                 if matches!(kind, Kind::Region(_)) {
+                    if let Some(&(s, e, _)) = found.last()
+                        && e == i
+                        && e == s + 1
+                        && color(&[tokens[s].as_str()]).is_some()
+                    {
+                        found.pop();
+                        start = s;
+                    }
                     while end < tokens.len()
                         && !taken[end]
                         && (color(&[tokens[end].as_str()]).is_some()
@@ -851,7 +888,7 @@ pub fn parse_instruction(text: &str) -> Result<Vec<EditOp>, RenderError> {
                     {
                         last.1 = end;
                     }
-                    _ => found.push((i, end, *kind)),
+                    _ => found.push((start, end, *kind)),
                 }
                 i = end;
             }
@@ -917,10 +954,27 @@ pub fn parse_instruction(text: &str) -> Result<Vec<EditOp>, RenderError> {
         ops.push((tokens.len(), text_op(q, &all)));
     }
     ops.sort_by_key(|(at, _)| *at);
-    // The time of day and the weather change the whole scene, so they come before anything is
-    // added to it: "add a moon and make it night" shows a bright moon in a night sky.
-    ops.sort_by_key(|(_, op)| !matches!(op, EditOp::Time(_) | EditOp::Weather(_)));
-    let mut ops: Vec<EditOp> = ops.into_iter().map(|(_, op)| op).collect();
+    // The time of day and the weather change the whole scene, so they come before what is
+    // added or recoloured next to them ("add a moon and make it night" shows a bright moon in a
+    // night sky); any other edit (a rotation, a crop, a filter) keeps its place in the reading
+    // order, and nothing moves across it.
+    let mut run = 0usize;
+    let mut keyed: Vec<((usize, u8, usize), EditOp)> = ops
+        .into_iter()
+        .map(|(at, op)| {
+            let class = match op {
+                EditOp::Time(_) | EditOp::Weather(_) => 1,
+                EditOp::Add(_) | EditOp::Recolor(..) => 2,
+                _ => {
+                    run += 1;
+                    0
+                }
+            };
+            ((run, class, at), op)
+        })
+        .collect();
+    keyed.sort_by_key(|(key, _)| *key);
+    let mut ops: Vec<EditOp> = keyed.into_iter().map(|(_, op)| op).collect();
     ops.truncate(MAX_OPS);
 
     if ops.is_empty() {
@@ -1734,6 +1788,38 @@ mod tests {
             ops("make it black and white and make the sky blue").len(),
             2
         );
+        // A content verb's words end at the next edit, and "and" does not carry it over one.
+        assert_eq!(
+            ops("add a moon and make it black and white"),
+            [Add("moon".into()), Grayscale]
+        );
+        assert_eq!(
+            ops("add a cat rotated 90 degrees"),
+            [Add("cat".into()), Rotate(90)]
+        );
+        assert_eq!(
+            ops("draw a moon in watercolor style"),
+            [Add("moon".into()), Restyle(Style::Watercolor)]
+        );
+        // Time and weather move only past what is added or recoloured, never past a rotation.
+        assert_eq!(
+            ops("rotate it right and make it night"),
+            [Rotate(90), Time(TimeOfDay::Night)]
+        );
+        // A colour word before the region is the region's.
+        assert_eq!(
+            ops("make a grey sky"),
+            [Recolor(Region::Sky, [128, 128, 128])]
+        );
+        assert_eq!(ops("серое небо"), [Recolor(Region::Sky, [128, 128, 128])]);
+        // A long run of verbs is read a bounded number of times and gives at most MAX_OPS.
+        let long = "put qwertyuiop ".repeat(260) + "add a cat";
+        match parse_instruction(&long) {
+            Ok(o) => assert!(o.len() <= MAX_OPS),
+            Err(e) => assert!(matches!(e, RenderError::EditNotUnderstood(_))),
+        }
+        let list = format!("add a cat{}", ", qwertyuiop".repeat(300));
+        assert_eq!(ops(&list), [Add("cat".into())]);
     }
 
     #[test]

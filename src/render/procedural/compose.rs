@@ -417,6 +417,16 @@ fn relate(theme: &Theme, plan: &Plan, out: &mut [Placed]) {
         // Towards the middle of the picture, where there is room.
         let side = if other.x < w / 2.0 { 1.0 } else { -1.0 };
         let p = &mut out[a];
+        // Things of different places (a boat by a lighthouse, a cat by a teapot on the counter)
+        // keep their own ground and only move across.
+        if p.spot != other.spot {
+            let step = match rel {
+                Relation::Beside => (wb + wa) / 2.0 * 1.05,
+                Relation::InFront | Relation::Behind => wb * 0.3,
+            };
+            p.x = (other.x + side * step).clamp(wa / 2.0, (w - wa / 2.0).max(wa / 2.0));
+            continue;
+        }
         match rel {
             Relation::Beside => {
                 p.x = other.x + side * (wb + wa) / 2.0 * 1.05;

@@ -1707,10 +1707,7 @@ impl Theme {
                 && self.subjects.iter().any(|s| furniture(s.thing))
                 && self.subjects.iter().all(|s| at_home(s.thing)))
             || (self.has(Element::Window)
-                && self
-                    .subjects
-                    .iter()
-                    .all(|s| !matches!(s.thing.habitat(), Habitat::Water | Habitat::Underwater))
+                && self.subjects.iter().all(|s| at_home(s.thing))
                 && !self.elements.iter().any(|e| {
                     !matches!(
                         e,

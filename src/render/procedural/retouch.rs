@@ -280,7 +280,11 @@ fn sky_cells(g: &Grid) -> Vec<bool> {
 }
 
 fn region_cells(g: &Grid, region: Region) -> Vec<bool> {
-    let sky = sky_cells(g);
+    region_cells_under(g, sky_cells(g), region)
+}
+
+/// [`region_cells`] with the sky already found.
+fn region_cells_under(g: &Grid, sky: Vec<bool>, region: Region) -> Vec<bool> {
     match region {
         Region::Sky => sky,
         Region::Water => {
@@ -412,6 +416,15 @@ fn write_back(c: &Canvas, img: &mut RgbaImage) {
     }
 }
 
+/// The picture's mean luminance, read from its bytes.
+fn mean_lum(img: &RgbaImage) -> f32 {
+    let total: f64 = img
+        .pixels()
+        .map(|p| f64::from(lum(rgb(p[0], p[1], p[2]))))
+        .sum();
+    (total / f64::from((img.width() * img.height()).max(1))) as f32
+}
+
 /// Content edits draw nothing on pictures too small to hold a drawing.
 fn too_small(img: &RgbaImage) -> bool {
     img.width() < 16 || img.height() < 16
@@ -537,8 +550,7 @@ pub fn time_of_day(img: &mut RgbaImage, time: TimeOfDay, seed: u32) {
         }
         TimeOfDay::Day => {
             let stops = [(0.0, rgb(70, 130, 215)), (1.0, rgb(178, 212, 240))];
-            let c0 = canvas(img);
-            let mean = c0.px.iter().map(|p| lum(*p)).sum::<f32>() / c0.px.len().max(1) as f32;
+            let mean = mean_lum(img);
             // Lift a dark picture towards daylight; a bright one keeps its exposure.
             let lift = (0.42 / mean.max(0.02)).clamp(1.0, 3.5);
             let (c, _) = regrade(img, &stops, |p| {
@@ -568,7 +580,8 @@ fn stars(c: &mut Canvas, sky: &[f32], seed: u32) {
     let mut rng = Rng::new(u64::from(seed) ^ 0x57A25);
     let area: f32 = sky.iter().sum();
     let count = (area / 700.0) as usize;
-    let long = c.w.max(c.h) as f32;
+    // Sizes follow the picture's area, not its long side (a long strip is not a big picture).
+    let long = ((c.w * c.h) as f32).sqrt();
     for _ in 0..count {
         let x = rng.range(0.0, c.w as f32);
         let y = rng.range(0.0, c.h as f32);
@@ -592,7 +605,7 @@ pub fn weather(img: &mut RgbaImage, weather: Weather, seed: u32) {
     }
     let mut rng = Rng::new(u64::from(seed) ^ 0x3EA7);
     let (w, h) = (img.width() as usize, img.height() as usize);
-    let long = w.max(h) as f32;
+    let long = ((w * h) as f32).sqrt();
     match weather {
         Weather::Rain => {
             let stops = [(0.0, rgb(92, 98, 108)), (1.0, rgb(150, 156, 164))];
@@ -654,53 +667,97 @@ pub fn add(img: &mut RgbaImage, clause: &str, seed: u32) {
     if too_small(img) {
         return;
     }
-    let theme = Theme::read(clause);
-    for e in &theme.elements {
-        match e {
-            Element::Rain | Element::Storm => weather(img, Weather::Rain, seed),
-            Element::Snow => weather(img, Weather::Snow, seed),
-            Element::Fog => weather(img, Weather::Fog, seed),
-            Element::Stars => {
-                let sky = mask(img, Region::Sky);
-                let c = canvas(img);
-                // Stars only show in a dark sky: a bright one is turned to night first.
-                if mean_in(&c, &sky).is_none_or(|m| lum(m) > 0.3) {
-                    night(img, seed);
-                } else {
-                    let mut c = c;
-                    stars(&mut c, &sky, seed);
-                    write_back(&c, img);
+    // Each part ("a cat and the moon") is read on its own: in a part that names a thing, the
+    // sky and weather words only say where it is ("a cat in the snow" does not snow).
+    let mut done: Vec<Element> = Vec::new();
+    for (p, part) in parts(clause).iter().enumerate() {
+        let theme = Theme::read(part);
+        if !theme.subjects.is_empty() {
+            for (k, s) in theme.subjects.iter().enumerate() {
+                if theme.subjects.iter().any(|o| o.holds == Some(k)) {
+                    continue; // drawn in its holder's hand
                 }
+                let held = s.holds.and_then(|h| theme.subjects.get(h));
+                put_thing(img, s, held, seed ^ (p * 31 + k) as u32);
             }
-            Element::Sun | Element::Moon | Element::Rainbow | Element::Clouds => {
-                sky_thing(img, *e, seed)
+            continue;
+        }
+        for e in &theme.elements {
+            // A storm is rain here: each weather once.
+            let e = if *e == Element::Storm {
+                Element::Rain
+            } else {
+                *e
+            };
+            if done.contains(&e) {
+                continue;
             }
-            _ => {}
+            done.push(e);
+            match e {
+                Element::Rain => weather(img, Weather::Rain, seed),
+                Element::Snow => weather(img, Weather::Snow, seed),
+                Element::Fog => weather(img, Weather::Fog, seed),
+                Element::Stars => {
+                    let sky = mask(img, Region::Sky);
+                    let bright = mean_in(&canvas(img), &sky).is_none_or(|m| lum(m) > 0.3);
+                    // Stars only show in a dark sky: a bright one is turned to night first.
+                    if bright {
+                        drop(sky);
+                        night(img, seed);
+                    } else {
+                        let mut c = canvas(img);
+                        stars(&mut c, &sky, seed);
+                        write_back(&c, img);
+                    }
+                }
+                Element::Sun | Element::Moon | Element::Rainbow | Element::Clouds => {
+                    sky_thing(img, e, seed)
+                }
+                _ => {}
+            }
         }
     }
-    for (k, s) in theme.subjects.iter().enumerate() {
-        if theme.subjects.iter().any(|o| o.holds == Some(k)) {
-            continue; // drawn in its holder's hand
+}
+
+/// The parts of a content edit's words, split at "and", commas and the like.
+fn parts(clause: &str) -> Vec<String> {
+    const JOINS: &[&str] = &[
+        ",",
+        "and",
+        "then",
+        "also",
+        "plus",
+        "и",
+        "а",
+        "затем",
+        "потом",
+        "еще",
+    ];
+    let mut out = vec![String::new()];
+    for word in clause.split_whitespace() {
+        if JOINS.contains(&word) {
+            out.push(String::new());
+        } else if let Some(last) = out.last_mut() {
+            if !last.is_empty() {
+                last.push(' ');
+            }
+            last.push_str(word);
         }
-        put_thing(
-            img,
-            s,
-            theme.subjects.get(s.holds.unwrap_or(usize::MAX)),
-            seed ^ k as u32,
-        );
     }
+    out.retain(|p| !p.is_empty());
+    out
 }
 
 /// The most open place in the sky: the sky cell farthest from anything else, searched in the
 /// upper part. Returns (x, y, clearance) in pixels.
 fn open_sky(
-    img: &RgbaImage,
+    g: &Grid,
+    sky: &[bool],
     upper: f32,
     seed: u32,
     taken: &[(f32, f32, f32)],
 ) -> Option<(f32, f32, f32)> {
-    let g = Grid::of(img);
-    let mut sky = sky_cells(&g);
+    let mut sky = sky.to_vec();
     // Places already given to things added before are not open any more.
     for (i, cell) in sky.iter_mut().enumerate() {
         let (x, y) = ((i % g.w) as f32 * g.cell, (i / g.w) as f32 * g.cell);
@@ -750,11 +807,15 @@ fn open_sky(
 fn sky_thing(img: &mut RgbaImage, e: Element, seed: u32) {
     let (w, h) = (img.width() as f32, img.height() as f32);
     let short = w.min(h);
+    let grid = Grid::of(img);
     let mut c = canvas(img);
     match e {
         Element::Sun | Element::Moon => {
-            let (x, y, room) =
-                open_sky(img, 0.6, seed, &[]).unwrap_or((w * 0.75, h * 0.18, short * 0.1));
+            let (x, y, room) = open_sky(&grid, &sky_cells(&grid), 0.6, seed, &[]).unwrap_or((
+                w * 0.75,
+                h * 0.18,
+                short * 0.1,
+            ));
             let r = (short * 0.055).min(room * 0.8).max(short * 0.02);
             if e == Element::Sun {
                 shapes::glow(&mut c, x, y, r * 2.2, rgb(255, 226, 160), 0.75);
@@ -814,8 +875,10 @@ fn sky_thing(img: &mut RgbaImage, e: Element, seed: u32) {
             let tone = mix(rgb(70, 74, 86), rgb(250, 250, 252), (bright * 1.4).min(1.0));
             let mut rng = Rng::new(u64::from(seed) ^ 0xC10D);
             let hz = horizon(&sky, c.w, c.h) * h;
-            let mut layer = Canvas::new(c.w, c.h);
-            let mut alpha = vec![0.0f32; c.w * c.h];
+            // The clouds stay in the upper sky: the layer covers only the rows they can reach.
+            let rows = ((0.6 * hz + short * 0.25).ceil() as usize).clamp(1, c.h);
+            let mut layer = Canvas::new(c.w, rows);
+            let mut alpha = vec![0.0f32; c.w * rows];
             for _ in 0..4 {
                 let cx = rng.range(0.1, 0.9) * w;
                 let cy = rng.range(0.08, 0.6) * hz;
@@ -827,7 +890,7 @@ fn sky_thing(img: &mut RgbaImage, e: Element, seed: u32) {
                     disc_alpha(&mut layer, &mut alpha, x, y, r, tone, y - cy);
                 }
             }
-            for (i, p) in c.px.iter_mut().enumerate() {
+            for (i, p) in c.px[..c.w * rows].iter_mut().enumerate() {
                 *p = mix(*p, layer.px[i], alpha[i] * 0.9 * sky[i]);
             }
         }
@@ -912,9 +975,13 @@ fn put_thing(img: &mut RgbaImage, s: &Subject, held: Option<&Subject>, seed: u32
     if n > 1 {
         height *= 0.8;
     }
+    // The grid and its regions once for all the things placed.
+    let grid = Grid::of(img);
+    let sky = sky_cells(&grid);
+    let water_cells = region_cells_under(&grid, sky.clone(), Region::Water);
     let water = (spot == Spot::Water)
         .then(|| {
-            let m = mask(img, Region::Water);
+            let m = upsample(&grid, &water_cells, c.w, c.h);
             let rows: Vec<f32> = (0..c.h)
                 .map(|y| m[y * c.w..(y + 1) * c.w].iter().sum::<f32>())
                 .collect();
@@ -928,8 +995,18 @@ fn put_thing(img: &mut RgbaImage, s: &Subject, held: Option<&Subject>, seed: u32
     for i in 0..n {
         let (x, y, size) = match spot {
             Spot::Sky => {
-                let (x, y, room) = open_sky(img, 0.55, seed.wrapping_add(i as u32 * 7919), &taken)
-                    .unwrap_or((w * rng.range(0.2, 0.8), h * rng.range(0.1, 0.3), h * 0.2));
+                let (x, y, room) = open_sky(
+                    &grid,
+                    &sky,
+                    0.55,
+                    seed.wrapping_add(i as u32 * 7919),
+                    &taken,
+                )
+                .unwrap_or((
+                    w * rng.range(0.2, 0.8),
+                    h * rng.range(0.1, 0.3),
+                    h * 0.2,
+                ));
                 let size = height.min(room * 1.6).max(h * 0.02);
                 taken.push((x, y, size * 1.1));
                 (x, y + size * 0.5, size)
@@ -947,7 +1024,7 @@ fn put_thing(img: &mut RgbaImage, s: &Subject, held: Option<&Subject>, seed: u32
                 )
             }
             _ => {
-                let (x, y) = ground_spot(img, &c, height, i, n, seed);
+                let (x, y) = ground_spot(&grid, &sky, &water_cells, &c, height, i, n, seed);
                 // Farther up the picture is farther away: smaller.
                 (x, y, height * (0.55 + 0.45 * (y / h)).min(1.0))
             }
@@ -989,17 +1066,17 @@ fn put_thing(img: &mut RgbaImage, s: &Subject, held: Option<&Subject>, seed: u32
 /// Where the `i`-th of `n` ground things stands: on land (not sky, not water) in the lower part
 /// of the picture, where the box it will fill holds the fewest edges (the emptiest place), the
 /// `n` of them side by side. Falls back to the foreground's middle when no land is found.
+#[allow(clippy::too_many_arguments)]
 fn ground_spot(
-    img: &RgbaImage,
+    g: &Grid,
+    sky: &[bool],
+    water: &[bool],
     c: &Canvas,
     height: f32,
     i: usize,
     n: usize,
     seed: u32,
 ) -> (f32, f32) {
-    let g = Grid::of(img);
-    let sky = sky_cells(&g);
-    let water = region_cells(&g, Region::Water);
     let land = |x: usize, y: usize| !sky[y * g.w + x] && !water[y * g.w + x];
     // Edge energy per grid cell, from the picture itself.
     let edge: Vec<f32> = (0..g.w * g.h)
@@ -1077,38 +1154,45 @@ pub(super) fn change_plan(
     for change in changes {
         match change {
             Change::Remove(clause) => {
-                let theme = Theme::read(clause);
                 let mut found = false;
-                for s in &theme.subjects {
-                    let before = plan.subjects.len();
-                    plan.subjects.retain(|p| p.thing != s.thing);
-                    if plan.subjects.len() == before {
-                        return Err(missing(s.thing.name(), ru));
-                    }
-                    found = true;
-                }
-                for e in &theme.elements {
-                    let had = match e {
-                        Element::Sun => plan.sun.take().is_some(),
-                        Element::Moon => plan.moon.take().is_some(),
-                        Element::Rainbow => std::mem::take(&mut plan.rainbow),
-                        Element::Clouds => std::mem::take(&mut plan.clouds) > 0.0,
-                        Element::Stars => {
-                            plan.milky_way = None;
-                            std::mem::take(&mut plan.stars) > 0.0
+                for part in parts(clause) {
+                    let theme = Theme::read(&part);
+                    // A part that names a thing removes the thing; its sky and weather words
+                    // only said where it was ("the boat in the fog").
+                    for s in &theme.subjects {
+                        let before = plan.subjects.len();
+                        plan.subjects.retain(|p| p.thing != s.thing);
+                        if plan.subjects.len() == before {
+                            return Err(missing(s.thing.name(), ru));
                         }
-                        Element::Rain => {
-                            plan.lightning = false;
-                            std::mem::take(&mut plan.rain) > 0.0
-                        }
-                        Element::Fog => std::mem::take(&mut plan.fog) > 0.0,
-                        Element::Snow => std::mem::take(&mut plan.snowfall) > 0.0,
-                        _ => continue,
-                    };
-                    if !had {
-                        return Err(missing(e.name(), ru));
+                        found = true;
                     }
-                    found = true;
+                    if !theme.subjects.is_empty() {
+                        continue;
+                    }
+                    for e in &theme.elements {
+                        let had = match e {
+                            Element::Sun => plan.sun.take().is_some(),
+                            Element::Moon => plan.moon.take().is_some(),
+                            Element::Rainbow => std::mem::take(&mut plan.rainbow),
+                            Element::Clouds => std::mem::take(&mut plan.clouds) > 0.0,
+                            Element::Stars => {
+                                plan.milky_way = None;
+                                std::mem::take(&mut plan.stars) > 0.0
+                            }
+                            Element::Rain => {
+                                plan.lightning = false;
+                                std::mem::take(&mut plan.rain) > 0.0
+                            }
+                            Element::Fog => std::mem::take(&mut plan.fog) > 0.0,
+                            Element::Snow => std::mem::take(&mut plan.snowfall) > 0.0,
+                            _ => continue,
+                        };
+                        if !had {
+                            return Err(missing(e.name(), ru));
+                        }
+                        found = true;
+                    }
                 }
                 if !found {
                     return Err(missing(clause, ru));

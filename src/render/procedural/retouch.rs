@@ -21,20 +21,8 @@ use super::prompt::{Element, Habitat, Subject, Theme, Thing};
 use super::shapes::{self, Light, Xform};
 use crate::render::edit::{Region, TimeOfDay, Weather};
 
-/// Sky bodies and weather an "add" can put in a picture.
-const ADDABLE: &[Element] = &[
-    Element::Sun,
-    Element::Moon,
-    Element::Stars,
-    Element::Rainbow,
-    Element::Clouds,
-    Element::Rain,
-    Element::Storm,
-    Element::Fog,
-    Element::Snow,
-];
-
-/// What the painter can take out of its own picture besides things.
+/// Sky bodies and weather an "add" draws and the painter can take out of its own picture
+/// (an added storm is rain).
 const REMOVABLE: &[Element] = &[
     Element::Sun,
     Element::Moon,
@@ -49,7 +37,11 @@ const REMOVABLE: &[Element] = &[
 /// Whether an "add …" clause names something [`add`] draws.
 pub fn can_add(clause: &str) -> bool {
     let theme = Theme::read(clause);
-    !theme.subjects.is_empty() || theme.elements.iter().any(|e| ADDABLE.contains(e))
+    !theme.subjects.is_empty()
+        || theme
+            .elements
+            .iter()
+            .any(|e| *e == Element::Storm || REMOVABLE.contains(e))
 }
 
 /// Whether a "remove …" clause names a thing or a sky element.
@@ -956,12 +948,11 @@ fn put_thing(img: &mut RgbaImage, s: &Subject, held: Option<&Subject>, seed: u32
         return;
     }
     // Light: as bright as the picture, so a cat added at night is not lit like noon.
-    let c0 = canvas(img);
-    let mean = c0.px.iter().map(|p| lum(*p)).sum::<f32>() / c0.px.len().max(1) as f32;
+    let mean = mean_lum(img);
     let k = (mean / 0.45).clamp(0.3, 1.05);
     let mut light = Light::plain();
     light.key = [k, k, k];
-    let mut c = c0;
+    let mut c = canvas(img);
 
     let spot = if flying {
         Spot::Sky

@@ -822,6 +822,22 @@ async fn cancel_needs_the_csrf_token_and_our_origin() {
     assert_eq!(job["error_code"], "cancelled", "{job}");
     gate.open();
     assert_eq!(p.me().await["balance"], json!(20));
+    // A cancelled render keeps its user's active slot until it stops: wait for that (the gate
+    // is open now) before the audit, which checks that nobody is left with an active job.
+    let store = s.store();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while store
+        .users()
+        .unwrap()
+        .iter()
+        .any(|u| store.active_job(u.id).unwrap().is_some())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the render never stopped"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     s.assert_books_balanced();
     s.stop().await;
 }

@@ -5,6 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use image::RgbaImage;
+
+#[path = "common/sheet.rs"]
+mod sheet;
 use pictor::render::{
     EditSpec, Model, PngParameters, ProceduralRenderer, Ratio, RenderError, Renderer, procedural,
 };
@@ -432,6 +435,26 @@ fn remove_and_replace_refuse_clearly_what_they_cannot_do() {
     let m = refused(&signed, "remove the boat");
     assert!(m.contains("changed after"), "{m}");
 
+    // A picture of another version of Pictor (its painter may place things elsewhere): the same
+    // pixels and parameters, only the Version line says otherwise.
+    let text = pictor::render::encode::read_parameters(&src).unwrap();
+    let ours = concat!("Version: pictor ", env!("CARGO_PKG_VERSION"));
+    assert!(text.contains(ours), "{text}");
+    let older = text.replace(ours, "Version: pictor 0.0.1");
+    let img = decode(&src);
+    let mut bytes = Vec::new();
+    let mut enc = png::Encoder::new(&mut bytes, img.width(), img.height());
+    enc.set_color(png::ColorType::Rgba);
+    enc.set_depth(png::BitDepth::Eight);
+    enc.add_text_chunk("parameters".into(), older).unwrap();
+    let mut w = enc.write_header().unwrap();
+    w.write_image_data(img.as_raw()).unwrap();
+    w.finish().unwrap();
+    let m = refused(&bytes, "remove the boat");
+    assert!(m.contains("another version"), "{m}");
+    let m = refused(&bytes, "убери лодку");
+    assert!(m.contains("другая версия"), "{m}");
+
     // A photo without the painter's parameters.
     let mut jpeg = std::io::Cursor::new(Vec::new());
     image::DynamicImage::ImageRgba8(decode(&src))
@@ -493,40 +516,13 @@ fn edits_sheet() {
             ],
         ),
     ];
-    let (cw, ch, caption) = (300u32, 200u32, 24u32);
-    let mut sheet = RgbaImage::from_pixel(
-        cw * 5,
-        (ch + caption) * 3,
-        image::Rgba([250, 250, 248, 255]),
-    );
-    for (r, (prompt, seed, edits)) in rows.iter().enumerate() {
+    let mut cells = Vec::new();
+    for (prompt, seed, edits) in &rows {
         let src = painted(prompt, *seed, false);
-        let mut cells = vec![(prompt.to_string(), decode(&src))];
+        cells.push((prompt.to_string(), decode(&src)));
         for e in edits {
             cells.push((format!("→ {e}"), edit(&src, e)));
         }
-        for (c, (label, img)) in cells.iter().enumerate() {
-            let small = image::imageops::resize(img, cw, ch, image::imageops::FilterType::Triangle);
-            let (x, y) = (c as u32 * cw, r as u32 * (ch + caption));
-            image::imageops::overlay(&mut sheet, &small, i64::from(x), i64::from(y));
-            pictor::render::text::draw_in_box(
-                &mut sheet,
-                label,
-                (
-                    x as f32 + 4.0,
-                    (y + ch) as f32 + 3.0,
-                    cw as f32 - 8.0,
-                    caption as f32 - 6.0,
-                ),
-                pictor::render::text::Look::Ink,
-            );
-        }
     }
-    let path = if std::env::var("PICTOR_WRITE_GALLERY").is_ok() {
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/gallery/edits-sheet.png")
-    } else {
-        std::env::temp_dir().join("edits-sheet.png")
-    };
-    sheet.save(&path).unwrap();
-    println!("wrote {}", path.display());
+    sheet::write("edits-sheet.png", 5, (300, 200, 24), &cells);
 }

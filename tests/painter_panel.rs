@@ -7,6 +7,9 @@
 
 use pictor::render::procedural::describe;
 
+#[path = "common/sheet.rs"]
+mod sheet;
+
 /// (category, prompt). Built from what people commonly ask an image generator for.
 const PANEL: &[(&str, &str)] = &[
     // People with attributes and actions.
@@ -350,37 +353,15 @@ fn gallery_sheet() {
         0, 1, 2, 4, 7, 9, 20, 24, 33, 38, 39, 42, 44, 52, 55, 57, 66, 75, 76, 79, 82, 84, 87, 95,
         96, 98, 101, 104, 116, 117, 122, 124, 132, 133, 141, 153, 161, 163, 168, 174,
     ];
-    let cell = 192u32;
-    let caption = 30u32;
-    let mut sheet = image::RgbaImage::from_pixel(
-        cell * 8,
-        (cell + caption) * 5,
-        image::Rgba([250, 250, 248, 255]),
-    );
-    for (i, &k) in PICKS.iter().enumerate() {
-        let prompt = PANEL[k].1;
-        let img = render(prompt, Model::Fast, Ratio::Square, 7);
-        let small =
-            image::imageops::resize(&img, cell, cell, image::imageops::FilterType::Triangle);
-        let (x, y) = ((i as u32 % 8) * cell, (i as u32 / 8) * (cell + caption));
-        image::imageops::overlay(&mut sheet, &small, i64::from(x), i64::from(y));
-        pictor::render::text::draw_in_box(
-            &mut sheet,
-            prompt,
+    let cells: Vec<_> = PICKS
+        .iter()
+        .map(|&k| {
+            let prompt = PANEL[k].1;
             (
-                x as f32 + 4.0,
-                (y + cell) as f32 + 3.0,
-                cell as f32 - 8.0,
-                caption as f32 - 6.0,
-            ),
-            pictor::render::text::Look::Ink,
-        );
-    }
-    let path = if std::env::var("PICTOR_WRITE_GALLERY").is_ok() {
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/gallery/panel-sheet.png")
-    } else {
-        std::env::temp_dir().join("panel-sheet.png")
-    };
-    sheet.save(&path).unwrap();
-    println!("wrote {}", path.display());
+                prompt.to_string(),
+                render(prompt, Model::Fast, Ratio::Square, 7),
+            )
+        })
+        .collect();
+    sheet::write("panel-sheet.png", 8, (192, 192, 30), &cells);
 }

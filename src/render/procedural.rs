@@ -403,17 +403,18 @@ fn scene_report(theme: &Theme, plan: &Plan) -> SceneReport {
             E::Table | E::Underwater | E::Room | E::Fireplace | E::Library | E::Kitchen => false,
             // Out of doors a window is a building's.
             E::Window => plan.subjects.iter().any(|p| {
-                [
-                    "house",
-                    "cabin",
-                    "castle",
-                    "lighthouse",
-                    "church",
-                    "tower",
-                    "pagoda",
-                    "windmill",
-                ]
-                .contains(&p.thing.name())
+                use prompt::Thing as T;
+                matches!(
+                    p.thing,
+                    T::House
+                        | T::Cabin
+                        | T::Castle
+                        | T::Lighthouse
+                        | T::Church
+                        | T::Tower
+                        | T::Pagoda
+                        | T::Windmill
+                )
             }),
             _ => landscape,
         },
@@ -767,6 +768,97 @@ mod tests {
             );
             assert!(plan_of("aerial view of a village by a lake", seed).horizon < p.h as f32 * 0.3);
             assert!(plan_of("a lighthouse from below", seed).horizon > p.h as f32 * 0.75);
+        }
+    }
+
+    /// Small animals sit on the seat they are put on (EN and RU), several side by side; a
+    /// rider whose mount is removed stands where the mount stood; "one of the cats" removes one.
+    #[test]
+    fn animals_on_seats_and_what_removal_leaves() {
+        use prompt::Thing as T;
+        let extent = |p: &compose::Placed| {
+            let m = objects::build(p.thing, &p.look);
+            let half = p.height * m.half_width / m.height;
+            (p.x - half, p.x + half)
+        };
+        for seed in 0..8 {
+            for (prompt, animal, seat) in [
+                ("a cat on a sofa", T::Cat, T::Sofa),
+                ("кошка на диване", T::Cat, T::Sofa),
+                (
+                    "a dog sitting on a chair in a living room",
+                    T::Dog,
+                    T::Chair,
+                ),
+                ("two cats on a bench in a park", T::Cat, T::Bench),
+            ] {
+                let p = plan_of(prompt, seed);
+                let s = p.subjects.iter().position(|q| q.thing == seat).unwrap();
+                let (x0, x1) = extent(&p.subjects[s]);
+                let on: Vec<_> = p.subjects.iter().filter(|q| q.thing == animal).collect();
+                let want = if prompt.starts_with("two") { 2 } else { 1 };
+                assert_eq!(on.len(), want, "{prompt} {seed}");
+                for a in on {
+                    assert!(a.on.is_some(), "{prompt} {seed}: not on the seat");
+                    assert!((x0..=x1).contains(&a.x), "{prompt} {seed}: beside the seat");
+                    let seat_y = &p.subjects[s];
+                    assert!(
+                        a.y < seat_y.y - seat_y.height * 0.2 && a.y > seat_y.y - seat_y.height,
+                        "{prompt} {seed}: at seat height, {} vs base {}",
+                        a.y,
+                        seat_y.y
+                    );
+                    let at = p.subjects.iter().position(|q| std::ptr::eq(q, a)).unwrap();
+                    assert!(at > s, "{prompt} {seed}: drawn over the seat");
+                }
+            }
+            // A cat on a horse is not a rider.
+            assert!(
+                plan_of("a cat on a horse", seed)
+                    .subjects
+                    .iter()
+                    .all(|q| q.on.is_none())
+            );
+
+            let mut p = plan_of("a knight riding a horse", seed);
+            let horse_y = p.subjects.iter().find(|q| q.thing == T::Horse).unwrap().y;
+            let rode = p
+                .subjects
+                .iter()
+                .find(|q| q.thing == T::Knight)
+                .unwrap()
+                .height;
+            retouch::change_plan(&mut p, &[retouch::Change::Remove("the horse")], false).unwrap();
+            let k = p.subjects.iter().find(|q| q.thing == T::Knight).unwrap();
+            assert!(k.on.is_none() && k.spot == compose::Spot::Ground);
+            assert_eq!(k.y, horse_y, "stands where the horse stood");
+            assert!(k.look.figure.pose.is_none() && !k.look.figure.seated);
+            assert!(
+                k.height >= rode * 0.99,
+                "standing is not shorter than riding"
+            );
+
+            let mut p = plan_of("three cats in a garden", seed);
+            let cats = |p: &Plan| p.subjects.iter().filter(|q| q.thing == T::Cat).count();
+            assert_eq!(cats(&p), 3);
+            let nearest = p
+                .subjects
+                .iter()
+                .filter(|q| q.thing == T::Cat)
+                .map(|q| q.y)
+                .fold(f32::MIN, f32::max);
+            retouch::change_plan(&mut p, &[retouch::Change::Remove("one of the cats")], false)
+                .unwrap();
+            assert_eq!(cats(&p), 2, "one of three");
+            assert!(
+                p.subjects
+                    .iter()
+                    .all(|q| q.y < nearest || q.thing != T::Cat)
+            );
+            retouch::change_plan(&mut p, &[retouch::Change::Remove("одну кошку")], true).unwrap();
+            assert_eq!(cats(&p), 1);
+            retouch::change_plan(&mut p, &[retouch::Change::Remove("the cats")], false).unwrap();
+            assert_eq!(cats(&p), 0);
         }
     }
 

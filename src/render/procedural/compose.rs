@@ -120,6 +120,8 @@ pub struct Placed {
     pub haze: f32,
     /// The theme's subject this is one of.
     pub subject: usize,
+    /// The subject it sits on or rides (its base is on that one's seat, not on the ground).
+    pub on: Option<usize>,
 }
 
 /// Target height as a share of the picture height.
@@ -256,8 +258,20 @@ pub fn place(theme: &Theme, plan: &Plan, rng: &mut Rng) -> Vec<Placed> {
             other + (k as f32 - 1.0) * 0.12 * if other < 0.5 { 1.0 } else { -1.0 }
         };
         let mut height = base_size(subject.thing, spot) * h * size_k;
-        if !main {
+        // A seat that carries the main subject is sized as the main one; a small animal on it
+        // would be lost on a seat of the usual size, so that seat is drawn nearer.
+        let carries = |r: &super::prompt::Subject| r.rides == Some(k);
+        let carries_main = theme.subjects.first().is_some_and(carries);
+        if !main && !carries_main {
             height *= 0.8;
+        }
+        if subject.thing.seat()
+            && theme
+                .subjects
+                .iter()
+                .any(|r| carries(r) && r.thing.sits_on_seats())
+        {
+            height *= 1.35;
         }
         if subject.age == Some(super::prompt::Age::Child) {
             height *= 0.72;
@@ -374,6 +388,7 @@ pub fn place(theme: &Theme, plan: &Plan, rng: &mut Rng) -> Vec<Placed> {
                 spot,
                 haze,
                 subject: k,
+                on: None,
             });
         }
     }
@@ -454,20 +469,23 @@ fn relate(theme: &Theme, plan: &Plan, out: &mut [Placed]) {
     }
 }
 
-/// Puts each rider on the first of its mounts, drawn right after it: hips on the saddle, as
-/// tall as a person beside that mount would be.
+/// Puts each rider on its mount, drawn right after it: a person's hips on the saddle, as tall
+/// as a person beside that mount would be; a small animal on the seat, at its size next to such
+/// a person. Several riders share a seat side by side; on mounts, one rider each.
 fn seat_riders(theme: &Theme, out: &mut Vec<Placed>, rng: &mut Rng) {
     for (k, subject) in theme.subjects.iter().enumerate() {
         let Some(m) = subject.rides else { continue };
-        let Some(at) = out.iter().position(|p| p.subject == m) else {
+        let mounts: Vec<usize> = (0..out.len()).filter(|&i| out[i].subject == m).collect();
+        let Some(&first) = mounts.first() else {
             continue;
         };
-        let mount = &out[at];
-        let mount_model = objects::build(mount.thing, &mount.look);
-        let Some((sx, sy, person_units)) = mount_model.saddle else {
-            continue;
+        let seat = theme.subjects[m].thing.seat();
+        let n = if seat {
+            subject.count.clamp(1, 3)
+        } else {
+            subject.count.clamp(1, mounts.len())
         };
-        let s_mount = mount.height / mount_model.height;
+        let person = subject.thing.is_person();
         let look = Look {
             color: subject.color,
             flying: false,
@@ -477,33 +495,83 @@ fn seat_riders(theme: &Theme, out: &mut Vec<Placed>, rng: &mut Rng) {
                 subject.holds.map(|h| &theme.subjects[h]),
                 subject.pose == Some(super::prompt::Pose::Sit),
             ),
-            ..mount.look
+            ..out[first].look
         };
         let rider_model = objects::build(subject.thing, &look);
-        // A standing person is `person_units` tall in the mount's frame (1.0 in its own); the
-        // model's hips sit at 0.46 (0.38 for a child).
-        let s_rider = s_mount * person_units;
-        let rider_h = s_rider * rider_model.height;
-        let hip = if subject.age == Some(super::prompt::Age::Child) {
-            0.38
-        } else {
-            0.46
-        };
-        let x = mount.x + sx * s_mount * mount.flip;
-        let y = mount.y - sy * s_mount + hip * s_rider;
-        let rider = Placed {
-            thing: subject.thing,
-            look,
-            x,
-            y,
-            height: rider_h,
-            flip: mount.flip,
-            // Not on the ground: no contact shadow of its own.
-            spot: Spot::Perch,
-            haze: mount.haze,
-            subject: k,
-        };
-        out.insert(at + 1, rider);
+        let mut riders = Vec::new();
+        for i in 0..n {
+            let at = if seat {
+                first
+            } else {
+                mounts.get(i).copied().unwrap_or(first)
+            };
+            let mount = &out[at];
+            let mount_model = objects::build(mount.thing, &mount.look);
+            let Some((sx, sy, person_units)) = mount_model.saddle else {
+                break;
+            };
+            let s_mount = mount.height / mount_model.height;
+            // A standing person is `person_units` tall in the mount's frame (1.0 in its own);
+            // the model's hips sit at 0.46 (0.38 for a child). Animals stand on the seat.
+            let (rider_h, lift) = if person {
+                let s_rider = s_mount * person_units;
+                let hip = if subject.age == Some(super::prompt::Age::Child) {
+                    0.38
+                } else {
+                    0.46
+                };
+                (s_rider * rider_model.height, hip * s_rider)
+            } else {
+                (
+                    s_mount * person_units * small_animal_share(subject.thing),
+                    0.0,
+                )
+            };
+            // Riders sharing a seat sit across its width.
+            let spread = if n > 1 {
+                (i as f32 / (n - 1) as f32 - 0.5) * mount_model.half_width * 1.1
+            } else {
+                sx
+            };
+            riders.push((
+                at,
+                Placed {
+                    thing: subject.thing,
+                    look: Look {
+                        seed: look.seed.wrapping_add(i as u32 * 7919),
+                        ..look
+                    },
+                    x: mount.x + spread * s_mount * mount.flip,
+                    y: mount.y - sy * s_mount + lift,
+                    height: rider_h,
+                    flip: if n > 1 && !person && i % 2 == 1 {
+                        -mount.flip
+                    } else {
+                        mount.flip
+                    },
+                    // Not on the ground: no contact shadow of its own.
+                    spot: Spot::Perch,
+                    haze: mount.haze,
+                    subject: k,
+                    on: Some(m),
+                },
+            ));
+        }
+        // Insert from the back so earlier positions stay right; each right after its mount.
+        riders.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+        for (at, rider) in riders {
+            out.insert(at + 1, rider);
+        }
+    }
+}
+
+/// How tall a small animal on a seat is, as a share of a standing person.
+fn small_animal_share(thing: Thing) -> f32 {
+    match thing {
+        Thing::Dog | Thing::Fox | Thing::Monkey => 0.4,
+        Thing::Cat | Thing::Rabbit | Thing::Penguin | Thing::Owl | Thing::Parrot => 0.3,
+        Thing::Chicken | Thing::Duck => 0.26,
+        _ => 0.18,
     }
 }
 

@@ -655,12 +655,9 @@ fn window(c: &mut Canvas, plan: &Plan, (x, y, ww, wh): (f32, f32, f32, f32), rng
     };
     let frame = rgb(236, 232, 222);
     let bar = plan.unit * 7.0;
-    for py in (y as usize)..((y + wh) as usize).min(c.h) {
+    for py in (y.max(0.0) as usize)..((y + wh) as usize).min(c.h) {
         let t = (py as f32 - y) / wh;
-        let sky = mix(top, low, t);
-        for px in (x.max(0.0) as usize)..((x + ww) as usize).min(c.w) {
-            c.px[py * c.w + px] = sky;
-        }
+        fill_rect(c, x, py as f32, x + ww, py as f32 + 1.0, mix(top, low, t));
     }
     match plan.time {
         Time::Night => {

@@ -374,6 +374,28 @@ impl Thing {
         matches!(self, Thing::Bench | Thing::Chair | Thing::Sofa)
     }
 
+    /// A small animal that sits on a seat when the prompt puts it there ("a cat on a sofa").
+    pub fn sits_on_seats(self) -> bool {
+        matches!(
+            self,
+            Thing::Cat
+                | Thing::Dog
+                | Thing::Rabbit
+                | Thing::Fox
+                | Thing::Bird
+                | Thing::Owl
+                | Thing::Parrot
+                | Thing::Duck
+                | Thing::Chicken
+                | Thing::Mouse
+                | Thing::Squirrel
+                | Thing::Hedgehog
+                | Thing::Monkey
+                | Thing::Penguin
+                | Thing::Frog
+        )
+    }
+
     /// Can carry a rider.
     pub fn rideable(self) -> bool {
         matches!(
@@ -1295,6 +1317,8 @@ const WORDS: &[(&str, Word)] = &[
     ("один", W::Count(1)),
     ("одна", W::Count(1)),
     ("одно", W::Count(1)),
+    ("одну", W::Count(1)),
+    ("одного", W::Count(1)),
     ("одинок*", W::Count(1)),
     ("два", W::Count(2)),
     ("две", W::Count(2)),
@@ -1752,6 +1776,25 @@ impl Theme {
         })
     }
 
+    /// How many of something a phrase asks for when it says so ("one of the cats", "a cat",
+    /// "two boats", "одну из кошек"); `None` for "the cats", "cats".
+    pub fn explicit_count(phrase: &str) -> Option<usize> {
+        let text = phrase.to_lowercase().replace('ё', "е");
+        let mut tokens = text
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|t| !t.is_empty());
+        let first = tokens.next()?;
+        if matches!(first, "a" | "an") {
+            return Some(1);
+        }
+        std::iter::once(first)
+            .chain(tokens)
+            .find_map(|t| match lookup(t).0 {
+                Some(W::Count(n)) => Some(usize::from(n)),
+                _ => None,
+            })
+    }
+
     pub fn read(prompt: &str) -> Theme {
         let mut theme = Theme::default();
         let (rest, quoted) = extract_quoted(prompt);
@@ -1935,13 +1978,16 @@ impl Theme {
                                     s.wear.push(w);
                                 }
                             }
-                        } else if let Some((person, _)) = pending_mount
-                            && (thing.rideable() || thing.seat())
-                            && person != k
+                        } else if let Some((rider, _)) = pending_mount
+                            && (thing.seat()
+                                || (thing.rideable() && theme.subjects[rider].thing.is_person()))
+                            && rider != k
                         {
-                            theme.subjects[person].rides = Some(k);
-                            theme.subjects[person].pose =
-                                Some(if thing.seat() { Pose::Sit } else { Pose::Ride });
+                            theme.subjects[rider].rides = Some(k);
+                            if theme.subjects[rider].thing.is_person() {
+                                theme.subjects[rider].pose =
+                                    Some(if thing.seat() { Pose::Sit } else { Pose::Ride });
+                            }
                             pending_mount = None;
                             pending_hold = None;
                         } else if let Some((person, _)) = pending_hold
@@ -2057,6 +2103,11 @@ impl Theme {
                     if let Some(k) = theme.last_person() {
                         pending_mount = Some((k, 0));
                         pending_hold = Some((k, 0));
+                    } else if let Some(k) = theme.subjects.len().checked_sub(1)
+                        && theme.subjects[k].thing.sits_on_seats()
+                    {
+                        // "a cat on a sofa": only a seat takes it.
+                        pending_mount = Some((k, 0));
                     }
                 }
                 Some(W::Near(rel)) => {

@@ -17,7 +17,7 @@ use super::canvas::{Canvas, Rgb, lum, mix, rgb};
 use super::compose::{self, Placed, Spot};
 use super::noise::Rng;
 use super::objects::{self, Figure, Look};
-use super::prompt::{Element, Habitat, Subject, Theme, Thing};
+use super::prompt::{Element, Habitat, Pose, Subject, Theme, Thing};
 use super::shapes::{self, Light, Xform};
 use crate::render::edit::{Region, TimeOfDay, Weather};
 
@@ -1150,10 +1150,15 @@ pub(super) fn change_plan(
                     let theme = Theme::read(&part);
                     // A part that names a thing removes the thing; its sky and weather words
                     // only said where it was ("the boat in the fog").
+                    // "one of the cats", "a cat", "two boats": that many, the nearest first;
+                    // "the cats": all of them.
+                    let limit = if theme.subjects.len() == 1 {
+                        Theme::explicit_count(&part)
+                    } else {
+                        None
+                    };
                     for s in &theme.subjects {
-                        let before = plan.subjects.len();
-                        plan.subjects.retain(|p| p.thing != s.thing);
-                        if plan.subjects.len() == before {
+                        if !remove_thing(plan, s.thing, limit.unwrap_or(usize::MAX)) {
                             return Err(missing(s.thing.name(), ru));
                         }
                         found = true;
@@ -1206,6 +1211,72 @@ pub(super) fn change_plan(
         }
     }
     Ok(())
+}
+
+/// Removes up to `limit` of `thing` (the nearest ones: lowest base line first) and puts what
+/// sat on or rode them on the ground where they stood, standing. False when there is none.
+fn remove_thing(plan: &mut super::scene::Plan, thing: Thing, limit: usize) -> bool {
+    let mut mine: Vec<usize> = (0..plan.subjects.len())
+        .filter(|&i| plan.subjects[i].thing == thing && plan.subjects[i].on.is_none())
+        .collect();
+    if mine.is_empty() {
+        // Only riders of this kind (a cat on a sofa): remove those.
+        mine = (0..plan.subjects.len())
+            .filter(|&i| plan.subjects[i].thing == thing)
+            .collect();
+    }
+    if mine.is_empty() {
+        return false;
+    }
+    mine.sort_by(|&a, &b| plan.subjects[b].y.total_cmp(&plan.subjects[a].y));
+    mine.truncate(limit.max(1));
+    // Each removed carrier's base line, place and left-right extent, to find its riders.
+    let carriers: Vec<(usize, f32, Spot, f32, f32)> = mine
+        .iter()
+        .map(|&i| {
+            let p = &plan.subjects[i];
+            let m = objects::build(p.thing, &p.look);
+            let half = p.height * m.half_width / m.height.max(1e-3);
+            (p.subject, p.y, p.spot, p.x - half, p.x + half)
+        })
+        .collect();
+    let mut dropped = Vec::new();
+    let mut kept = Vec::new();
+    for (i, mut p) in std::mem::take(&mut plan.subjects).into_iter().enumerate() {
+        if mine.contains(&i) {
+            continue;
+        }
+        let carrier = p.on.and_then(|on| {
+            carriers
+                .iter()
+                .find(|(s, _, _, x0, x1)| *s == on && (*x0..=*x1).contains(&p.x))
+        });
+        let Some(&(_, base, spot, ..)) = carrier else {
+            kept.push(p);
+            continue;
+        };
+        let scale = p.height / objects::build(p.thing, &p.look).height.max(1e-3);
+        p.look.figure.seated = false;
+        if matches!(p.look.figure.pose, Some(Pose::Ride) | Some(Pose::Sit)) {
+            p.look.figure.pose = None;
+        }
+        p.height = scale * objects::build(p.thing, &p.look).height;
+        p.y = base;
+        p.on = None;
+        p.spot = spot;
+        dropped.push(p);
+    }
+    // Back to front: each one now on the ground goes before the first thing standing nearer
+    // (with that thing's riders, which follow it).
+    for p in dropped {
+        let at = kept
+            .iter()
+            .position(|q| q.spot != Spot::Sky && q.on.is_none() && q.y > p.y)
+            .unwrap_or(kept.len());
+        kept.insert(at, p);
+    }
+    plan.subjects = kept;
+    true
 }
 
 fn replace(p: &mut Placed, new: &Subject) {

@@ -862,6 +862,39 @@ mod tests {
         }
     }
 
+    /// Boats float where the water shows in front of any bank or headland (so neither they nor
+    /// their reflections lie on the land), and a stormy sky is a grey day or night, never the
+    /// brown of a low sun behind overcast.
+    #[test]
+    fn boats_float_clear_of_the_bank_and_storms_are_grey() {
+        let mut checked = 0;
+        for seed in 0..40 {
+            for prompt in [
+                "a boat on a lake, cloudy day",
+                "a red boat on a forest lake",
+            ] {
+                let p = plan_of(prompt, seed);
+                for b in p.subjects.iter().filter(|q| q.spot == compose::Spot::Water) {
+                    let land = compose::land_over_water(&p, b.x);
+                    assert!(
+                        b.y < land,
+                        "{prompt} {seed}: afloat at {} but the land starts at {land}",
+                        b.y
+                    );
+                    checked += usize::from(land < p.h as f32);
+                }
+            }
+            for prompt in ["a stormy sea", "rain over the lake", "a ship in a storm"] {
+                let p = plan_of(prompt, seed);
+                assert_ne!(p.time, prompt::Time::Golden, "{prompt} {seed}");
+            }
+        }
+        assert!(
+            checked > 5,
+            "some scenes have land in front of the water: {checked}"
+        );
+    }
+
     fn plan_of(prompt: &str, seed: u64) -> Plan {
         let theme = Theme::read(prompt);
         let mut rng = Rng::new(seed ^ prompt_hash(prompt));

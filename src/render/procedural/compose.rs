@@ -190,6 +190,19 @@ fn spot_for(thing: Thing, setting: Setting, theme: &Theme, main: bool, count: us
     }
 }
 
+/// The top of the land painted in front of the water at column x (the picture's bottom where
+/// there is none): a bank or headland hides what floats behind it and its reflection.
+pub fn land_over_water(plan: &Plan, x: f32) -> f32 {
+    let Some(wt) = plan.water else {
+        return plan.h as f32;
+    };
+    plan.layers
+        .iter()
+        .skip(wt.before)
+        .map(|l| terrain::ground_at(l, x, plan.w, plan.detail.ridge_octaves.min(l.max_octaves)))
+        .fold(plan.h as f32, f32::min)
+}
+
 /// The y of the stage's ground at column x.
 pub fn stage_ground(plan: &Plan, x: f32) -> f32 {
     match plan.stage {
@@ -311,9 +324,23 @@ pub fn place(theme: &Theme, plan: &Plan, rng: &mut Rng) -> Vec<Placed> {
                     } else {
                         rng.range(0.15, 0.6)
                     };
-                    let y = hz + (h - hz) * depth;
+                    let mut y = hz + (h - hz) * depth;
                     hgt *= 0.35 + 0.95 * depth;
                     haze = (0.6 - depth).max(0.0) * 0.4;
+                    // Afloat, not on the bank or headland in front of the water: the nearest
+                    // column where the water reaches below the hull, else farther out.
+                    let margin = hgt * 0.15;
+                    let half = (hgt * aspect / 2.0 * 1.05).min(w / 2.0);
+                    if land_over_water(plan, x) < y + margin {
+                        let open = (0..=40)
+                            .flat_map(|k| [k as f32, -(k as f32)])
+                            .map(|k| (x + k * w / 80.0).clamp(half, w - half))
+                            .find(|&cx| land_over_water(plan, cx) >= y + margin);
+                        match open {
+                            Some(cx) => x = cx,
+                            None => y = (land_over_water(plan, x) - margin).max(hz + 1.0),
+                        }
+                    }
                     y
                 }
                 Spot::Sky => {
@@ -709,7 +736,24 @@ pub fn paint(c: &mut Canvas, plan: &Plan, only: impl Fn(&Placed) -> bool) {
                 let k = (y as f32 * 0.7 + (seed % 97) as f32).sin();
                 k * u * 2.5
             };
+            // The reflection lies on the water only: the land in front keeps its pixels.
+            let half = (model.half_width * s * 1.2 + plan.unit * 4.0).ceil() as i64;
+            let (x0, x1) = (
+                (p.x as i64 - half).clamp(0, c.w as i64) as usize,
+                (p.x as i64 + half).clamp(0, c.w as i64) as usize,
+            );
+            let y_end = ((p.y + p.height * 1.2) as usize).min(c.h);
+            let mut kept = Vec::new();
+            for x in x0..x1 {
+                let land = land_over_water(plan, x as f32 + 0.5).max(0.0) as usize;
+                for y in land.max(p.y.max(0.0) as usize)..y_end {
+                    kept.push((y * c.w + x, c.px[y * c.w + x]));
+                }
+            }
             shapes::draw(c, &model.parts, t, &refl, Some(&wob));
+            for (i, px) in kept {
+                c.px[i] = px;
+            }
         }
         if let Some((bx, by)) = model.beam {
             beam(c, plan, p.x + bx * s * p.flip, p.y - by * s, p.height);

@@ -1351,7 +1351,6 @@ const WORDS: &[(&str, Word)] = &[
     ("dramatic", W::Mood(Mood::Dramatic)),
     ("epic", W::Mood(Mood::Dramatic)),
     ("majestic", W::Mood(Mood::Dramatic)),
-    ("stormy", W::Mood(Mood::Dramatic)),
     ("драматич*", W::Mood(Mood::Dramatic)),
     ("эпич*", W::Mood(Mood::Dramatic)),
     ("величеств*", W::Mood(Mood::Dramatic)),

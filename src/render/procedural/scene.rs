@@ -358,6 +358,13 @@ impl Plan {
         let time = theme.time.or(preferred).unwrap_or_else(|| {
             if space || theme.has(Element::Moon) || theme.has(Element::Stars) {
                 Time::Night
+            } else if theme.has(Element::Storm) || theme.has(Element::Rain) {
+                // Under an overcast sky there is no low sun to colour it: grey day or night.
+                if r.chance(0.25) {
+                    Time::Night
+                } else {
+                    Time::Day
+                }
             } else if theme.has(Element::Sun) {
                 if r.chance(0.3) {
                     Time::Golden

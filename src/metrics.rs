@@ -79,6 +79,8 @@ pub struct Metrics {
     pub backend_in_flight: Family<EndpointLabels, Gauge>,
     pub backend_requests: Family<EndpointResultLabels, Gauge>,
     pub backend_latency: Family<EndpointLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    pub store_commits: Gauge,
+    pub store_flushes: Gauge,
 }
 
 impl Default for Metrics {
@@ -105,6 +107,18 @@ impl Default for Metrics {
         let backend_requests = Family::<EndpointResultLabels, Gauge>::default();
         let backend_latency =
             Family::<EndpointLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        let store_commits = Gauge::default();
+        let store_flushes = Gauge::default();
+        registry.register(
+            "store_commits",
+            "Store write transactions committed since start",
+            store_commits.clone(),
+        );
+        registry.register(
+            "store_durable_flushes",
+            "Durable commits (fsyncs) since start; each covers every transaction committed before it (group commit)",
+            store_flushes.clone(),
+        );
         registry.register(
             "http_requests",
             "HTTP requests by route, method and status",
@@ -191,6 +205,8 @@ impl Default for Metrics {
             backend_in_flight,
             backend_requests,
             backend_latency,
+            store_commits,
+            store_flushes,
         }
     }
 }

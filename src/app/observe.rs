@@ -124,6 +124,9 @@ pub fn metrics_text(state: &AppState) -> Response {
     m.password_checks
         .set(state.idp.password_checks.load(Ordering::Relaxed) as i64);
     m.observe_backends(&state.jobs.backends_status());
+    let (flushes, commits) = state.store.commit_counts();
+    m.store_commits.set(commits as i64);
+    m.store_flushes.set(flushes as i64);
     let mut resp = m.encode().into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
+use redb::{ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::ledger::{self, LedgerReason};
@@ -450,7 +450,8 @@ impl Store {
     /// Creates a queued job. In the same transaction: the user exists and is not banned, has no
     /// active job, and can pay the price now (the charge itself happens at start).
     pub fn create_job(&self, new: NewJob, now: Millis) -> Result<JobRecord, CreateJobError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
+        let now = super::ordered_stamp(&txn, now)?;
         let job = {
             let user = read_user(&txn, new.user_id)?.ok_or(CreateJobError::NoUser)?;
             if user.banned {
@@ -504,7 +505,7 @@ impl Store {
             txn.open_table(PENDING_JOBS)?.insert(job.id, ())?;
             job
         };
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(job)
     }
 
@@ -512,7 +513,8 @@ impl Store {
     /// the job was already charged before a restart. A user who can no longer pay, or has hit the
     /// daily limit, gets the job failed with `insufficient_credits` / `daily_limit` instead.
     pub fn start_job(&self, id: JobId, now: Millis) -> Result<StartOutcome, StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
+        let now = super::ordered_stamp(&txn, now)?;
         let mut job = read_job(&txn, id.0)?;
         if job.status != JobStatus::Queued {
             return Ok(StartOutcome::NotQueued(job));
@@ -533,7 +535,7 @@ impl Store {
                     "the account no longer exists".into(),
                     now,
                 )?;
-                txn.commit()?;
+                self.commit(txn)?;
                 return Ok(StartOutcome::Failed(job));
             };
             let settings = read_settings(&txn)?;
@@ -579,7 +581,7 @@ impl Store {
                 StartOutcome::Started(job)
             }
         };
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(outcome)
     }
 
@@ -593,13 +595,14 @@ impl Store {
         outcome: FinishOutcome,
         now: Millis,
     ) -> Result<(JobRecord, bool), StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
+        let now = super::ordered_stamp(&txn, now)?;
         let mut job = read_job(&txn, id.0)?;
         if job.status.is_terminal() {
             // Cancelled while it rendered: the render has stopped now, so the user's active
             // slot goes (a no-op when it is gone already).
             close_job(&txn, &job)?;
-            txn.commit()?;
+            self.commit(txn)?;
             return Ok((job, false));
         }
         match outcome {
@@ -629,7 +632,7 @@ impl Store {
                 fail_in(&txn, &mut job, code, message, now)?;
             }
         }
-        txn.commit()?;
+        self.commit(txn)?;
         Ok((job, true))
     }
 
@@ -637,7 +640,8 @@ impl Store {
     /// daily slot if it had been charged. Compare-and-set like every transition: of a cancel and
     /// a finish racing, exactly one commits its change.
     pub fn cancel_job(&self, id: JobId, now: Millis) -> Result<CancelOutcome, StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
+        let now = super::ordered_stamp(&txn, now)?;
         let mut job = read_job(&txn, id.0)?;
         let outcome = match job.status {
             JobStatus::Failed if job.error_code == Some(FailCode::Cancelled) => {
@@ -661,12 +665,12 @@ impl Store {
                 CancelOutcome::Cancelled(job)
             }
         };
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(outcome)
     }
 
     pub fn job(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let jobs = txn.open_table(JOBS)?;
         jobs.get(id.0)?
             .map(|v| codec::decode(v.value()))
@@ -675,14 +679,14 @@ impl Store {
 
     /// The user's active (queued or running) job, if any.
     pub fn active_job(&self, user_id: u64) -> Result<Option<JobId>, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let active = txn.open_table(ACTIVE_BY_USER)?;
         Ok(active.get(user_id)?.map(|v| JobId(v.value())))
     }
 
     /// A user's jobs, newest first, at most `limit`.
     pub fn user_jobs(&self, user_id: u64, limit: usize) -> Result<Vec<JobRecord>, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let index = txn.open_table(JOBS_BY_USER)?;
         let jobs = txn.open_table(JOBS)?;
         let mut out = Vec::new();
@@ -707,7 +711,7 @@ impl Store {
         limit: usize,
         keep: impl Fn(&JobRecord) -> bool,
     ) -> Result<(Vec<JobRecord>, bool), StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let index = txn.open_table(JOBS_BY_USER)?;
         let jobs = txn.open_table(JOBS)?;
         let end = before.map_or(u128::MAX, |b| b.0);
@@ -733,7 +737,7 @@ impl Store {
     /// (keeping their charge, so they are not charged again), or fail with a refund after
     /// [`MAX_ATTEMPTS`]. Returns every unfinished job, oldest first, for the engine to run.
     pub fn recover_jobs(&self, now: Millis) -> Result<Vec<JobRecord>, StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let mut resume = Vec::new();
         {
             let ids: Vec<u128> = {
@@ -768,7 +772,7 @@ impl Store {
                 }
             }
         }
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(resume)
     }
 
@@ -780,7 +784,7 @@ impl Store {
         now: Millis,
         limit: usize,
     ) -> Result<Vec<String>, StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let mut tokens = Vec::new();
         {
             let mut jobs = txn.open_table(JOBS)?;
@@ -805,13 +809,13 @@ impl Store {
                 jobs.insert(job.id, codec::encode(&job)?.as_slice())?;
             }
         }
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(tokens)
     }
 
     /// Every job (used by the consistency checks of tests and `pictor` maintenance).
     pub fn all_jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let jobs = txn.open_table(JOBS)?;
         let mut out = Vec::new();
         for row in jobs.iter()? {

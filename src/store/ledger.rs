@@ -1,7 +1,7 @@
 //! The append-only credit ledger. Every balance change writes one row here in the same
 //! transaction as the change itself, so a user's balance always equals the sum of their rows.
 
-use redb::{ReadableDatabase, WriteTransaction};
+use redb::WriteTransaction;
 use serde::{Deserialize, Serialize};
 
 use super::tables::{LEDGER, USERS};
@@ -72,7 +72,7 @@ pub(crate) fn apply(
 impl Store {
     /// A user's ledger rows, oldest first.
     pub fn ledger(&self, user_id: u64) -> Result<Vec<LedgerEntry>, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let table = txn.open_table(LEDGER)?;
         let mut out = Vec::new();
         for row in table.range((user_id, 0)..=(user_id, u64::MAX))? {

@@ -3,6 +3,26 @@
 //!
 //! Every business operation is one write transaction (`begin_write … commit`). Methods are
 //! synchronous; async callers go through [`Store::call`], which runs them on the blocking pool.
+//!
+//! **Group commit.** Each operation commits its own transaction without waiting for the disk
+//! (redb `Durability::None`), then waits in [`GroupCommit`] until a durable commit covers it:
+//! the first waiter makes one empty `Durability::Immediate` commit (one fsync), which persists
+//! every transaction committed before it, and wakes all of them. Operations that arrive while
+//! that fsync runs queue behind redb's single writer, commit in memory one after another, and
+//! share the next fsync. So each caller still has its own transaction (its own success or
+//! failure, compare-and-set and ledger row inside it), nothing returns before it is durable,
+//! and a crash loses only transactions nobody was told about. Why not one transaction with a
+//! savepoint per operation: redb restores a savepoint only with no table open, and a failing
+//! operation would roll back through every later one's savepoint; separate transactions keep
+//! failures apart at no extra cost, since a non-durable commit is an in-memory page swap.
+//!
+//! **Reads see only what is durable.** Each flush takes a read transaction while it holds the
+//! writer, i.e. exactly the state its fsync persists, and publishes it once the fsync succeeded;
+//! every read outside a write transaction uses the latest published one. So no request shows
+//! data that a crash could still take back, a caller reads its own write as soon as it is told
+//! of it, and when a flush fails (a full disk) the commits it was to cover stay invisible (redb
+//! then refuses further writes until the server restarts and the file is repaired to its last
+//! durable state, which is what the reads showed all along).
 
 mod codec;
 pub mod jobs;
@@ -17,9 +37,12 @@ pub mod users;
 pub mod webhooks;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 
-use redb::{Database, ReadableDatabase, ReadableTable};
+use redb::{
+    Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, WriteTransaction,
+};
 
 pub use jobs::{
     CancelOutcome, CreateJobError, FailCode, FinishOutcome, JobId, JobKind, JobModel, JobRecord,
@@ -59,6 +82,7 @@ macro_rules! from_redb {
     )*};
 }
 from_redb!(
+    redb::SetDurabilityError,
     redb::TransactionError,
     redb::TableError,
     redb::StorageError,
@@ -78,6 +102,94 @@ impl From<redb::DatabaseError> for StoreError {
 #[derive(Clone)]
 pub struct Store {
     db: Arc<Database>,
+    group: Arc<GroupCommit>,
+}
+
+/// Shares one fsync among the transactions committed while the previous one ran, and keeps the
+/// durable state for readers (see the module documentation).
+pub struct GroupCommit {
+    /// The state as of the last durable commit.
+    view: RwLock<Arc<ReadTransaction>>,
+    /// Non-durable commits that have returned, numbered from 1 in the order they were counted.
+    committed: AtomicU64,
+    state: Mutex<Flushed>,
+    done: Condvar,
+    /// Durable commits made (fsyncs), for the metrics and the benchmark.
+    flushes: AtomicU64,
+}
+
+#[derive(Default)]
+struct Flushed {
+    /// Every commit numbered up to here is durable.
+    durable: u64,
+    /// A flush is running (its maker waits for nobody).
+    running: bool,
+    /// A flush failed: the commits it was to cover, and why. redb refuses further writes after
+    /// a failed durable commit, so no later flush makes them durable behind the callers' backs.
+    failed: Option<(u64, String)>,
+}
+
+impl GroupCommit {
+    fn new(db: &Database) -> Result<GroupCommit, StoreError> {
+        Ok(GroupCommit {
+            view: RwLock::new(Arc::new(db.begin_read()?)),
+            committed: AtomicU64::new(0),
+            state: Mutex::default(),
+            done: Condvar::new(),
+            flushes: AtomicU64::new(0),
+        })
+    }
+
+    fn view(&self) -> Arc<ReadTransaction> {
+        self.view.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Returns once commit number `seq` is durable, making the durable commit itself if no one
+    /// else is.
+    fn wait(&self, seq: u64, db: &Database) -> Result<(), StoreError> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if st.durable >= seq {
+                return Ok(());
+            }
+            if let Some((upto, why)) = &st.failed
+                && *upto >= seq
+            {
+                return Err(StoreError::Db(why.clone()));
+            }
+            if st.running {
+                st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            st.running = true;
+            drop(st);
+            // Every commit counted so far returned before this load, so it precedes the durable
+            // commit below in redb's order and is covered by it.
+            let target = self.committed.load(Ordering::SeqCst);
+            let result = flush(db);
+            self.flushes.fetch_add(1, Ordering::Relaxed);
+            st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.running = false;
+            match result {
+                Ok(view) => {
+                    *self.view.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(view);
+                    st.durable = st.durable.max(target);
+                }
+                Err(e) => st.failed = Some((target, e.to_string())),
+            }
+            self.done.notify_all();
+        }
+    }
+}
+
+/// One empty durable commit: its fsync persists every non-durable commit before it. Returns the
+/// state it persisted, read while it held the writer.
+fn flush(db: &Database) -> Result<ReadTransaction, StoreError> {
+    let mut txn = db.begin_write()?;
+    let view = db.begin_read()?;
+    txn.set_durability(Durability::Immediate)?;
+    txn.commit()?;
+    Ok(view)
 }
 
 impl Store {
@@ -87,8 +199,12 @@ impl Store {
         private_file(path)
             .map_err(|e| StoreError::Db(format!("cannot create {}: {e}", path.display())))?;
         let db = Database::create(path)?;
-        let store = Store { db: Arc::new(db) };
-        migrate::run(&store.db)?;
+        migrate::run(&db)?;
+        let group = Arc::new(GroupCommit::new(&db)?);
+        let store = Store {
+            db: Arc::new(db),
+            group,
+        };
         Ok(store)
     }
 
@@ -105,8 +221,32 @@ impl Store {
             .map_err(|e| E::from(StoreError::Task(e.to_string())))?
     }
 
-    pub(crate) fn db(&self) -> &Database {
-        &self.db
+    /// A read of the durable state (what the last durable commit persisted).
+    pub(crate) fn begin_read(&self) -> Result<Arc<ReadTransaction>, StoreError> {
+        Ok(self.group.view())
+    }
+
+    /// A write transaction whose commit goes through [`Store::commit`].
+    pub(crate) fn begin_write(&self) -> Result<WriteTransaction, StoreError> {
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(Durability::None)?;
+        Ok(txn)
+    }
+
+    /// Commits `txn` and returns once it is durable (group commit: one fsync for every
+    /// transaction committed meanwhile).
+    pub(crate) fn commit(&self, txn: WriteTransaction) -> Result<(), StoreError> {
+        txn.commit()?;
+        let seq = self.group.committed.fetch_add(1, Ordering::SeqCst) + 1;
+        self.group.wait(seq, &self.db)
+    }
+
+    /// Durable commits (fsyncs) made so far, and the transactions they covered.
+    pub fn commit_counts(&self) -> (u64, u64) {
+        (
+            self.group.flushes.load(Ordering::Relaxed),
+            self.group.committed.load(Ordering::Relaxed),
+        )
     }
 
     /// Writes a consistent copy of the whole store, as of one read transaction, to a new file.
@@ -114,7 +254,7 @@ impl Store {
     pub fn snapshot_to(&self, path: &Path) -> Result<(), StoreError> {
         new_private_file(path)
             .map_err(|e| StoreError::Db(format!("cannot create {}: {e}", path.display())))?;
-        let src = self.db.begin_read()?;
+        let src = self.begin_read()?;
         let copy = Database::create(path)?;
         let dst = copy.begin_write()?;
         tables::copy_all(&src, &dst)?;
@@ -165,4 +305,24 @@ pub(crate) fn next_counter(txn: &redb::WriteTransaction, name: &str) -> Result<u
     let next = meta.get(name)?.map(|v| v.value()).unwrap_or(0) + 1;
     meta.insert(name, next)?;
     Ok(next)
+}
+
+/// `now` for the times a transaction writes on jobs, kept in commit order: a caller reads the
+/// clock before it waits for the writer, so a later commit can carry an earlier reading. A
+/// reading up to 5 s behind the last stamp is moved up to it; a clock set back by more (by the
+/// operator, or a test) is believed.
+pub(crate) fn ordered_stamp(
+    txn: &redb::WriteTransaction,
+    now: crate::clock::Millis,
+) -> Result<crate::clock::Millis, StoreError> {
+    const SLACK_MS: u64 = 5_000;
+    let mut meta = txn.open_table(tables::META)?;
+    let last = meta.get("job_stamp")?.map(|v| v.value()).unwrap_or(0);
+    let now = if now < last && last - now <= SLACK_MS {
+        last
+    } else {
+        now
+    };
+    meta.insert("job_stamp", now)?;
+    Ok(now)
 }

@@ -2,7 +2,7 @@
 //! where the model is and what inspection found. The files themselves stay where they are (or
 //! under `<data>/models/` when pulled from the hub).
 
-use redb::{ReadableDatabase, ReadableTable};
+use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
 use super::tables::MODELS;
@@ -33,7 +33,7 @@ pub struct ModelRecord {
 impl Store {
     /// Registers a model; a name in use is a conflict.
     pub fn add_model(&self, record: ModelRecord) -> Result<(), StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         {
             let mut t = txn.open_table(MODELS)?;
             if t.get(record.name.as_str())?.is_some() {
@@ -44,12 +44,12 @@ impl Store {
             }
             t.insert(record.name.as_str(), codec::encode(&record)?.as_slice())?;
         }
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(())
     }
 
     pub fn models(&self) -> Result<Vec<ModelRecord>, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let t = txn.open_table(MODELS)?;
         let mut out = Vec::new();
         for row in t.iter()? {
@@ -60,7 +60,7 @@ impl Store {
 
     /// Unregisters a model and returns what it was (its files are the caller's business).
     pub fn remove_model(&self, name: &str) -> Result<ModelRecord, StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let record = {
             let mut t = txn.open_table(MODELS)?;
             let removed = t.remove(name)?;
@@ -69,7 +69,7 @@ impl Store {
                 None => return Err(StoreError::NotFound(format!("no model named {name:?}"))),
             }
         };
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(record)
     }
 }

@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
+use redb::{ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::tables::*;
@@ -307,7 +307,7 @@ fn issue_in(
 
 impl Store {
     pub fn add_client(&self, client: ClientRecord) -> Result<(), StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         {
             let mut t = txn.open_table(CLIENTS)?;
             if t.get(client.name.as_str())?.is_some() {
@@ -318,18 +318,18 @@ impl Store {
             }
             t.insert(client.name.as_str(), codec::encode(&client)?.as_slice())?;
         }
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(())
     }
 
     pub fn client(&self, name: &str) -> Result<Option<ClientRecord>, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let t = txn.open_table(CLIENTS)?;
         t.get(name)?.map(|v| codec::decode(v.value())).transpose()
     }
 
     pub fn clients(&self) -> Result<Vec<ClientRecord>, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let t = txn.open_table(CLIENTS)?;
         let mut out = Vec::new();
         for row in t.iter()? {
@@ -340,7 +340,7 @@ impl Store {
 
     /// Removes a client and revokes everything issued to it.
     pub fn remove_client(&self, name: &str, now: Millis) -> Result<(), StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         {
             let mut t = txn.open_table(CLIENTS)?;
             if t.remove(name)?.is_none() {
@@ -373,14 +373,14 @@ impl Store {
                 })?
                 .count();
         }
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(())
     }
 
     pub fn store_code(&self, code_hash: [u8; 32], record: CodeRecord) -> Result<(), StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         put(&txn, AUTH_CODES, &code_hash, &record)?;
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(())
     }
 
@@ -395,7 +395,7 @@ impl Store {
         tokens: NewTokens,
         now: Millis,
     ) -> Result<Issued, GrantError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let Some(mut code) = get::<CodeRecord>(&txn, AUTH_CODES, &code_hash)? else {
             return Err(GrantError::InvalidGrant(
                 "the authorization code is invalid".into(),
@@ -411,7 +411,7 @@ impl Store {
             if let Some(family) = code.family {
                 revoke_family_in(&txn, family, "authorization code replayed", now)?;
             }
-            txn.commit()?;
+            self.commit(txn)?;
             return Err(GrantError::InvalidGrant(
                 "the authorization code was already used".into(),
             ));
@@ -440,7 +440,7 @@ impl Store {
             true,
             now,
         )?;
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(Issued {
             user_id: code.user_id,
             scope: code.scope,
@@ -461,7 +461,7 @@ impl Store {
         mut tokens: NewTokens,
         now: Millis,
     ) -> Result<Issued, GrantError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let Some(mut old) = get::<RefreshRecord>(&txn, REFRESH_TOKENS, &refresh_hash)? else {
             return Err(GrantError::InvalidGrant(
                 "the refresh token is invalid".into(),
@@ -480,7 +480,7 @@ impl Store {
         };
         if old.rotated_at.is_some() {
             revoke_family_in(&txn, old.family, "rotated refresh token reused", now)?;
-            txn.commit()?;
+            self.commit(txn)?;
             return Err(GrantError::InvalidGrant(
                 "the refresh token was already used; all tokens of this grant are revoked".into(),
             ));
@@ -517,7 +517,7 @@ impl Store {
             false,
             now,
         )?;
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(Issued {
             user_id: old.user_id,
             scope,
@@ -533,7 +533,7 @@ impl Store {
         hash: &[u8; 32],
         now: Millis,
     ) -> Result<Option<AccessRecord>, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let t = txn.open_table(ACCESS_TOKENS)?;
         let Some(rec) = t
             .get(hash.as_slice())?
@@ -562,7 +562,7 @@ impl Store {
         client: &str,
         now: Millis,
     ) -> Result<bool, StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let mut changed = false;
         if let Some(rec) = get::<RefreshRecord>(&txn, REFRESH_TOKENS, &hash)?
             && rec.client == client
@@ -577,7 +577,7 @@ impl Store {
             put(&txn, ACCESS_TOKENS, &hash, &rec)?;
             changed = true;
         }
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(changed)
     }
 
@@ -589,15 +589,15 @@ impl Store {
         reason: &str,
         now: Millis,
     ) -> Result<usize, StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let n = revoke_user_families_in(&txn, user_id, reason, now)?;
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(n)
     }
 
     /// The user's live grants (one per family), newest first.
     pub fn user_grants(&self, user_id: u64, now: Millis) -> Result<Vec<FamilyRecord>, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let idx = txn.open_table(FAMILIES_BY_USER)?;
         let fams = txn.open_table(TOKEN_FAMILIES)?;
         let mut out = Vec::new();
@@ -621,7 +621,7 @@ impl Store {
         client: &str,
         now: Millis,
     ) -> Result<usize, StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let mut n = 0;
         {
             let ids: Vec<u128> = {
@@ -643,14 +643,14 @@ impl Store {
             }
             txn.open_table(CONSENTS)?.remove((user_id, client))?;
         }
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(n)
     }
 
     /// The user's remembered consent for the client registered under `client` now (a consent
     /// given to an earlier registration of the same name does not count).
     pub fn consent(&self, user_id: u64, client: &str) -> Result<Option<ConsentRecord>, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let Some(current) = txn
             .open_table(CLIENTS)?
             .get(client)?
@@ -674,7 +674,7 @@ impl Store {
         scopes: Vec<String>,
         now: Millis,
     ) -> Result<(), StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         {
             let client_uid = txn
                 .open_table(CLIENTS)?
@@ -706,13 +706,13 @@ impl Store {
                 .as_slice(),
             )?;
         }
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(())
     }
 
     /// Signing keys, newest first.
     pub fn signing_keys(&self) -> Result<Vec<SigningKeyRecord>, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let t = txn.open_table(SIGNING_KEYS)?;
         let mut out: Vec<SigningKeyRecord> = Vec::new();
         for row in t.iter()? {
@@ -724,16 +724,16 @@ impl Store {
 
     /// Rewrites one signing key's record as it is (sealing a key stored in plain text).
     pub fn put_signing_key(&self, key: SigningKeyRecord) -> Result<(), StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         txn.open_table(SIGNING_KEYS)?
             .insert(key.kid.as_str(), codec::encode(&key)?.as_slice())?;
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(())
     }
 
     /// Adds a new signing key and retires the previous current one.
     pub fn add_signing_key(&self, key: SigningKeyRecord, now: Millis) -> Result<(), StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         {
             let mut t = txn.open_table(SIGNING_KEYS)?;
             let mut current: Vec<SigningKeyRecord> = Vec::new();
@@ -749,13 +749,13 @@ impl Store {
             }
             t.insert(key.kid.as_str(), codec::encode(&key)?.as_slice())?;
         }
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(())
     }
 
     /// Deletes expired codes, long-expired tokens and retired keys no token can still need.
     pub fn purge_oauth(&self, now: Millis) -> Result<usize, StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let mut removed = 0;
         {
             // Codes are kept a day past expiry so a late replay is still recognised.
@@ -796,7 +796,7 @@ impl Store {
                 })?
                 .count();
         }
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(removed)
     }
 }

@@ -1,6 +1,5 @@
 //! Web sign-in sessions. The cookie carries a random id; only its SHA-256 is stored.
 
-use redb::ReadableDatabase;
 use serde::{Deserialize, Serialize};
 
 use super::tables::SESSIONS;
@@ -32,10 +31,10 @@ pub struct SessionRecord {
 
 impl Store {
     pub fn create_session(&self, hash: [u8; 32], record: SessionRecord) -> Result<(), StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         txn.open_table(SESSIONS)?
             .insert(hash.as_slice(), codec::encode(&record)?.as_slice())?;
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(())
     }
 
@@ -45,7 +44,7 @@ impl Store {
         hash: &[u8; 32],
         now: Millis,
     ) -> Result<Option<SessionRecord>, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let t = txn.open_table(SESSIONS)?;
         let rec: Option<SessionRecord> = t
             .get(hash.as_slice())?
@@ -55,9 +54,9 @@ impl Store {
     }
 
     pub fn delete_session(&self, hash: &[u8; 32]) -> Result<(), StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         txn.open_table(SESSIONS)?.remove(hash.as_slice())?;
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(())
     }
 
@@ -67,7 +66,7 @@ impl Store {
         user_id: u64,
         keep: Option<&[u8; 32]>,
     ) -> Result<usize, StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let n = {
             let mut t = txn.open_table(SESSIONS)?;
             t.extract_if(|k, v| {
@@ -78,12 +77,12 @@ impl Store {
             })?
             .count()
         };
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(n)
     }
 
     pub fn purge_sessions(&self, now: Millis) -> Result<usize, StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let n = {
             let mut t = txn.open_table(SESSIONS)?;
             t.extract_if(|_, v| {
@@ -93,7 +92,7 @@ impl Store {
             })?
             .count()
         };
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(n)
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use redb::{ReadableDatabase, ReadableTable};
+use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
 use super::tables::SETTINGS;
@@ -174,7 +174,7 @@ fn model_of_key(id: &str) -> Option<Model> {
 
 impl Store {
     pub fn settings(&self) -> Result<Settings, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let table = txn.open_table(SETTINGS)?;
         match table.get("settings")? {
             Some(v) => codec::decode(v.value()),
@@ -206,7 +206,7 @@ impl Store {
                 "{key} must be at most 1000000"
             )));
         }
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let settings = {
             let mut table = txn.open_table(SETTINGS)?;
             let mut settings: Settings = match table.get("settings")? {
@@ -222,7 +222,7 @@ impl Store {
             table.insert("settings", codec::encode(&settings)?.as_slice())?;
             settings
         };
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(settings)
     }
 }

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use rand::RngExt;
-use redb::{ReadableDatabase, ReadableTable};
+use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
 use super::ledger::{self, LedgerReason};
@@ -159,7 +159,7 @@ impl Store {
             .map(|n| n.trim().to_string())
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| email.split('@').next().unwrap_or_default().to_string());
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let user = {
             let mut by_email = txn.open_table(USERS_BY_EMAIL)?;
             if by_email.get(email.as_str())?.is_some() {
@@ -212,12 +212,12 @@ impl Store {
                 now,
             )?;
         }
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(user)
     }
 
     pub fn user(&self, id: u64) -> Result<Option<UserRecord>, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let users = txn.open_table(USERS)?;
         users.get(id)?.map(|v| codec::decode(v.value())).transpose()
     }
@@ -226,7 +226,7 @@ impl Store {
         let Ok(email) = normalize_email(email) else {
             return Ok(None);
         };
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let by_email = txn.open_table(USERS_BY_EMAIL)?;
         let Some(id) = by_email.get(email.as_str())?.map(|v| v.value()) else {
             return Ok(None);
@@ -247,7 +247,7 @@ impl Store {
     }
 
     pub fn users(&self) -> Result<Vec<UserRecord>, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let users = txn.open_table(USERS)?;
         let mut out = Vec::new();
         for row in users.iter()? {
@@ -270,7 +270,7 @@ impl Store {
             ));
         }
         let id = self.require_user(email)?.id;
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let user = {
             let mut users = txn.open_table(USERS)?;
             let mut user: UserRecord = match users.get(id)? {
@@ -309,13 +309,13 @@ impl Store {
         if patch.banned == Some(true) {
             super::oauth::revoke_user_families_in(&txn, id, "account banned", now)?;
         }
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(user)
     }
 
     /// Gives the account its held sign-up credits, once (the first sign-in). Returns how many.
     pub fn release_pending_credits(&self, user_id: u64, now: Millis) -> Result<u32, StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let mut user: UserRecord = {
             let users = txn.open_table(USERS)?;
             let row = users.get(user_id)?;
@@ -337,7 +337,7 @@ impl Store {
             None,
             now,
         )?;
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(amount)
     }
 
@@ -346,7 +346,7 @@ impl Store {
     where
         F: FnOnce(&mut UserRecord) -> Result<(), StoreError>,
     {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let user = {
             let mut users = txn.open_table(USERS)?;
             let mut user: UserRecord = match users.get(user_id)? {
@@ -357,7 +357,7 @@ impl Store {
             users.insert(user_id, codec::encode(&user)?.as_slice())?;
             user
         };
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(user)
     }
 
@@ -374,7 +374,7 @@ impl Store {
             ));
         }
         let id = self.require_user(email)?.id;
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let mut user: UserRecord = {
             let users = txn.open_table(USERS)?;
             let row = users.get(id)?;
@@ -388,14 +388,14 @@ impl Store {
             }
         };
         ledger::apply(&txn, &mut user, amount, LedgerReason::Grant, None, now)?;
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(user)
     }
 
     /// Makes `key_hash` the user's only valid API key: the previous key's hash is removed in
     /// the same transaction, so the old key stops working the moment this commits.
     pub fn set_api_key(&self, user_id: u64, key_hash: [u8; 32]) -> Result<UserRecord, StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let user = {
             let mut users = txn.open_table(USERS)?;
             let mut user: UserRecord = match users.get(user_id)? {
@@ -415,13 +415,13 @@ impl Store {
             users.insert(user_id, codec::encode(&user)?.as_slice())?;
             user
         };
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(user)
     }
 
     /// The user whose current API key hashes to `key_hash`.
     pub fn user_by_key_hash(&self, key_hash: &[u8; 32]) -> Result<Option<UserRecord>, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let by_key = txn.open_table(USERS_BY_KEY)?;
         let Some(id) = by_key.get(key_hash.as_slice())?.map(|v| v.value()) else {
             return Ok(None);
@@ -432,7 +432,7 @@ impl Store {
 
     /// Generations charged to the user on the UTC day of `now`.
     pub fn daily_used(&self, user_id: u64, now: Millis) -> Result<u32, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let usage = txn.open_table(DAILY_USAGE)?;
         Ok(usage
             .get((user_id, clock::day_of(now)))?

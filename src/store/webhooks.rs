@@ -3,7 +3,7 @@
 //! a job and its notification cannot lose the notification. The delivery worker
 //! (`jobs::webhooks`) takes due rows, POSTs, and records each attempt here.
 
-use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, WriteTransaction};
+use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::tables::{JOBS, WEBHOOK_OUTBOX};
@@ -102,7 +102,7 @@ impl Store {
         now: Millis,
         limit: usize,
     ) -> Result<(Vec<JobRecord>, Option<Millis>), StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         let outbox = txn.open_table(WEBHOOK_OUTBOX)?;
         let jobs = txn.open_table(JOBS)?;
         let mut due: Vec<(Millis, u128)> = Vec::new();
@@ -141,7 +141,7 @@ impl Store {
         attempt: Attempt,
         now: Millis,
     ) -> Result<JobRecord, StoreError> {
-        let txn = self.db().begin_write()?;
+        let txn = self.begin_write()?;
         let job = {
             let mut jobs = txn.open_table(JOBS)?;
             let mut job: JobRecord = match jobs.get(id.0)? {
@@ -157,7 +157,7 @@ impl Store {
                 // No delivery to record (recorded already): the row just leaves the outbox.
                 outbox.remove(id.0)?;
                 drop((outbox, jobs));
-                txn.commit()?;
+                self.commit(txn)?;
                 return Ok(job);
             };
             if hook.attempts != made_before {
@@ -186,13 +186,13 @@ impl Store {
             jobs.insert(id.0, codec::encode(&job)?.as_slice())?;
             job
         };
-        txn.commit()?;
+        self.commit(txn)?;
         Ok(job)
     }
 
     /// Notifications still to deliver.
     pub fn webhooks_pending(&self) -> Result<usize, StoreError> {
-        let txn = self.db().begin_read()?;
+        let txn = self.begin_read()?;
         Ok(txn.open_table(WEBHOOK_OUTBOX)?.len()? as usize)
     }
 }

@@ -857,6 +857,36 @@ async fn discovery_jwks_and_key_rotation() {
         assert!(keys[0].get(private).is_none(), "JWKS leaks {private}");
     }
     let first_kid = keys[0]["kid"].as_str().unwrap().to_string();
+    // Both documents carry an ETag; sending it back answers 304 with no body.
+    let etag_of = |path: &'static str, etag: Option<String>| {
+        let (http, url) = (http.clone(), s.url(path));
+        async move {
+            let mut req = http.get(url);
+            if let Some(e) = &etag {
+                req = req.header("if-none-match", e);
+            }
+            let r = req.send().await.unwrap();
+            let status = r.status().as_u16();
+            assert_eq!(
+                r.headers()["cache-control"].to_str().unwrap(),
+                "public, max-age=300"
+            );
+            let tag = r.headers()["etag"].to_str().unwrap().to_string();
+            let body = r.bytes().await.unwrap();
+            (status, tag, body.len())
+        }
+    };
+    let mut jwks_etag = String::new();
+    for path in ["/.well-known/openid-configuration", "/oauth/jwks"] {
+        let (st, tag, len) = etag_of(path, None).await;
+        assert!(st == 200 && len > 0 && tag.starts_with('"'), "{path}");
+        let (st, again, len) = etag_of(path, Some(tag.clone())).await;
+        assert_eq!((st, len), (304, 0), "{path}: not modified");
+        assert_eq!(again, tag);
+        let (st, _, _) = etag_of(path, Some("\"other\"".into())).await;
+        assert_eq!(st, 200, "{path}: another tag gets the body");
+        jwks_etag = tag;
+    }
 
     let mut browser = Browser::new();
     let code = code_for(&s, &mut browser, &app, &[("nonce", "n-1")]).await;
@@ -919,6 +949,11 @@ async fn discovery_jwks_and_key_rotation() {
         .await
         .unwrap();
     assert_eq!(jwks["keys"].as_array().unwrap().len(), 2);
+    let (st, tag, _) = etag_of("/oauth/jwks", Some(jwks_etag.clone())).await;
+    assert!(
+        st == 200 && tag != jwks_etag,
+        "a rotation changes the JWKS and its tag"
+    );
     let code = code_for(&s, &mut browser, &app, &[]).await;
     let t = token_call(
         &s,

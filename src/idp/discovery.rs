@@ -1,17 +1,59 @@
 //! `GET /.well-known/openid-configuration` and `GET /oauth/jwks`.
 
+//!
+//! Both bodies are prepared once (discovery at its first request, the JWKS once per key change)
+//! and served as shared bytes with an `ETag`; `If-None-Match` with it answers 304. Clients may
+//! cache them for 5 minutes (`Cache-Control: public, max-age=300`), so a key rotation reaches
+//! every relying party within that, while the retired key stays in the JWKS far longer.
+
 use poem::http::{HeaderValue, StatusCode, header};
-use poem::web::{Data, Json};
-use poem::{IntoResponse, Response, handler};
+use poem::web::Data;
+use poem::{IntoResponse, Request, Response, handler};
 use serde_json::json;
 
-use super::{SCOPES, keys};
+use super::SCOPES;
 use crate::state::AppState;
 
+/// A prepared JSON body with its ETag: 304 when the client has it, else the bytes.
+fn cached_json(req: &Request, body: &bytes::Bytes, etag: &str) -> Response {
+    let fresh = req
+        .headers()
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    let mut resp = if fresh {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        let mut r = body.clone().into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json; charset=utf-8"),
+        );
+        r
+    };
+    let h = resp.headers_mut();
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        h.insert(header::ETAG, v);
+    }
+    resp
+}
+
 #[handler]
-pub async fn openid_configuration(state: Data<&AppState>) -> Response {
-    let base = &state.public_url;
-    let mut resp = Json(json!({
+pub async fn openid_configuration(req: &Request, state: Data<&AppState>) -> Response {
+    let (body, etag) = state.idp.discovery.get_or_init(|| {
+        let text = discovery_document(&state.public_url.to_string()).to_string();
+        let etag = format!("\"{}\"", hex::encode(&super::crypto::sha256(&text)[..12]));
+        (bytes::Bytes::from(text), etag)
+    });
+    cached_json(req, body, etag)
+}
+
+fn discovery_document(base: &str) -> serde_json::Value {
+    json!({
         "issuer": base.to_string(),
         "authorization_endpoint": format!("{base}/oauth/authorize"),
         "token_endpoint": format!("{base}/oauth/token"),
@@ -35,28 +77,25 @@ pub async fn openid_configuration(state: Data<&AppState>) -> Response {
         "request_uri_parameter_supported": false,
         "authorization_response_iss_parameter_supported": true,
         "service_documentation": format!("{base}/api/pictor/docs"),
-    }))
-    .into_response();
-    resp.headers_mut().insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("public, max-age=300"),
-    );
-    resp
+    })
 }
 
 #[handler]
-pub async fn jwks(state: Data<&AppState>) -> Response {
-    match keys::jwks(&state.store) {
-        Ok(doc) => {
-            let mut resp = Json(doc).into_response();
-            resp.headers_mut().insert(
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("public, max-age=300"),
-            );
-            resp
+pub async fn jwks(req: &Request, state: Data<&AppState>) -> Response {
+    // Prepared: no store access. Rebuilt (a store read and a key parse, on the blocking pool)
+    // only after a key change.
+    if let Some(set) = state.idp.signer.prepared(&state.store) {
+        return cached_json(req, &set.jwks, &set.etag);
+    }
+    let (signer, store) = (state.idp.signer.clone(), state.store.clone());
+    match tokio::task::spawn_blocking(move || signer.keys(&store)).await {
+        Ok(Ok(set)) => cached_json(req, &set.jwks, &set.etag),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "jwks");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
         }
         Err(e) => {
-            tracing::error!(error = %e, "jwks");
+            tracing::error!(error = %e, "jwks task");
             StatusCode::INTERNAL_SERVER_ERROR.into_response()
         }
     }

@@ -1,7 +1,7 @@
 //! RS256 signing keys: generated on first start and kept in the store; `pictor keys rotate` adds a
 //! new one. Retired keys stay in the JWKS until every token they signed has expired.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 
 use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::rsa::{KeyPair, KeySize};
@@ -102,70 +102,101 @@ pub fn ensure_key(store: &Store, secrets: &SecretBox, now: Millis) -> Result<(),
     Ok(())
 }
 
-/// Signs id_tokens with the store's current key; re-reads the key when it was rotated.
-/// The parsed current key and its kid.
-type CachedKey = Option<(String, Arc<KeyPair>)>;
+/// What the signing keys give the requests, prepared once per key change: the parsed current
+/// key and the JWKS document (bytes and ETag).
+pub struct KeySet {
+    /// [`Store::key_generation`] it was built at.
+    generation: u64,
+    kid: String,
+    pair: KeyPair,
+    pub jwks: bytes::Bytes,
+    pub etag: String,
+}
 
+/// Signs id_tokens with the store's current key. The key is parsed once and shared: signing
+/// takes no lock (one atomic read and an `Arc` clone), and a rotation is seen at the next call.
 #[derive(Clone)]
 pub struct Signer {
-    cached: Arc<Mutex<CachedKey>>,
+    prepared: Arc<RwLock<Option<Arc<KeySet>>>>,
     secrets: Arc<SecretBox>,
 }
 
 impl Signer {
     pub fn new(secrets: Arc<SecretBox>) -> Signer {
         Signer {
-            cached: Arc::new(Mutex::new(None)),
+            prepared: Arc::default(),
             secrets,
         }
     }
 
-    fn current(&self, store: &Store) -> Result<(String, Arc<KeyPair>), KeyError> {
-        let keys = store.signing_keys()?;
-        let rec = keys
+    /// The prepared keys if they are current (no store access).
+    pub fn prepared(&self, store: &Store) -> Option<Arc<KeySet>> {
+        let generation = store.key_generation();
+        self.prepared
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .filter(|set| set.generation == generation)
+            .cloned()
+    }
+
+    /// The prepared keys, rebuilt from the store when they changed since.
+    pub fn keys(&self, store: &Store) -> Result<Arc<KeySet>, KeyError> {
+        let generation = store.key_generation();
+        if let Some(set) = self.prepared(store) {
+            return Ok(set);
+        }
+        let records = store.signing_keys()?;
+        let rec = records
             .iter()
             .find(|k| k.retired_at.is_none())
             .ok_or(KeyError::Missing)?;
-        let mut cached = self.cached.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((kid, pair)) = cached.as_ref()
-            && *kid == rec.kid
-        {
-            return Ok((kid.clone(), pair.clone()));
-        }
         let der = private_der(rec, &self.secrets)?;
-        let pair =
-            Arc::new(KeyPair::from_pkcs8(&der).map_err(|e| KeyError::Corrupt(e.to_string()))?);
-        *cached = Some((rec.kid.clone(), pair.clone()));
-        Ok((rec.kid.clone(), pair))
+        let pair = KeyPair::from_pkcs8(&der).map_err(|e| KeyError::Corrupt(e.to_string()))?;
+        let jwks = jwks_of(&records).to_string();
+        let etag = format!("\"{}\"", hex::encode(&super::crypto::sha256(&jwks)[..12]));
+        let set = Arc::new(KeySet {
+            generation,
+            kid: rec.kid.clone(),
+            pair,
+            jwks: bytes::Bytes::from(jwks),
+            etag,
+        });
+        *self.prepared.write().unwrap_or_else(|e| e.into_inner()) = Some(set.clone());
+        Ok(set)
     }
 
     /// A compact JWS (RS256) of `claims`, with the key's `kid` in the header.
     pub fn sign(&self, store: &Store, claims: &Value) -> Result<String, KeyError> {
-        let (kid, pair) = self.current(store)?;
-        let header = json!({"alg": "RS256", "typ": "JWT", "kid": kid});
+        let set = self.keys(store)?;
+        let header = json!({"alg": "RS256", "typ": "JWT", "kid": set.kid});
         let signing_input = format!(
             "{}.{}",
             b64url(header.to_string().as_bytes()),
             b64url(claims.to_string().as_bytes())
         );
-        let mut sig = vec![0u8; pair.public_modulus_len()];
-        pair.sign(
-            &RSA_PKCS1_SHA256,
-            &aws_lc_rs::rand::SystemRandom::new(),
-            signing_input.as_bytes(),
-            &mut sig,
-        )
-        .map_err(|_| KeyError::Corrupt("signing failed".into()))?;
+        let mut sig = vec![0u8; set.pair.public_modulus_len()];
+        set.pair
+            .sign(
+                &RSA_PKCS1_SHA256,
+                &aws_lc_rs::rand::SystemRandom::new(),
+                signing_input.as_bytes(),
+                &mut sig,
+            )
+            .map_err(|_| KeyError::Corrupt("signing failed".into()))?;
         Ok(format!("{signing_input}.{}", b64url(&sig)))
     }
 }
 
-/// The JWKS document: public parts of the current and still-needed retired keys.
-pub fn jwks(store: &Store) -> Result<Value, KeyError> {
-    let keys: Vec<Value> = store
-        .signing_keys()?
-        .into_iter()
+fn jwks_of(records: &[SigningKeyRecord]) -> Value {
+    let keys: Vec<Value> = records
+        .iter()
         .map(|k| json!({"kty": "RSA", "use": "sig", "alg": "RS256", "kid": k.kid, "n": k.n, "e": k.e}))
         .collect();
-    Ok(json!({ "keys": keys }))
+    json!({ "keys": keys })
+}
+
+/// The JWKS document: public parts of the current and still-needed retired keys.
+pub fn jwks(store: &Store) -> Result<Value, KeyError> {
+    Ok(jwks_of(&store.signing_keys()?))
 }

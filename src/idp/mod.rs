@@ -43,6 +43,9 @@ pub fn scope_description(scope: &str) -> &'static str {
 /// Shared state of the identity provider.
 pub struct IdpState {
     pub signer: keys::Signer,
+    /// The discovery document (bytes and ETag), built at its first request: it depends only on
+    /// the public URL.
+    pub discovery: std::sync::OnceLock<(bytes::Bytes, String)>,
     pub secrets: std::sync::Arc<crypto::SecretBox>,
     pub throttle: web::Throttle,
     pub challenges: pow::Challenges,
@@ -62,6 +65,7 @@ impl IdpState {
         let secrets = std::sync::Arc::new(secrets);
         IdpState {
             signer: keys::Signer::new(secrets.clone()),
+            discovery: std::sync::OnceLock::new(),
             secrets,
             throttle: web::Throttle::default(),
             challenges: pow::Challenges::default(),

@@ -103,6 +103,9 @@ impl From<redb::DatabaseError> for StoreError {
 pub struct Store {
     db: Arc<Database>,
     group: Arc<GroupCommit>,
+    /// Bumped after every commit that may change the signing keys, so the identity provider
+    /// rebuilds its parsed key and JWKS only then.
+    key_changes: Arc<AtomicU64>,
 }
 
 /// Shares one fsync among the transactions committed while the previous one ran, and keeps the
@@ -204,6 +207,7 @@ impl Store {
         let store = Store {
             db: Arc::new(db),
             group,
+            key_changes: Arc::default(),
         };
         Ok(store)
     }
@@ -239,6 +243,15 @@ impl Store {
         txn.commit()?;
         let seq = self.group.committed.fetch_add(1, Ordering::SeqCst) + 1;
         self.group.wait(seq, &self.db)
+    }
+
+    /// Changes with every commit that may have changed the signing keys (in this process).
+    pub fn key_generation(&self) -> u64 {
+        self.key_changes.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn keys_changed(&self) {
+        self.key_changes.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Durable commits (fsyncs) made so far, and the transactions they covered.

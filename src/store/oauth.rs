@@ -728,6 +728,7 @@ impl Store {
         txn.open_table(SIGNING_KEYS)?
             .insert(key.kid.as_str(), codec::encode(&key)?.as_slice())?;
         self.commit(txn)?;
+        self.keys_changed();
         Ok(())
     }
 
@@ -750,6 +751,7 @@ impl Store {
             t.insert(key.kid.as_str(), codec::encode(&key)?.as_slice())?;
         }
         self.commit(txn)?;
+        self.keys_changed();
         Ok(())
     }
 
@@ -757,6 +759,7 @@ impl Store {
     pub fn purge_oauth(&self, now: Millis) -> Result<usize, StoreError> {
         let txn = self.begin_write()?;
         let mut removed = 0;
+        let keys_removed;
         {
             // Codes are kept a day past expiry so a late replay is still recognised.
             let mut codes = txn.open_table(AUTH_CODES)?;
@@ -785,7 +788,7 @@ impl Store {
                 .count();
             // An id_token lives as long as an access token; keep retired keys a day past that.
             let mut keys = txn.open_table(SIGNING_KEYS)?;
-            removed += keys
+            keys_removed = keys
                 .extract_if(|_, v| {
                     codec::decode::<SigningKeyRecord>(v)
                         .map(|k| {
@@ -795,8 +798,12 @@ impl Store {
                         .unwrap_or(false)
                 })?
                 .count();
+            removed += keys_removed;
         }
         self.commit(txn)?;
+        if keys_removed > 0 {
+            self.keys_changed();
+        }
         Ok(removed)
     }
 }

@@ -45,7 +45,7 @@ fn cached_json(req: &Request, body: &bytes::Bytes, etag: &str) -> Response {
 #[handler]
 pub async fn openid_configuration(req: &Request, state: Data<&AppState>) -> Response {
     let (body, etag) = state.idp.discovery.get_or_init(|| {
-        let text = discovery_document(&state.public_url.to_string()).to_string();
+        let text = discovery_document(state.public_url.as_ref()).to_string();
         let etag = format!("\"{}\"", hex::encode(&super::crypto::sha256(&text)[..12]));
         (bytes::Bytes::from(text), etag)
     });

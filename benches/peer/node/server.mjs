@@ -14,11 +14,13 @@ import * as http from 'node:http';
 // oidc-provider prints two lines we do not want in benchmark logs:
 //  - "Unsupported runtime" at import on Node.js < 22 (it runs fine on 20.x,
 //    see README.md), and
-//  - the devInteractions "development-only feature" warning at construction.
+//  - the devInteractions and in-memory adapter "development-only" warnings at
+//    construction (both are deliberate here).
 // Drop exactly those; every other warning or notice still goes through.
 const QUIET = [
   'oidc-provider WARNING: Unsupported runtime',
   'oidc-provider WARNING: a quick start development-only feature devInteractions',
+  'oidc-provider WARNING: a quick start development-only in-memory adapter is used',
 ];
 const origWarn = console.warn;
 console.warn = (...args) => {
@@ -61,6 +63,7 @@ const configuration = {
       id_token_signed_response_alg: 'RS256',
     },
   ],
+  responseTypes: ['code'], // code flow only (no implicit/hybrid)
   jwks: { keys: [signingJwk] },
   cookies: {
     // signing keys for the _session / _interaction / _interaction_resume cookies

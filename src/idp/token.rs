@@ -160,6 +160,7 @@ async fn token_response(
     issued: Issued,
     access: String,
     refresh: String,
+    with_id_token: bool,
 ) -> Result<Response, OAuthError> {
     let user = state
         .store
@@ -175,7 +176,10 @@ async fn token_response(
         "refresh_token": refresh,
         "scope": issued.scope,
     });
-    if issued.scope.split(' ').any(|s| s == "openid") {
+    // The code exchange returns an id_token when `openid` was granted; a refresh does not
+    // (OpenID Connect Core 12.2 lets it omit one): the sign-in already proved who the user is,
+    // and the RS256 signature would be most of a refresh's cost. Current claims: userinfo.
+    if with_id_token && issued.scope.split(' ').any(|s| s == "openid") {
         let now = state.clock.now();
         let at_hash = b64url(&sha256(&access)[..16]);
         let mut claims = id_token_claims(state, client, &user, &issued, now, &at_hash);
@@ -248,7 +252,7 @@ async fn token_inner(req: &Request, state: &AppState, body: &str) -> Result<Resp
                 })
                 .await?
                 .map_err(grant_error)?;
-            token_response(state, &client, issued, access, refresh).await
+            token_response(state, &client, issued, access, refresh, true).await
         }
         Some("refresh_token") => {
             let presented = p
@@ -271,7 +275,7 @@ async fn token_inner(req: &Request, state: &AppState, body: &str) -> Result<Resp
                 })
                 .await?
                 .map_err(grant_error)?;
-            token_response(state, &client, issued, access, refresh).await
+            token_response(state, &client, issued, access, refresh, false).await
         }
         Some(other) => Err(OAuthError::UnsupportedGrantType(format!(
             "grant_type {other:?} is not supported; use authorization_code or refresh_token"

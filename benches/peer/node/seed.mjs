@@ -275,7 +275,7 @@ const jr = await req('discovery', 'GET', '/.well-known/openid-configuration', { 
 if (jr.res.headers.get('content-type')?.startsWith('application/json') !== true) fail('discovery content-type');
 jwks = JSON.parse((await req('jwks', 'GET', JWKS, { expect: 200 })).text);
 if (!jwks.keys?.length || jwks.keys.some((k) => k.d || k.p)) fail('bad JWKS (empty or private)');
-const last = await repeated(0);
+let last = await repeated(0);
 
 // verify the id_token signature against the published JWKS (RS256)
 {
@@ -299,12 +299,21 @@ if (LOOP > 0) {
   console.log(`--- ${LOOP} more repeated flows, ${CONC} at a time (authorize + code exchange + userinfo + 2 refreshes each) ---`);
   verbose = !args.quiet && LOOP <= 5;
   let next = 1;
+  let done = 0;
   const t0 = process.hrtime.bigint();
+  let tw = t0;
+  const WINDOW = 1000; // long loops print the rate per window of 1000 flows
   await Promise.all(Array.from({ length: CONC }, async () => {
     while (next <= LOOP) {
       const i = next;
       next += 1;
-      await repeated(i);
+      last = await repeated(i); // eslint-disable-line no-await-in-loop
+      done += 1;
+      if (LOOP >= 2 * WINDOW && done % WINDOW === 0) {
+        const now = process.hrtime.bigint();
+        console.log(`  flows ${done - WINDOW + 1}..${done}: ${(WINDOW / (Number(now - tw) / 1e9)).toFixed(1)} flows/s`);
+        tw = now;
+      }
     }
   }));
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
@@ -317,6 +326,8 @@ if (LOOP > 0) {
 // revokeGrantPolicy): every token of that grant dies and the remembered consent is
 // gone, so the next cookie-only authorize goes back to the consent interaction.
 // Done last, on purpose: after this the seeded session needs consent again.
+// (It uses the newest refresh token: older ones may already have been evicted from
+// the in-memory adapter's LRU, and revoking an unknown token is a silent 200 no-op.)
 console.log('--- revoking a refresh token ends the grant ---');
 await req('revoke refresh token', 'POST', REVOKE, {
   headers: { authorization: BASIC },

@@ -6,7 +6,8 @@
 //   node seed.mjs --loop 200 --conc 4   # ... with 4 flows in flight at a time
 //
 // Env: BASE (default http://127.0.0.1:$PORT, PORT default 3000), CLIENT_ID,
-// CLIENT_SECRET, REDIRECT (same defaults as server.mjs), LOGIN (default bench-user).
+// CLIENT_SECRET, REDIRECT (same defaults as server.mjs), LOGIN (default bench-user),
+// SCOPE (default "openid profile email").
 // Exits non-zero on any unexpected status. Built-in fetch only, no dependencies.
 
 import * as crypto from 'node:crypto';
@@ -28,7 +29,7 @@ const CLIENT_ID = process.env.CLIENT_ID || 'bench';
 const CLIENT_SECRET = process.env.CLIENT_SECRET || 'bench-secret-0123456789';
 const REDIRECT = process.env.REDIRECT || 'http://127.0.0.1:9/cb';
 const LOGIN = process.env.LOGIN || 'bench-user';
-const SCOPE = 'openid profile email';
+const SCOPE = process.env.SCOPE || 'openid profile email'; // Pictor knows only these three
 // RFC 6749 §2.3.1: form-urlencode id and secret before base64
 const form = (o) => new URLSearchParams(o).toString();
 const BASIC = `Basic ${Buffer.from(
@@ -81,7 +82,7 @@ async function req(step, method, url, { jar, cookies, headers = {}, body, expect
   if (body !== undefined) h['content-type'] = 'application/x-www-form-urlencoded';
   const res = await fetch(url.startsWith('http') ? url : `${BASE}${url}`, {
     method, headers: h, body, redirect: 'manual',
-  });
+  }).catch((e) => fail(`${step}: ${method} ${url}: ${e.cause?.code || e.message}`));
   const set = jar ? jar.absorb(res) : [];
   const text = await res.text();
   const loc = res.headers.get('location');
@@ -275,6 +276,13 @@ const jr = await req('discovery', 'GET', '/.well-known/openid-configuration', { 
 if (jr.res.headers.get('content-type')?.startsWith('application/json') !== true) fail('discovery content-type');
 jwks = JSON.parse((await req('jwks', 'GET', JWKS, { expect: 200 })).text);
 if (!jwks.keys?.length || jwks.keys.some((k) => k.d || k.p)) fail('bad JWKS (empty or private)');
+// _session.sig is required: oidc-provider signs its cookies (cookies.keys), and an
+// unsigned _session is ignored -> back to the login interaction.
+{
+  const a = authorizeUrl(AUTH);
+  const x = await req('authorize, _session w/o .sig', 'GET', a.url, { headers: { cookie: `_session=${SESSION._session}` }, expect: 303 });
+  if (!/^\/interaction\//.test(x.loc)) fail(`unsigned _session was accepted: ${x.loc}`);
+}
 let last = await repeated(0);
 
 // verify the id_token signature against the published JWKS (RS256)
@@ -286,14 +294,6 @@ let last = await repeated(0);
   if (!ok) fail('id_token signature does not verify against JWKS');
   log(`  id_token RS256 signature verifies with kid ${kid}`);
 }
-
-// revocation of an access token (RFC 7009: 200, empty body). Only the token dies.
-await req('revoke access token', 'POST', REVOKE, {
-  headers: { authorization: BASIC },
-  body: form({ token: last.access_token, token_type_hint: 'access_token' }),
-  expect: 200,
-});
-await req('userinfo (revoked token)', 'GET', USERINFO, { headers: { authorization: `Bearer ${last.access_token}` }, expect: 401 });
 
 if (LOOP > 0) {
   console.log(`--- ${LOOP} more repeated flows, ${CONC} at a time (authorize + code exchange + userinfo + 2 refreshes each) ---`);
@@ -322,21 +322,42 @@ if (LOOP > 0) {
     + `(${((LOOP * 5) / secs).toFixed(0)} requests/s, concurrency ${CONC})`);
 }
 
-// Revoking a REFRESH token revokes the whole grant (oidc-provider's default
-// revokeGrantPolicy): every token of that grant dies and the remembered consent is
-// gone, so the next cookie-only authorize goes back to the consent interaction.
-// Done last, on purpose: after this the seeded session needs consent again.
-// (It uses the newest refresh token: older ones may already have been evicted from
-// the in-memory adapter's LRU, and revoking an unknown token is a silent 200 no-op.)
-console.log('--- revoking a refresh token ends the grant ---');
-await req('revoke refresh token', 'POST', REVOKE, {
+// Revocation (RFC 7009: 200 with an empty body, also for unknown tokens). Done
+// last, on purpose, because in oidc-provider it reaches past the one token:
+//  - revoking an ACCESS token also revokes every other token (codes, access and
+//    refresh tokens) issued under the same grant = the same session + client, but
+//    keeps the grant (the remembered consent);
+//  - revoking a REFRESH token does the same AND deletes the grant, so the next
+//    cookie-only authorize goes back to the consent interaction.
+console.log('--- revocation ends more than the token ---');
+await req('revoke access token', 'POST', REVOKE, {
   headers: { authorization: BASIC },
-  body: form({ token: last.refresh_token, token_type_hint: 'refresh_token' }),
+  body: form({ token: last.access_token, token_type_hint: 'access_token' }),
   expect: 200,
+});
+await req('userinfo (revoked AT)', 'GET', USERINFO, { headers: { authorization: `Bearer ${last.access_token}` }, expect: 401 });
+await req('refresh (RT of the same grant)', 'POST', TOKEN, {
+  headers: { authorization: BASIC },
+  body: form({ grant_type: 'refresh_token', refresh_token: last.refresh_token }),
+  expect: 400,
 });
 {
   const a = authorizeUrl(AUTH);
-  const x = await req('authorize after RT revocation', 'GET', a.url, { headers: { cookie: sessionCookie }, expect: 303 });
+  let x = await req('authorize (grant kept)', 'GET', a.url, { headers: { cookie: sessionCookie }, expect: 303 });
+  const code = codeFrom(x.loc, a.state, ISS);
+  x = await req('token (authorization_code)', 'POST', TOKEN, {
+    headers: { authorization: BASIC },
+    body: form({ grant_type: 'authorization_code', code, redirect_uri: REDIRECT, code_verifier: a.verifier }),
+    expect: 200,
+  });
+  const t = JSON.parse(x.text);
+  await req('revoke refresh token', 'POST', REVOKE, {
+    headers: { authorization: BASIC },
+    body: form({ token: t.refresh_token, token_type_hint: 'refresh_token' }),
+    expect: 200,
+  });
+  const b = authorizeUrl(AUTH);
+  x = await req('authorize (grant deleted)', 'GET', b.url, { headers: { cookie: sessionCookie }, expect: 303 });
   if (!/^\/interaction\//.test(x.loc)) fail(`expected the consent interaction again, got ${x.loc}`);
 }
 

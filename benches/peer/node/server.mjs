@@ -1,9 +1,10 @@
 // Reference peer for Pictor's identity-provider benchmarks: node-oidc-provider
-// (the certified OpenID provider) with its default in-memory adapter, one
-// confidential client and the built-in development login/consent pages.
+// (the certified OpenID provider) with its stock in-memory adapter (or
+// ADAPTER=map: ./map_adapter.mjs), one confidential client and the built-in
+// development login/consent pages.
 //
 //   PORT=3000 CLIENT_ID=bench CLIENT_SECRET=bench-secret-0123456789 \
-//   REDIRECT=http://127.0.0.1:9/cb node server.mjs
+//   REDIRECT=http://127.0.0.1:9/cb ADAPTER=memory node server.mjs
 //
 // Prints exactly `ready http://127.0.0.1:PORT` on stdout once listening.
 // See ../README.md for the request sequences a load generator must send.
@@ -38,6 +39,11 @@ const ISSUER = `http://${HOST}:${PORT}`;
 const CLIENT_ID = process.env.CLIENT_ID || 'bench';
 const CLIENT_SECRET = process.env.CLIENT_SECRET || 'bench-secret-0123456789';
 const REDIRECT = process.env.REDIRECT || 'http://127.0.0.1:9/cb';
+// ADAPTER=memory (default): oidc-provider's stock in-memory adapter, untouched.
+// ADAPTER=map: ./map_adapter.mjs, unbounded and O(1) per operation; use it for
+// long load runs (see README.md: the stock one evicts and slows down).
+const ADAPTER = process.env.ADAPTER || 'memory';
+if (!['memory', 'map'].includes(ADAPTER)) throw new Error(`ADAPTER must be memory or map, got ${ADAPTER}`);
 
 // RS256 signing key generated at start (nothing persisted: tokens die with the process).
 const { privateKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
@@ -49,7 +55,8 @@ const signingJwk = {
 };
 
 const configuration = {
-  // default adapter = in-memory (LRU); no `adapter` key on purpose
+  // no `adapter` key = the stock in-memory (LRU) adapter
+  ...(ADAPTER === 'map' ? { adapter: (await import('./map_adapter.mjs')).default } : {}),
   clients: [
     {
       client_id: CLIENT_ID,
@@ -77,7 +84,14 @@ const configuration = {
   },
   features: {
     devInteractions: { enabled: true }, // built-in login + consent pages
-    revocation: { enabled: true },
+    revocation: {
+      enabled: true,
+      // same rule as the default (only the client a token was issued to may
+      // revoke it), stated here so the "you SHOULD change it" notice stays quiet
+      async allowedPolicy(_ctx, client, token) {
+        return token.clientId === client.clientId;
+      },
+    },
     userinfo: { enabled: true },
   },
   pkce: {
@@ -131,6 +145,7 @@ provider.on('server_error', (_ctx, err) => console.error('server_error', err));
 const server = http.createServer(provider.callback());
 server.keepAliveTimeout = 65_000;
 server.listen(PORT, HOST, () => {
+  if (ADAPTER !== 'memory') console.error(`adapter: ${ADAPTER}`);
   process.stdout.write(`ready ${ISSUER}\n`);
 });
 

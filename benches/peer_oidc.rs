@@ -214,7 +214,9 @@ async fn start_pictor(data: &Path) -> Peer {
     endpoints(&mut p).await;
     let mut browser = Browser::new();
     let (_, challenge) = pkce();
-    let page = browser.get(&authorize_url(&p, "seed", &challenge, &[])).await;
+    let page = browser
+        .get(&authorize_url(&p, "seed", &challenge, &[]))
+        .await;
     let page = browser.follow(&p.base, page).await;
     let mut fields = form_fields(&page.body, "/login");
     set_field(&mut fields, "email", "bench@example.com");
@@ -344,7 +346,7 @@ impl Phase {
 
     fn name(self) -> &'static str {
         match self {
-            Phase::Flow => "code flow (authorize + token, RS256 id_token)",
+            Phase::Flow => "flow: authorize + token, RS256 id_token",
             Phase::Refresh => "refresh grant (rotation)",
             Phase::Userinfo => "userinfo",
             Phase::Discovery => "discovery",
@@ -544,8 +546,22 @@ fn main() {
         let mut carry: Vec<Vec<Tokens>> = vec![vec![Tokens::default(); WORKERS]; 2];
         // runs[phase][peer] = one Run per round
         let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); 2]; Phase::ALL.len()];
+        // PEER_PHASES=flow,refresh,userinfo,discovery,jwks runs only those (the flow always runs
+        // first when refresh or userinfo are asked for: they use its tokens).
+        let only = std::env::var("PEER_PHASES").unwrap_or_default();
+        let wanted = |phase: Phase| {
+            only.is_empty()
+                || only.split(',').any(|w| {
+                    phase.name().to_lowercase().starts_with(&w.trim().to_lowercase())
+                        || (phase == Phase::Flow
+                            && (only.contains("refresh") || only.contains("userinfo")))
+                })
+        };
         for round in 0..ROUNDS {
             for (k, phase) in Phase::ALL.iter().enumerate() {
+                if !wanted(*phase) {
+                    continue;
+                }
                 // Alternate which server goes first.
                 let order: [usize; 2] = if (round + k) % 2 == 0 { [0, 1] } else { [1, 0] };
                 for j in order {
@@ -566,6 +582,9 @@ fn main() {
         println!("| phase | Pictor | node-oidc-provider | ratio |");
         println!("|---|---|---|---|");
         for (k, phase) in Phase::ALL.iter().enumerate() {
+            if runs[k][0].is_empty() {
+                continue;
+            }
             let m = |j: usize, f: fn(&Run) -> f64| median(runs[k][j].iter().map(f).collect());
             let (a, b) = (m(0, |r| r.rate), m(1, |r| r.rate));
             println!(

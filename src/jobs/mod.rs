@@ -518,13 +518,22 @@ async fn run(
     drop(guard);
 
     let now = inner.clock.now();
-    let job = match inner.store.call(move |s| s.start_job(id, now)).await {
-        Ok(StartOutcome::Started(job)) => {
-            // `queued` → `running` is a change a progress display shows.
-            inner.watchers.changed(id);
+    let job = match inner.store.call(move |s| s.start_job_deferred(id, now)).await {
+        Ok((StartOutcome::Started(job), pending)) => {
+            // The render begins before the start is durable (the finish's durable commit covers
+            // it); readers see `running` once it is, and that is when progress displays hear.
+            let (store, watchers) = (inner.store.clone(), inner.watchers.clone());
+            tokio::spawn(async move {
+                if let Some(seq) = pending
+                    && store.call(move |s| s.wait_durable(seq)).await.is_err()
+                {
+                    return;
+                }
+                watchers.changed(id);
+            });
             job
         }
-        Ok(StartOutcome::Failed(job)) => {
+        Ok((StartOutcome::Failed(job), _)) => {
             inner.watchers.finished(id);
             inner.ended.notify_one();
             inner.metrics.job_finished(
@@ -535,7 +544,7 @@ async fn run(
             info!(job = %id, code = job.error_code.map_or("", FailCode::as_str), "job failed at start");
             return;
         }
-        Ok(StartOutcome::NotQueued(_)) => return,
+        Ok((StartOutcome::NotQueued(_), _)) => return,
         Err(e) => {
             error!(job = %id, error = %e, "could not start a job");
             return;
@@ -589,9 +598,17 @@ async fn run(
     let rendered = inner
         .pool
         .run(slot, move || {
-            render_job(renderer.as_ref(), &job, source, &images_dir, &control)
+            render_job(renderer.as_ref(), &job, source, &control)
         })
         .await;
+    // The slot is free again; the file is written on the blocking pool meanwhile.
+    let rendered = match rendered {
+        Ok(Ok(encoded)) => tokio::task::spawn_blocking(move || save_picture(&images_dir, encoded))
+            .await
+            .map_err(|e| e.to_string()),
+        Ok(Err(e)) => Ok(Err(e)),
+        Err(e) => Err(e.to_string()),
+    };
     let outcome = match rendered {
         Ok(Ok(done)) => done,
         Ok(Err(RenderFailure::Render(e))) => {
@@ -674,14 +691,23 @@ enum RenderFailure {
     Io(std::io::Error),
 }
 
-/// The blocking part of a job: render, watermark, encode, write the file.
+/// A rendered, encoded picture on its way to the disk.
+struct Encoded {
+    png: Vec<u8>,
+    width: u32,
+    height: u32,
+    scene: Option<crate::store::JobScene>,
+}
+
+/// The blocking part of a job that needs a render slot: render, watermark, encode. Writing the
+/// file durably (two fsyncs) happens after the slot is given back, so the next render does not
+/// wait for this one's disk.
 fn render_job(
     renderer: &dyn Renderer,
     job: &JobRecord,
     source: Option<Vec<u8>>,
-    images_dir: &Path,
     control: &RenderControl,
-) -> Result<FinishOutcome, RenderFailure> {
+) -> Result<Encoded, RenderFailure> {
     let rendered_prompt = job
         .enhanced_prompt
         .clone()
@@ -730,15 +756,25 @@ fn render_job(
     };
     let (width, height) = (picture.width(), picture.height());
     let png = render::finish(picture, job.watermark, &params).map_err(RenderFailure::Render)?;
-    let token = hex::encode(rand::rng().random::<[u8; 16]>());
-    write_durably(images_dir, &format!("{token}.png"), &png).map_err(RenderFailure::Io)?;
-    Ok(FinishOutcome::Done {
+    Ok(Encoded {
+        png,
+        width,
+        height,
         scene: params.scene.map(|s| crate::store::JobScene {
             drawn: s.drawn,
             not_drawn: s.not_drawn,
         }),
+    })
+}
+
+/// Writes the picture durably under a new random name; the job's `Done` outcome.
+fn save_picture(images_dir: &Path, e: Encoded) -> Result<FinishOutcome, RenderFailure> {
+    let token = hex::encode(rand::rng().random::<[u8; 16]>());
+    write_durably(images_dir, &format!("{token}.png"), &e.png).map_err(RenderFailure::Io)?;
+    Ok(FinishOutcome::Done {
+        scene: e.scene,
         photo_token: token,
-        width,
-        height,
+        width: e.width,
+        height: e.height,
     })
 }

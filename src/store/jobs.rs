@@ -513,11 +513,28 @@ impl Store {
     /// the job was already charged before a restart. A user who can no longer pay, or has hit the
     /// daily limit, gets the job failed with `insufficient_credits` / `daily_limit` instead.
     pub fn start_job(&self, id: JobId, now: Millis) -> Result<StartOutcome, StoreError> {
+        let (outcome, pending) = self.start_job_deferred(id, now)?;
+        if let Some(seq) = pending {
+            self.wait_durable(seq)?;
+        }
+        Ok(outcome)
+    }
+
+    /// [`Store::start_job`] that does not wait for a `Started` job's commit to be durable (its
+    /// number comes back; [`Store::wait_durable`] waits for it): the render can begin at once,
+    /// since nobody is told of the start before the job's finish, whose durable commit covers
+    /// it. If the process dies first, the job is still queued and uncharged. Failures at start
+    /// are durable before this returns (they are reported and refunded at once).
+    pub fn start_job_deferred(
+        &self,
+        id: JobId,
+        now: Millis,
+    ) -> Result<(StartOutcome, Option<u64>), StoreError> {
         let txn = self.begin_write()?;
         let now = super::ordered_stamp(&txn, now)?;
         let mut job = read_job(&txn, id.0)?;
         if job.status != JobStatus::Queued {
-            return Ok(StartOutcome::NotQueued(job));
+            return Ok((StartOutcome::NotQueued(job), None));
         }
         let outcome = if job.charged {
             job.status = JobStatus::Running;
@@ -536,7 +553,7 @@ impl Store {
                     now,
                 )?;
                 self.commit(txn)?;
-                return Ok(StartOutcome::Failed(job));
+                return Ok((StartOutcome::Failed(job), None));
             };
             let settings = read_settings(&txn)?;
             let day = clock::day_of(now);
@@ -581,8 +598,12 @@ impl Store {
                 StartOutcome::Started(job)
             }
         };
+        if matches!(outcome, StartOutcome::Started(_)) {
+            let seq = self.commit_deferred(txn)?;
+            return Ok((outcome, Some(seq)));
+        }
         self.commit(txn)?;
-        Ok(outcome)
+        Ok((outcome, None))
     }
 
     /// `running → done | failed` (and `queued → failed` for jobs that never got a render slot).

@@ -240,8 +240,19 @@ impl Store {
     /// Commits `txn` and returns once it is durable (group commit: one fsync for every
     /// transaction committed meanwhile).
     pub(crate) fn commit(&self, txn: WriteTransaction) -> Result<(), StoreError> {
+        let seq = self.commit_deferred(txn)?;
+        self.group.wait(seq, &self.db)
+    }
+
+    /// Commits `txn` without waiting for the disk; returns its number for
+    /// [`Store::wait_durable`]. Only for changes nobody is told of until a later durable commit.
+    pub(crate) fn commit_deferred(&self, txn: WriteTransaction) -> Result<u64, StoreError> {
         txn.commit()?;
-        let seq = self.group.committed.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(self.group.committed.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    /// Returns once commit number `seq` (from a deferred commit) is durable.
+    pub fn wait_durable(&self, seq: u64) -> Result<(), StoreError> {
         self.group.wait(seq, &self.db)
     }
 

@@ -518,7 +518,11 @@ async fn run(
     drop(guard);
 
     let now = inner.clock.now();
-    let job = match inner.store.call(move |s| s.start_job_deferred(id, now)).await {
+    let job = match inner
+        .store
+        .call(move |s| s.start_job_deferred(id, now))
+        .await
+    {
         Ok((StartOutcome::Started(job), pending)) => {
             // The render begins before the start is durable (the finish's durable commit covers
             // it); readers see `running` once it is, and that is when progress displays hear.

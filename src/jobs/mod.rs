@@ -382,10 +382,50 @@ pub fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<Pa
     written.inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
+    sync_dir_shared(dir);
     Ok(path)
+}
+
+/// Makes the renames done in `dir` so far durable with one fsync of the folder shared by every
+/// writer waiting at the same time (like the store's group commit): concurrent jobs finishing
+/// together cost one journal commit for their folder entries instead of one each. Best effort,
+/// as before (a folder that cannot be opened or synced is not an error: the file itself is).
+fn sync_dir_shared(dir: &Path) {
+    #[derive(Default)]
+    struct DirSync {
+        requested: AtomicU64,
+        state: std::sync::Mutex<(u64, bool)>,
+        done: std::sync::Condvar,
+    }
+    static DIRS: std::sync::OnceLock<std::sync::Mutex<HashMap<PathBuf, Arc<DirSync>>>> =
+        std::sync::OnceLock::new();
+    let ds = lock(DIRS.get_or_init(Default::default))
+        .entry(dir.to_path_buf())
+        .or_default()
+        .clone();
+    // This writer's rename happened before it takes its number.
+    let seq = ds.requested.fetch_add(1, Ordering::SeqCst) + 1;
+    let mut st = lock(&ds.state);
+    loop {
+        let (synced, running) = *st;
+        if synced >= seq {
+            return;
+        }
+        if running {
+            st = ds.done.wait(st).unwrap_or_else(|e| e.into_inner());
+            continue;
+        }
+        st.1 = true;
+        drop(st);
+        let target = ds.requested.load(Ordering::SeqCst);
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        st = lock(&ds.state);
+        st.0 = st.0.max(target);
+        st.1 = false;
+        ds.done.notify_all();
+    }
 }
 
 struct WaitingGuard<'a>(&'a AtomicUsize);

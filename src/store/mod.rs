@@ -98,6 +98,9 @@ impl From<redb::DatabaseError> for StoreError {
     }
 }
 
+/// redb's page cache (its default is 1 GiB).
+const CACHE_BYTES: usize = 16 << 20;
+
 /// Handle to the database; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -201,7 +204,12 @@ impl Store {
         // The file holds password hashes and sealed keys: created owner-only, never widened.
         private_file(path)
             .map_err(|e| StoreError::Db(format!("cannot create {}: {e}", path.display())))?;
-        let db = Database::create(path)?;
+        // redb caches up to 1 GiB of pages by default, and a busy server's RSS grows towards
+        // it; a Pictor store is small (pictures are files), and what is not cached is read from
+        // the OS page cache. 16 MiB bounds the process without slowing the hot tables.
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(path)?;
         migrate::run(&db)?;
         let group = Arc::new(GroupCommit::new(&db)?);
         let store = Store {

@@ -142,18 +142,37 @@ fn authorize_url(p: &Peer, state: &str, challenge: &str, extra: &[(&str, &str)])
     )
 }
 
-async fn endpoints(p: &mut Peer) {
-    let doc: Value = reqwest::get(&p.discovery)
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let get = |k: &str| doc[k].as_str().unwrap_or_else(|| panic!("{k}")).to_string();
-    p.authorize = get("authorization_endpoint");
-    p.token = get("token_endpoint");
-    p.userinfo = get("userinfo_endpoint");
-    p.jwks = get("jwks_uri");
+impl Peer {
+    /// A started server, its endpoints read from its discovery document; not yet signed in.
+    async fn new(
+        name: &'static str,
+        child: Child,
+        base: String,
+        client_id: String,
+        secret: String,
+    ) -> Peer {
+        let discovery = format!("{base}/.well-known/openid-configuration");
+        let doc: Value = reqwest::get(&discovery)
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let get = |k: &str| doc[k].as_str().unwrap_or_else(|| panic!("{k}")).to_string();
+        Peer {
+            name,
+            child,
+            base,
+            client_id,
+            secret,
+            cookie: String::new(),
+            authorize: get("authorization_endpoint"),
+            token: get("token_endpoint"),
+            userinfo: get("userinfo_endpoint"),
+            jwks: get("jwks_uri"),
+            discovery,
+        }
+    }
 }
 
 /// Pictor: the release binary on a fresh data folder, a user and the client made by its CLI,
@@ -199,38 +218,25 @@ async fn start_pictor(data: &Path) -> Peer {
         .unwrap()
         .trim()
         .to_string();
-    let mut p = Peer {
-        name: "Pictor",
+    let mut p = Peer::new(
+        "Pictor",
         child,
-        discovery: format!("{base}/.well-known/openid-configuration"),
         base,
-        client_id: client["app_name"].as_str().unwrap().to_string(),
-        secret: client["app_secret"].as_str().unwrap().to_string(),
-        cookie: String::new(),
-        authorize: String::new(),
-        token: String::new(),
-        userinfo: String::new(),
-        jwks: String::new(),
-    };
-    endpoints(&mut p).await;
+        client["app_name"].as_str().unwrap().to_string(),
+        client["app_secret"].as_str().unwrap().to_string(),
+    )
+    .await;
     let mut browser = Browser::new();
     let (_, challenge) = pkce();
-    let page = browser
-        .get(&authorize_url(&p, "seed", &challenge, &[]))
-        .await;
-    let page = browser.follow(&p.base, page).await;
-    let mut fields = form_fields(&page.body, "/login");
-    set_field(&mut fields, "email", "bench@example.com");
-    set_field(&mut fields, "password", "bench password 123");
-    let r = browser.post(&format!("{}/login", p.base), &fields).await;
-    assert_eq!(r.status, 303, "sign-in: {}", r.body);
-    let page = browser.follow(&p.base, r).await;
-    let mut fields = form_fields(&page.body, "/oauth/authorize");
-    set_field(&mut fields, "decision", "allow");
-    let r = browser
-        .post(&format!("{}/oauth/authorize", p.base), &fields)
-        .await;
-    assert_eq!(r.status, 303, "consent: {}", r.body);
+    let back = common::sign_in_and_consent(
+        &p.base,
+        &mut browser,
+        &authorize_url(&p, "seed", &challenge, &[]),
+        "bench@example.com",
+        "bench password 123",
+    )
+    .await;
+    assert!(query_of(&back).contains_key("code"), "seeding: {back}");
     p.cookie = browser.cookie_header();
     p
 }
@@ -257,20 +263,14 @@ async fn start_node(dir: &Path, client_id: &str, secret: &str) -> Peer {
         .expect("node");
     wait_for_line(&mut child, "ready ");
     let base = format!("http://127.0.0.1:{port}");
-    let mut p = Peer {
-        name: "node-oidc-provider",
+    let mut p = Peer::new(
+        "node-oidc-provider",
         child,
-        discovery: format!("{base}/.well-known/openid-configuration"),
         base,
-        client_id: client_id.into(),
-        secret: secret.into(),
-        cookie: String::new(),
-        authorize: String::new(),
-        token: String::new(),
-        userinfo: String::new(),
-        jwks: String::new(),
-    };
-    endpoints(&mut p).await;
+        client_id.into(),
+        secret.into(),
+    )
+    .await;
     let mut browser = Browser::new();
     let (_, challenge) = pkce();
     let mut page = browser

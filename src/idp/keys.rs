@@ -195,8 +195,3 @@ fn jwks_of(records: &[SigningKeyRecord]) -> Value {
         .collect();
     json!({ "keys": keys })
 }
-
-/// The JWKS document: public parts of the current and still-needed retired keys.
-pub fn jwks(store: &Store) -> Result<Value, KeyError> {
-    Ok(jwks_of(&store.signing_keys()?))
-}

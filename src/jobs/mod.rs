@@ -391,41 +391,21 @@ pub fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<Pa
 /// together cost one journal commit for their folder entries instead of one each. Best effort,
 /// as before (a folder that cannot be opened or synced is not an error: the file itself is).
 fn sync_dir_shared(dir: &Path) {
-    #[derive(Default)]
-    struct DirSync {
-        requested: AtomicU64,
-        state: std::sync::Mutex<(u64, bool)>,
-        done: std::sync::Condvar,
-    }
-    static DIRS: std::sync::OnceLock<std::sync::Mutex<HashMap<PathBuf, Arc<DirSync>>>> =
+    use crate::store::group::GroupSync;
+    static DIRS: std::sync::OnceLock<Mutex<HashMap<PathBuf, Arc<GroupSync>>>> =
         std::sync::OnceLock::new();
-    let ds = lock(DIRS.get_or_init(Default::default))
+    let sync = lock(DIRS.get_or_init(Default::default))
         .entry(dir.to_path_buf())
         .or_default()
         .clone();
-    // This writer's rename happened before it takes its number.
-    let seq = ds.requested.fetch_add(1, Ordering::SeqCst) + 1;
-    let mut st = lock(&ds.state);
-    loop {
-        let (synced, running) = *st;
-        if synced >= seq {
-            return;
-        }
-        if running {
-            st = ds.done.wait(st).unwrap_or_else(|e| e.into_inner());
-            continue;
-        }
-        st.1 = true;
-        drop(st);
-        let target = ds.requested.load(Ordering::SeqCst);
+    // This writer's rename happened before it takes its ticket.
+    let ticket = sync.ticket();
+    let _ = sync.wait(ticket, || {
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();
         }
-        st = lock(&ds.state);
-        st.0 = st.0.max(target);
-        st.1 = false;
-        ds.done.notify_all();
-    }
+        Ok(())
+    });
 }
 
 struct WaitingGuard<'a>(&'a AtomicUsize);

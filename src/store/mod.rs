@@ -25,6 +25,7 @@
 //! durable state, which is what the reads showed all along).
 
 mod codec;
+pub mod group;
 pub mod jobs;
 pub mod ledger;
 mod migrate;
@@ -38,7 +39,7 @@ pub mod webhooks;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use redb::{
     Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, WriteTransaction,
@@ -116,33 +117,17 @@ pub struct Store {
 pub struct GroupCommit {
     /// The state as of the last durable commit.
     view: RwLock<Arc<ReadTransaction>>,
-    /// Non-durable commits that have returned, numbered from 1 in the order they were counted.
-    committed: AtomicU64,
-    state: Mutex<Flushed>,
-    done: Condvar,
-    /// Durable commits made (fsyncs), for the metrics and the benchmark.
-    flushes: AtomicU64,
-}
-
-#[derive(Default)]
-struct Flushed {
-    /// Every commit numbered up to here is durable.
-    durable: u64,
-    /// A flush is running (its maker waits for nobody).
-    running: bool,
-    /// A flush failed: the commits it was to cover, and why. redb refuses further writes after
-    /// a failed durable commit, so no later flush makes them durable behind the callers' backs.
-    failed: Option<(u64, String)>,
+    /// One ticket per non-durable commit; a durable commit covers the tickets taken before it.
+    /// A failed one stays failed: redb refuses further writes after a failed durable commit, so
+    /// no later flush makes those commits durable behind the callers' backs.
+    sync: group::GroupSync,
 }
 
 impl GroupCommit {
     fn new(db: &Database) -> Result<GroupCommit, StoreError> {
         Ok(GroupCommit {
             view: RwLock::new(Arc::new(db.begin_read()?)),
-            committed: AtomicU64::new(0),
-            state: Mutex::default(),
-            done: Condvar::new(),
-            flushes: AtomicU64::new(0),
+            sync: group::GroupSync::default(),
         })
     }
 
@@ -151,40 +136,15 @@ impl GroupCommit {
     }
 
     /// Returns once commit number `seq` is durable, making the durable commit itself if no one
-    /// else is.
+    /// else is; a successful one publishes the state it persisted for readers.
     fn wait(&self, seq: u64, db: &Database) -> Result<(), StoreError> {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            if st.durable >= seq {
-                return Ok(());
-            }
-            if let Some((upto, why)) = &st.failed
-                && *upto >= seq
-            {
-                return Err(StoreError::Db(why.clone()));
-            }
-            if st.running {
-                st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
-                continue;
-            }
-            st.running = true;
-            drop(st);
-            // Every commit counted so far returned before this load, so it precedes the durable
-            // commit below in redb's order and is covered by it.
-            let target = self.committed.load(Ordering::SeqCst);
-            let result = flush(db);
-            self.flushes.fetch_add(1, Ordering::Relaxed);
-            st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            st.running = false;
-            match result {
-                Ok(view) => {
-                    *self.view.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(view);
-                    st.durable = st.durable.max(target);
-                }
-                Err(e) => st.failed = Some((target, e.to_string())),
-            }
-            self.done.notify_all();
-        }
+        self.sync
+            .wait(seq, || {
+                let view = flush(db).map_err(|e| e.to_string())?;
+                *self.view.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(view);
+                Ok(())
+            })
+            .map_err(StoreError::Db)
     }
 }
 
@@ -256,7 +216,7 @@ impl Store {
     /// [`Store::wait_durable`]. Only for changes nobody is told of until a later durable commit.
     pub(crate) fn commit_deferred(&self, txn: WriteTransaction) -> Result<u64, StoreError> {
         txn.commit()?;
-        Ok(self.group.committed.fetch_add(1, Ordering::SeqCst) + 1)
+        Ok(self.group.sync.ticket())
     }
 
     /// Returns once commit number `seq` (from a deferred commit) is durable.
@@ -275,10 +235,7 @@ impl Store {
 
     /// Durable commits (fsyncs) made so far, and the transactions they covered.
     pub fn commit_counts(&self) -> (u64, u64) {
-        (
-            self.group.flushes.load(Ordering::Relaxed),
-            self.group.committed.load(Ordering::Relaxed),
-        )
+        self.group.sync.counts()
     }
 
     /// Writes a consistent copy of the whole store, as of one read transaction, to a new file.

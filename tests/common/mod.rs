@@ -820,28 +820,42 @@ impl TestServer {
         email: &str,
         password: &str,
     ) -> String {
-        let page = browser.get(authorize_url).await;
-        let page = browser.follow(&self.base, page).await;
-        let page = if page.body.contains("action=\"/login\"") {
-            let mut fields = form_fields(&page.body, "/login");
-            set_field(&mut fields, "email", email);
-            set_field(&mut fields, "password", password);
-            let r = browser.post(&self.url("/login"), &fields).await;
-            assert_eq!(r.status, 303, "login failed: {}", r.body);
-            browser.follow(&self.base, r).await
-        } else {
-            page
-        };
-        if page.body.contains("action=\"/oauth/authorize\"") {
-            let mut fields = form_fields(&page.body, "/oauth/authorize");
-            set_field(&mut fields, "decision", "allow");
-            let r = browser.post(&self.url("/oauth/authorize"), &fields).await;
-            assert_eq!(r.status, 303, "{}", r.body);
-            return r.location.unwrap();
-        }
-        page.location
-            .unwrap_or_else(|| panic!("no redirect: {} {}", page.status, page.body))
+        sign_in_and_consent(&self.base, browser, authorize_url, email, password).await
     }
+}
+
+/// Drives Pictor's sign-in and consent pages at `base` for an authorize URL; returns the final
+/// redirect to the client.
+pub async fn sign_in_and_consent(
+    base: &str,
+    browser: &mut Browser,
+    authorize_url: &str,
+    email: &str,
+    password: &str,
+) -> String {
+    let page = browser.get(authorize_url).await;
+    let page = browser.follow(base, page).await;
+    let page = if page.body.contains("action=\"/login\"") {
+        let mut fields = form_fields(&page.body, "/login");
+        set_field(&mut fields, "email", email);
+        set_field(&mut fields, "password", password);
+        let r = browser.post(&format!("{base}/login"), &fields).await;
+        assert_eq!(r.status, 303, "login failed: {}", r.body);
+        browser.follow(base, r).await
+    } else {
+        page
+    };
+    if page.body.contains("action=\"/oauth/authorize\"") {
+        let mut fields = form_fields(&page.body, "/oauth/authorize");
+        set_field(&mut fields, "decision", "allow");
+        let r = browser
+            .post(&format!("{base}/oauth/authorize"), &fields)
+            .await;
+        assert_eq!(r.status, 303, "{}", r.body);
+        return r.location.unwrap();
+    }
+    page.location
+        .unwrap_or_else(|| panic!("no redirect: {} {}", page.status, page.body))
 }
 
 /// A tmpfs mounted for a test (root only), unmounted on drop.

@@ -181,6 +181,75 @@ fn grass_and_water_are_found_by_colour_below_the_sky() {
     );
 }
 
+/// Mean colour of a rectangle given in shares of the picture.
+fn patch(img: &RgbaImage, x: (f32, f32), y: (f32, f32)) -> [f32; 3] {
+    let (w, h) = img.dimensions();
+    let (x0, x1) = ((w as f32 * x.0) as u32, (w as f32 * x.1) as u32);
+    let (y0, y1) = ((h as f32 * y.0) as u32, (h as f32 * y.1) as u32);
+    let mut s = [0f32; 3];
+    for yy in y0..y1 {
+        for xx in x0..x1 {
+            let p = img.get_pixel(xx, yy);
+            for k in 0..3 {
+                s[k] += f32::from(p[k]);
+            }
+        }
+    }
+    let n = ((x1 - x0) * (y1 - y0)) as f32;
+    [s[0] / n, s[1] / n, s[2] / n]
+}
+
+/// The region masks follow what is in the picture, not a coarse grid: mist in front of a cliff
+/// is not sky, trees as green as the meadow are not grass, the sun's path on a lake is not sky.
+#[test]
+fn region_edges_follow_the_picture() {
+    let moved = |a: [f32; 3], b: [f32; 3]| (0..3).map(|k| (a[k] - b[k]).abs()).fold(0.0, f32::max);
+
+    // The lighthouse's cliff, left of the tower, has a pale misty stretch the sky's colour.
+    let src = painted(LIGHTHOUSE, 5, false);
+    let before = decode(&src);
+    let pink = edit(&src, "make the sky pink");
+    let mist = ((0.14, 0.22), (0.47, 0.51));
+    let (m0, m1) = (patch(&before, mist.0, mist.1), patch(&pink, mist.0, mist.1));
+    assert!(
+        moved(m0, m1) < 8.0,
+        "the misty cliff turned: {m0:?} → {m1:?}"
+    );
+    let sky = ((0.1, 0.3), (0.3, 0.4));
+    let (s0, s1) = (patch(&before, sky.0, sky.1), patch(&pink, sky.0, sky.1));
+    assert!(
+        s1[0] > s0[0] + 60.0,
+        "the sky just above it is pink: {s0:?} → {s1:?}"
+    );
+
+    // The cabin's meadow turns yellow; the forest behind it, trees as green as the meadow
+    // among them, stays green.
+    let src = painted("a cabin in a green meadow by a forest at noon", 2, false);
+    let before = decode(&src);
+    let yellow = edit(&src, "make the grass yellow");
+    let meadow = band(&yellow, 0.9, 1.0);
+    assert!(
+        meadow[0] > 150.0 && meadow[1] > 120.0 && meadow[2] < 90.0,
+        "the meadow is yellow: {meadow:?}"
+    );
+    let (f0, f1) = (band(&before, 0.66, 0.78), band(&yellow, 0.66, 0.78));
+    assert!(
+        f1[1] > f1[0] + 25.0 && moved(f0, f1) < 12.0,
+        "the forest stays green: {f0:?} → {f1:?}"
+    );
+
+    // The boat's lake has the sun's path on it, below the mountains: not sky.
+    let src = painted("a red boat on a lake with mountains", 4, false);
+    let before = decode(&src);
+    let pink = edit(&src, "make the sky pink");
+    let path = ((0.44, 0.50), (0.6, 0.75));
+    let (p0, p1) = (patch(&before, path.0, path.1), patch(&pink, path.0, path.1));
+    assert!(
+        moved(p0, p1) < 8.0,
+        "the sun's path turned: {p0:?} → {p1:?}"
+    );
+}
+
 #[test]
 fn night_sunset_and_day_change_the_whole_scene() {
     let src = painted(LIGHTHOUSE, 5, false);

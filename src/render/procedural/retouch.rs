@@ -258,13 +258,87 @@ fn sky_cells(g: &Grid) -> Vec<bool> {
     }
     // A narrow dip of the skyline into the land below (water mirroring the sky) is cut off;
     // narrow peaks (a tower, a tree) stay.
-    let reach = (w / 12).max(1);
-    let mut sky = vec![false; w * h];
-    for x in 0..w {
+    let median = |x: usize, reach: usize| {
         let mut near = line[x.saturating_sub(reach)..(x + reach + 1).min(w)].to_vec();
         near.sort_unstable();
-        let end = line[x].min(near[near.len() / 2]);
-        for row in 0..end.min(h) {
+        near[near.len() / 2]
+    };
+    let mut end: Vec<usize> = (0..w)
+        .map(|x| line[x].min(median(x, (w / 12).max(1))))
+        .collect();
+    // A wider dip is cut off too when what fills it looks like the land beside it (mist in
+    // front of a cliff, the sun's path on the water) rather than the sky above it; a gap
+    // between two buildings shows the sky's own colour and stays.
+    let wide: Vec<usize> = (0..w).map(|x| median(x, (w / 6).max(1))).collect();
+    let mean = |cells: &mut dyn Iterator<Item = (usize, usize)>| -> Option<Rgb> {
+        let (mut s, mut n) = ([0.0f32; 3], 0.0f32);
+        for (x, y) in cells {
+            let c = g.at(x, y);
+            for k in 0..3 {
+                s[k] += c[k];
+            }
+            n += 1.0;
+        }
+        (n > 0.0).then(|| [s[0] / n, s[1] / n, s[2] / n])
+    };
+    let mut x = 0;
+    while x < w {
+        if end[x] <= wide[x] + 1 {
+            x += 1;
+            continue;
+        }
+        let start = x;
+        while x < w && end[x] > wide[x] + 1 {
+            x += 1;
+        }
+        let run = start..x;
+        let (top, bottom) = (
+            run.clone().map(|c| wide[c]).min().unwrap_or(0),
+            run.clone().map(|c| end[c]).max().unwrap_or(0).min(h),
+        );
+        let side = (x - start).div_ceil(2).max(2);
+        let (l0, r1) = (start.saturating_sub(side), (x + side).min(w));
+        let dip = mean(
+            &mut run
+                .clone()
+                .flat_map(|c| (wide[c]..end[c].min(h)).map(move |y| (c, y))),
+        );
+        let beside = mean(
+            &mut (l0..start)
+                .chain(x..r1)
+                .flat_map(|c| (top.max(end[c])..bottom).map(move |y| (c, y))),
+        );
+        let above = mean(
+            &mut run
+                .clone()
+                .flat_map(|c| (wide[c].saturating_sub(3)..wide[c]).map(move |y| (c, y))),
+        );
+        // Haze is a blend of the land and the sky: how far the dip's colour lies along the way
+        // from the land beside it to the sky above.
+        let haze = |dip: Rgb, beside: Rgb, above: Rgb| {
+            let (d, e) = (
+                [dip[0] - beside[0], dip[1] - beside[1], dip[2] - beside[2]],
+                [
+                    above[0] - beside[0],
+                    above[1] - beside[1],
+                    above[2] - beside[2],
+                ],
+            );
+            let t = (d[0] * e[0] + d[1] * e[1] + d[2] * e[2])
+                / (e[0] * e[0] + e[1] * e[1] + e[2] * e[2]).max(1e-6);
+            t < 0.9
+        };
+        if let (Some(dip), Some(beside), Some(above)) = (dip, beside, above)
+            && (diff(dip, beside) < diff(dip, above) || haze(dip, beside, above))
+        {
+            for c in run {
+                end[c] = wide[c];
+            }
+        }
+    }
+    let mut sky = vec![false; w * h];
+    for x in 0..w {
+        for row in 0..end[x].min(h) {
             sky[row * w + x] = true;
         }
     }
@@ -294,7 +368,17 @@ fn region_cells_under(g: &Grid, sky: Vec<bool>, region: Region) -> Vec<bool> {
                         && v > 0.08
                 })
                 .collect();
-            denoise(g, &wet)
+            // A blue window or a car is not water: only sizeable pieces count.
+            let wet = denoise(g, &wet);
+            let min = (g.w * g.h / 300).max(12);
+            components(g, &wet)
+                .into_iter()
+                .filter(|c| c.len() >= min)
+                .flatten()
+                .fold(vec![false; wet.len()], |mut m, i| {
+                    m[i] = true;
+                    m
+                })
         }
         Region::Greenery | Region::Grass => {
             let green: Vec<bool> = (0..g.w * g.h)
@@ -307,18 +391,47 @@ fn region_cells_under(g: &Grid, sky: Vec<bool>, region: Region) -> Vec<bool> {
             if region == Region::Greenery {
                 return green;
             }
-            // Grass is the smooth part: trees and bushes are textured (their cells differ
-            // from their neighbours) and darker.
-            (0..green.len())
-                .map(|i| {
-                    green[i] && {
-                        let rough = g
-                            .neighbours(i)
-                            .map(|j| diff(g.px[i], g.px[j]))
-                            .fold(0.0f32, f32::max);
-                        rough < 0.06
-                    }
+            // Grass is the ground's greenery: grown from the smooth green cells of the lowest
+            // rows that have any, through like colours; trees and bushes (darker or lighter,
+            // and textured at their edges) stop it.
+            let smooth = |i: usize| {
+                green[i]
+                    && g.neighbours(i)
+                        .map(|j| diff(g.px[i], g.px[j]))
+                        .fold(0.0f32, f32::max)
+                        < 0.06
+            };
+            let lowest = (0..g.h)
+                .rev()
+                .find(|&y| (0..g.w).filter(|&x| smooth(y * g.w + x)).count() * 4 > g.w);
+            let seeds: Vec<usize> = match lowest {
+                Some(y0) => (y0.saturating_sub(g.h / 20)..=y0)
+                    .flat_map(|y| (0..g.w).map(move |x| y * g.w + x))
+                    .filter(|&i| smooth(i))
+                    .collect(),
+                None => (0..green.len()).filter(|&i| smooth(i)).collect(),
+            };
+            let grass = grow(g, &seeds, 0.04, 0.16, |i| green[i]);
+            // Trees as green as the meadow grow out of it: the ground's top edge is the grass's
+            // profile opened over a fifth of the width (peaks narrower than that are cut off;
+            // slopes and wide hills stay).
+            let height: Vec<usize> = (0..g.w)
+                .map(|x| {
+                    (0..g.h)
+                        .find(|&y| grass[y * g.w + x])
+                        .map_or(0, |y| g.h - y)
                 })
+                .collect();
+            let k = (g.w / 10).max(1);
+            let window = |x: usize| x.saturating_sub(k)..(x + k + 1).min(g.w);
+            let eroded: Vec<usize> = (0..g.w)
+                .map(|x| window(x).map(|j| height[j]).min().unwrap_or(0))
+                .collect();
+            let opened: Vec<usize> = (0..g.w)
+                .map(|x| window(x).map(|j| eroded[j]).max().unwrap_or(0))
+                .collect();
+            (0..grass.len())
+                .map(|i| grass[i] && i / g.w >= g.h - opened[i % g.w])
                 .collect()
         }
         Region::Background => {
@@ -331,6 +444,32 @@ fn region_cells_under(g: &Grid, sky: Vec<bool>, region: Region) -> Vec<bool> {
             grow(g, &border, 0.06, 0.3, |_| true)
         }
     }
+}
+
+/// The 4-connected pieces of a cell mask.
+fn components(g: &Grid, cells: &[bool]) -> Vec<Vec<usize>> {
+    let mut seen = vec![false; cells.len()];
+    let mut out = Vec::new();
+    for start in 0..cells.len() {
+        if !cells[start] || seen[start] {
+            continue;
+        }
+        seen[start] = true;
+        let mut piece = vec![start];
+        let mut k = 0;
+        while k < piece.len() {
+            let i = piece[k];
+            k += 1;
+            for j in g.neighbours(i) {
+                if cells[j] && !seen[j] {
+                    seen[j] = true;
+                    piece.push(j);
+                }
+            }
+        }
+        out.push(piece);
+    }
+    out
 }
 
 /// Drops cells with fewer than two like neighbours (specks).
@@ -362,11 +501,161 @@ fn upsample(g: &Grid, cells: &[bool], w: usize, h: usize) -> Vec<f32> {
     out
 }
 
-/// The region's mask at the picture's size (0 outside, 1 inside).
+/// The region's mask at the picture's size (0 outside, 1 inside): found on the grid, scaled up,
+/// and its cell-sized steps moved onto the picture's own colour edges ([`refine`]).
 fn mask(img: &RgbaImage, region: Region) -> Vec<f32> {
     let g = Grid::of(img);
     let cells = region_cells(&g, region);
-    upsample(&g, &cells, img.width() as usize, img.height() as usize)
+    let coarse = upsample(&g, &cells, img.width() as usize, img.height() as usize);
+    refine(img, &coarse, g.cell * 2.0)
+}
+
+/// The guided filter (He, Sun and Tang, 2010) with the picture's colour as the guide: each
+/// window of radius `radius` fits the mask as a linear function of the colour, so the mask
+/// follows the picture's edges inside the window and is smooth where the colour is. Computed
+/// at about 512 pixels on the long side (the coefficients are smooth, so they are scaled up
+/// and applied to the full-size colours: the "fast guided filter"). Keeps 0 and 1 where the
+/// mask is flat, so a region's inside and outside stay as found.
+fn refine(img: &RgbaImage, coarse: &[f32], radius: f32) -> Vec<f32> {
+    let (w, h) = (img.width() as usize, img.height() as usize);
+    if w * h == 0 {
+        return coarse.to_vec();
+    }
+    let s = ((w.max(h) as f32 / 512.0).round() as usize).max(1);
+    let (lw, lh) = (w.div_ceil(s), h.div_ceil(s));
+    let n = lw * lh;
+    // The guide's channels and the mask, box-averaged down.
+    let mut low = vec![[0.0f32; 4]; n];
+    let mut count = vec![0.0f32; n];
+    for (i, p) in img.pixels().enumerate() {
+        let (x, y) = (i % w, i / w);
+        let j = (y / s) * lw + x / s;
+        for k in 0..3 {
+            low[j][k] += f32::from(p[k]) / 255.0;
+        }
+        low[j][3] += coarse[i];
+        count[j] += 1.0;
+    }
+    for (v, c) in low.iter_mut().zip(&count) {
+        for k in v.iter_mut() {
+            *k /= c.max(1.0);
+        }
+    }
+    let r = ((radius / s as f32).round() as usize).max(1);
+    // Means of I (3), p, I·Iᵀ (6) and I·p (3) over each window.
+    const PAIRS: [(usize, usize); 6] = [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)];
+    let mut planes: Vec<Vec<f32>> = Vec::with_capacity(13);
+    for k in 0..4 {
+        planes.push(low.iter().map(|v| v[k]).collect());
+    }
+    for (a, b) in PAIRS {
+        planes.push(low.iter().map(|v| v[a] * v[b]).collect());
+    }
+    for k in 0..3 {
+        planes.push(low.iter().map(|v| v[k] * v[3]).collect());
+    }
+    let means: Vec<Vec<f32>> = planes.iter().map(|p| box_mean(p, lw, lh, r)).collect();
+    // The regulariser: how strong an edge must be to cut the mask (colour steps well below
+    // sqrt(EPS) are smoothed over).
+    const EPS: f32 = 4e-4;
+    let mut coef: Vec<Vec<f32>> = vec![vec![0.0; n]; 4];
+    for i in 0..n {
+        let mi = [means[0][i], means[1][i], means[2][i]];
+        let mp = means[3][i];
+        let cov = |k: usize| means[4 + k][i];
+        let mut m = [
+            [
+                cov(0) - mi[0] * mi[0] + EPS,
+                cov(1) - mi[0] * mi[1],
+                cov(2) - mi[0] * mi[2],
+            ],
+            [0.0, cov(3) - mi[1] * mi[1] + EPS, cov(4) - mi[1] * mi[2]],
+            [0.0, 0.0, cov(5) - mi[2] * mi[2] + EPS],
+        ];
+        m[1][0] = m[0][1];
+        m[2][0] = m[0][2];
+        m[2][1] = m[1][2];
+        let cp = [
+            means[10][i] - mi[0] * mp,
+            means[11][i] - mi[1] * mp,
+            means[12][i] - mi[2] * mp,
+        ];
+        let a = solve3(m, cp);
+        coef[0][i] = a[0];
+        coef[1][i] = a[1];
+        coef[2][i] = a[2];
+        coef[3][i] = mp - a[0] * mi[0] - a[1] * mi[1] - a[2] * mi[2];
+    }
+    let coef: Vec<Vec<f32>> = coef.iter().map(|p| box_mean(p, lw, lh, r)).collect();
+    // Coefficients scaled up (bilinear) and applied to the full-size colours.
+    let mut out = vec![0.0f32; w * h];
+    for y in 0..h {
+        let fy = ((y as f32 + 0.5) / s as f32 - 0.5).clamp(0.0, (lh - 1) as f32);
+        let (y0, ty) = (fy as usize, fy.fract());
+        let y1 = (y0 + 1).min(lh - 1);
+        for x in 0..w {
+            let fx = ((x as f32 + 0.5) / s as f32 - 0.5).clamp(0.0, (lw - 1) as f32);
+            let (x0, tx) = (fx as usize, fx.fract());
+            let x1 = (x0 + 1).min(lw - 1);
+            let at = |p: &[f32]| {
+                let top = p[y0 * lw + x0] * (1.0 - tx) + p[y0 * lw + x1] * tx;
+                let bottom = p[y1 * lw + x0] * (1.0 - tx) + p[y1 * lw + x1] * tx;
+                top * (1.0 - ty) + bottom * ty
+            };
+            let px = img.get_pixel(x as u32, y as u32);
+            let q = at(&coef[3])
+                + (0..3)
+                    .map(|k| at(&coef[k]) * f32::from(px[k]) / 255.0)
+                    .sum::<f32>();
+            out[y * w + x] = q.clamp(0.0, 1.0);
+        }
+    }
+    out
+}
+
+/// The mean of each `(2r+1)`² window (clipped at the borders), from a summed-area table.
+fn box_mean(p: &[f32], w: usize, h: usize, r: usize) -> Vec<f32> {
+    let sw = w + 1;
+    let mut sat = vec![0.0f64; sw * (h + 1)];
+    for y in 0..h {
+        let mut row = 0.0f64;
+        for x in 0..w {
+            row += f64::from(p[y * w + x]);
+            sat[(y + 1) * sw + x + 1] = sat[y * sw + x + 1] + row;
+        }
+    }
+    let mut out = vec![0.0f32; w * h];
+    for y in 0..h {
+        let (y0, y1) = (y.saturating_sub(r), (y + r + 1).min(h));
+        for x in 0..w {
+            let (x0, x1) = (x.saturating_sub(r), (x + r + 1).min(w));
+            let sum = sat[y1 * sw + x1] - sat[y0 * sw + x1] - sat[y1 * sw + x0] + sat[y0 * sw + x0];
+            out[y * w + x] = (sum / ((y1 - y0) * (x1 - x0)) as f64) as f32;
+        }
+    }
+    out
+}
+
+/// Solves the symmetric positive definite 3×3 system `m · a = v` (Cramer's rule).
+fn solve3(m: [[f32; 3]; 3], v: [f32; 3]) -> [f32; 3] {
+    let det3 = |m: [[f32; 3]; 3]| {
+        m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+            - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+            + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+    };
+    let d = det3(m);
+    if d.abs() < 1e-18 {
+        return [0.0; 3];
+    }
+    let mut a = [0.0f32; 3];
+    for (k, ak) in a.iter_mut().enumerate() {
+        let mut mk = m;
+        for row in 0..3 {
+            mk[row][k] = v[row];
+        }
+        *ak = det3(mk) / d;
+    }
+    a
 }
 
 /// Where the sky ends: the lowest row that is still mostly sky (a share of the height).
@@ -1068,7 +1357,20 @@ fn ground_spot(
     n: usize,
     seed: u32,
 ) -> (f32, f32) {
-    let land = |x: usize, y: usize| !sky[y * g.w + x] && !water[y * g.w + x];
+    let lo = (g.h as f32 * 0.62) as usize;
+    let hi = (g.h as f32 * 0.96) as usize;
+    // A meadow or lawn is where things stand when the picture has one (not on the tree tops
+    // of a forest behind it); otherwise any land.
+    let grass = region_cells_under(g, sky.to_vec(), Region::Grass);
+    let meadow = (lo * g.w..hi.min(g.h) * g.w).filter(|&k| grass[k]).count() > g.w;
+    let land = |x: usize, y: usize| {
+        let k = y * g.w + x;
+        if meadow {
+            grass[k]
+        } else {
+            !sky[k] && !water[k]
+        }
+    };
     // Edge energy per grid cell, from the picture itself.
     let edge: Vec<f32> = (0..g.w * g.h)
         .map(|k| {
@@ -1090,8 +1392,6 @@ fn ground_spot(
     let tall = ((height / g.cell) as usize).max(1);
     let wide = (tall / 2).max(1);
     let mut best: Option<(f32, usize, usize)> = None;
-    let lo = (g.h as f32 * 0.62) as usize;
-    let hi = (g.h as f32 * 0.96) as usize;
     for y in lo..hi.min(g.h) {
         for x in wide..g.w.saturating_sub(wide) {
             // Its footprint must be land.
@@ -1355,6 +1655,47 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A mask made of 16-pixel blocks along a diagonal colour edge comes out of [`refine`]
+    /// following the edge itself: far fewer pixels on the wrong side, no staircase.
+    #[test]
+    fn refine_moves_block_edges_onto_the_colour_edge() {
+        let (w, h) = (256u32, 256u32);
+        let inside = |x: f32, y: f32| x < y * 0.7 + 40.0;
+        let img = RgbaImage::from_fn(w, h, |x, y| {
+            if inside(x as f32, y as f32) {
+                image::Rgba([70, 120, 210, 255])
+            } else {
+                image::Rgba([120, 125, 130, 255])
+            }
+        });
+        let coarse: Vec<f32> = (0..w * h)
+            .map(|i| {
+                let (bx, by) = ((i % w) / 16 * 16 + 8, (i / w) / 16 * 16 + 8);
+                if inside(bx as f32, by as f32) {
+                    1.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let wrong = |m: &[f32]| {
+            (0..w * h)
+                .filter(|&i| {
+                    let truth = inside((i % w) as f32, (i / w) as f32);
+                    (m[i as usize] > 0.5) != truth
+                })
+                .count()
+        };
+        let fine = refine(&img, &coarse, 24.0);
+        let (before, after) = (wrong(&coarse), wrong(&fine));
+        assert!(
+            before > 1000 && after * 10 < before,
+            "wrong pixels {before} → {after}"
+        );
+        // Flat inside and outside stay as they were.
+        assert!(fine[(10 * w + 5) as usize] > 0.98 && fine[(5 * w + 250) as usize] < 0.02);
     }
 
     #[test]

@@ -454,8 +454,17 @@ fn main() {
                 .unwrap_or(0),
             std::env::consts::ARCH
         );
-        bench_me(tempfile::tempdir().unwrap().path()).await;
-        bench_waiters(tempfile::tempdir().unwrap().path(), 10_000).await;
-        bench_job_overhead(tempfile::tempdir().unwrap().path()).await;
+        // API_BENCH=me,waiters,jobs runs only those parts.
+        let only = std::env::var("API_BENCH").unwrap_or_default();
+        let wanted = |part: &str| only.is_empty() || only.split(',').any(|p| p.trim() == part);
+        if wanted("me") {
+            bench_me(tempfile::tempdir().unwrap().path()).await;
+        }
+        if wanted("waiters") {
+            bench_waiters(tempfile::tempdir().unwrap().path(), 10_000).await;
+        }
+        if wanted("jobs") {
+            bench_job_overhead(tempfile::tempdir().unwrap().path()).await;
+        }
     });
 }

@@ -310,6 +310,7 @@ pub fn route_label(path: &str) -> String {
         "/oauth/authorize",
         "/oauth/token",
         "/oauth/revoke",
+        "/oauth/logout",
         "/oauth/userinfo",
         "/oauth/jwks",
         "/.well-known/openid-configuration",

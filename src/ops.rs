@@ -50,6 +50,13 @@ pub enum AdminRequest {
     ClientAdd {
         name: String,
         redirect_uris: Vec<String>,
+        #[serde(default)]
+        post_logout_redirect_uris: Vec<String>,
+    },
+    /// Replaces a client's post-logout redirect URIs (none: logout ends on Pictor's page).
+    ClientLogoutUris {
+        name: String,
+        post_logout_redirect_uris: Vec<String>,
     },
     ClientList,
     UserImport {
@@ -223,9 +230,23 @@ pub fn execute(
         AdminRequest::ClientAdd {
             name,
             redirect_uris,
+            post_logout_redirect_uris,
         } => {
-            let secret = add_client(store, &name, &redirect_uris, now)?;
+            let secret = add_client(
+                store,
+                &name,
+                &redirect_uris,
+                &post_logout_redirect_uris,
+                now,
+            )?;
             Ok(json!({ "app_name": name, "app_secret": secret }))
+        }
+        AdminRequest::ClientLogoutUris {
+            name,
+            post_logout_redirect_uris,
+        } => {
+            set_logout_uris(store, &name, post_logout_redirect_uris.clone())?;
+            Ok(json!({ "app_name": name, "post_logout_redirect_uris": post_logout_redirect_uris }))
         }
         AdminRequest::UserImport { records } => {
             let (mut imported, mut skipped, mut refused) = (0usize, Vec::new(), Vec::new());
@@ -253,7 +274,7 @@ pub fn execute(
             let clients: Vec<Value> = store
                 .clients()?
                 .into_iter()
-                .map(|c| json!({ "app_name": c.name, "redirect_uris": c.redirect_uris, "created_at": c.created_at }))
+                .map(|c| json!({ "app_name": c.name, "redirect_uris": c.redirect_uris, "post_logout_redirect_uris": c.post_logout_redirect_uris, "created_at": c.created_at }))
                 .collect();
             Ok(json!({ "clients": clients }))
         }
@@ -334,11 +355,31 @@ pub fn check_redirect_uri(uri: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Sets a client's post-logout redirect URIs, each checked like a redirect URI.
+pub fn set_logout_uris(store: &Store, name: &str, uris: Vec<String>) -> Result<(), OpError> {
+    check_logout_uris(&uris)?;
+    store.set_client_logout_uris(name, uris)?;
+    Ok(())
+}
+
+fn check_logout_uris(uris: &[String]) -> Result<(), OpError> {
+    if uris.len() > 20 {
+        return Err(OpError::Invalid(
+            "give at most 20 post-logout redirect URIs".into(),
+        ));
+    }
+    for uri in uris {
+        check_redirect_uri(uri).map_err(OpError::Invalid)?;
+    }
+    Ok(())
+}
+
 /// Registers a client and returns its secret (shown once; stored as a SHA-256).
 pub fn add_client(
     store: &Store,
     name: &str,
     redirect_uris: &[String],
+    post_logout_redirect_uris: &[String],
     now: Millis,
 ) -> Result<String, OpError> {
     let valid_name = !name.is_empty()
@@ -357,6 +398,7 @@ pub fn add_client(
     for uri in redirect_uris {
         check_redirect_uri(uri).map_err(OpError::Invalid)?;
     }
+    check_logout_uris(post_logout_redirect_uris)?;
     let secret = crate::idp::crypto::random_token("pcs_");
     let record = crate::store::oauth::ClientRecord {
         name: name.to_string(),
@@ -369,6 +411,7 @@ pub fn add_client(
                 break uid;
             }
         },
+        post_logout_redirect_uris: post_logout_redirect_uris.to_vec(),
     };
     store.add_client(record)?;
     Ok(secret)

@@ -1,7 +1,9 @@
 //! The browser SDK in a real headless chromium: the sample client page (assets/) renders the
 //! "Sign in with Pictor" button; a click opens the popup, the user signs in and consents, the
 //! sample's server exchanges the code with its secret and PKCE verifier, the callback page closes
-//! the popup and reloads the opener, which now shows the signed-in user.
+//! the popup and reloads the opener, which now shows the signed-in user. Its "Sign out" button
+//! (the SDK's `signOut` with the id_token as the hint) ends the Pictor session and comes back to
+//! the app's registered post-logout URI with the state.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -26,6 +28,10 @@ struct Rp {
     /// (state, PKCE verifier) of the sign-in in progress; the signed-in user's name.
     pending: Arc<Mutex<Option<(String, String)>>>,
     user: Arc<Mutex<Option<String>>>,
+    /// The signed-in user's id_token (the logout hint).
+    id_token: Arc<Mutex<Option<String>>>,
+    /// The `state` that came back to /signed-out.
+    signed_out_state: Arc<Mutex<Option<String>>>,
 }
 
 #[handler]
@@ -46,7 +52,27 @@ async fn rp_home(rp: Data<&Rp>) -> Html<String> {
             .replace("{{APP_NAME}}", &rp.app)
             .replace("{{REDIRECT_URI}}", &format!("{base}/callback"))
             .replace("{{STATE}}", &state)
-            .replace("{{CHALLENGE}}", &challenge),
+            .replace("{{CHALLENGE}}", &challenge)
+            .replace(
+                "{{ID_TOKEN}}",
+                &rp.id_token.lock().unwrap().clone().unwrap_or_default(),
+            )
+            .replace("{{SIGNED_OUT_URI}}", &format!("{base}/signed-out")),
+    )
+}
+
+/// Where Pictor sends the browser after signing out: the app forgets its user too.
+#[handler]
+async fn rp_signed_out(
+    rp: Data<&Rp>,
+    Query(q): Query<std::collections::HashMap<String, String>>,
+) -> Html<String> {
+    *rp.user.lock().unwrap() = None;
+    *rp.id_token.lock().unwrap() = None;
+    *rp.signed_out_state.lock().unwrap() = q.get("state").cloned();
+    Html(
+        "<!doctype html><title>Signed out</title><p id=\"bye\">Signed out of the sample app</p>"
+            .into(),
     )
 }
 
@@ -90,6 +116,7 @@ async fn rp_callback(
         .unwrap();
     let name = info["name"].as_str().unwrap().to_string();
     *rp.user.lock().unwrap() = Some(name.clone());
+    *rp.id_token.lock().unwrap() = tokens["id_token"].as_str().map(str::to_string);
     Html(
         include_str!("../assets/sample-callback.html")
             .replace("{{MESSAGE}}", &format!("Signed in as {name}"))
@@ -115,6 +142,10 @@ async fn sdk_popup_sign_in_in_a_real_browser() {
         acceptor.local_addr()[0].as_socket_addr().unwrap()
     );
     let (app, secret) = s.oauth_client("sample", &[&format!("{rp_base}/callback")]);
+    s.admin(pictor::ops::AdminRequest::ClientLogoutUris {
+        name: app.clone(),
+        post_logout_redirect_uris: vec![format!("{rp_base}/signed-out")],
+    });
     let rp = Rp {
         issuer: s.base.clone(),
         app,
@@ -122,10 +153,13 @@ async fn sdk_popup_sign_in_in_a_real_browser() {
         base: Arc::new(Mutex::new(rp_base.clone())),
         pending: Default::default(),
         user: Default::default(),
+        id_token: Default::default(),
+        signed_out_state: Default::default(),
     };
     let routes = Route::new()
         .at("/", get(rp_home))
         .at("/callback", get(rp_callback))
+        .at("/signed-out", get(rp_signed_out))
         .data(rp.clone());
     tokio::spawn(async move { poem::Server::new_with_acceptor(acceptor).run(routes).await });
 
@@ -169,5 +203,30 @@ async fn sdk_popup_sign_in_in_a_real_browser() {
     let shot = std::env::temp_dir().join("pictor-sdk-popup.png");
     driver.screenshot(&shot).await;
     println!("screenshot: {}", shot.display());
+
+    // Signed in at Pictor too: its account page opens.
+    driver.goto(&format!("{}/account", s.base)).await;
+    driver.wait_for("form[action='/logout']").await;
+    // The sample's "Sign out": RP-initiated logout with the id_token as the hint, straight back
+    // to the sample (no question asked), and Pictor's session is over.
+    driver.goto(&rp_base).await;
+    driver.wait_text("Signed in as Test Person").await;
+    let state_on_page = rp.pending.lock().unwrap().clone().unwrap().0;
+    driver.click("#sign-out").await;
+    driver.wait_text("Signed out of the sample app").await;
+    assert_eq!(
+        rp.signed_out_state.lock().unwrap().clone(),
+        Some(state_on_page),
+        "the state came back"
+    );
+    driver.goto(&format!("{}/account", s.base)).await;
+    driver.wait_for("#email").await;
+    assert!(
+        driver
+            .current_url()
+            .await
+            .starts_with(&format!("{}/login", s.base)),
+        "Pictor's session ended"
+    );
     s.stop().await;
 }

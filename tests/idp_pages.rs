@@ -823,6 +823,22 @@ async fn admin_pages_clients_and_users() {
     .await;
     assert_eq!(r.status, 400);
     assert!(r.body.contains("user information"));
+    // A bad post-logout URI refuses the whole registration (nothing half made).
+    let r = submit(
+        &s,
+        &mut root,
+        &page,
+        "/admin/clients",
+        &[
+            ("name", "notes"),
+            ("redirect_uris", REDIRECT),
+            ("post_logout_redirect_uris", "javascript:alert(1)"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("http or https"), "{}", r.body);
+    assert!(s.store().client("notes").unwrap().is_none());
     let r = submit(
         &s,
         &mut root,
@@ -834,6 +850,7 @@ async fn admin_pages_clients_and_users() {
                 "redirect_uris",
                 &format!("{REDIRECT}\r\n\r\nhttps://notes.example/cb\r\n"),
             ),
+            ("post_logout_redirect_uris", "https://notes.example/bye\r\n"),
         ],
     )
     .await;
@@ -845,9 +862,16 @@ async fn admin_pages_clients_and_users() {
         client.redirect_uris,
         vec![REDIRECT, "https://notes.example/cb"]
     );
+    assert_eq!(
+        client.post_logout_redirect_uris,
+        vec!["https://notes.example/bye"]
+    );
     let page = root.get(&s.url("/admin")).await;
     assert!(!page.body.contains(&secret), "the secret is shown once");
     assert!(page.body.contains("https://notes.example/cb"));
+    assert!(
+        page.body.contains("After sign-out:") && page.body.contains("https://notes.example/bye")
+    );
     let r = submit(
         &s,
         &mut root,

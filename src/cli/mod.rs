@@ -209,6 +209,23 @@ pub enum ClientCommand {
         /// An allowed redirect URI (exact match); repeat for several.
         #[arg(long = "redirect-uri", required = true)]
         redirect_uris: Vec<String>,
+        /// Where the app may send the browser after RP-initiated logout (`/oauth/logout`,
+        /// exact match); repeat for several. Without one, logout ends on Pictor's own page.
+        #[arg(long = "post-logout-redirect-uri")]
+        post_logout_redirect_uris: Vec<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replace a client's post-logout redirect URIs (none given: clears them).
+    LogoutUris {
+        /// The client's app_name.
+        #[arg(long)]
+        name: String,
+        /// A post-logout redirect URI (exact match); repeat for several.
+        #[arg(long = "post-logout-redirect-uri")]
+        post_logout_redirect_uris: Vec<String>,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
@@ -855,14 +872,35 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
             });
             Ok(())
         }
+        Command::Client(ClientCommand::LogoutUris {
+            name,
+            post_logout_redirect_uris,
+            json,
+        }) => {
+            let req = AdminRequest::ClientLogoutUris {
+                name: name.clone(),
+                post_logout_redirect_uris: post_logout_redirect_uris.clone(),
+            };
+            let v = run_admin(dir, req).await?;
+            print(&v, *json, |v| {
+                format!(
+                    "{}: post-logout redirect URIs {}",
+                    v["app_name"].as_str().unwrap_or_default(),
+                    v["post_logout_redirect_uris"]
+                )
+            });
+            Ok(())
+        }
         Command::Client(ClientCommand::Add {
             name,
             redirect_uris,
+            post_logout_redirect_uris,
             json,
         }) => {
             let req = AdminRequest::ClientAdd {
                 name: name.clone(),
                 redirect_uris: redirect_uris.clone(),
+                post_logout_redirect_uris: post_logout_redirect_uris.clone(),
             };
             let v = run_admin(dir, req).await?;
             if !*json {

@@ -60,6 +60,7 @@ fn discovery_document(base: &str) -> serde_json::Value {
         "userinfo_endpoint": format!("{base}/oauth/userinfo"),
         "revocation_endpoint": format!("{base}/oauth/revoke"),
         "jwks_uri": format!("{base}/oauth/jwks"),
+        "end_session_endpoint": format!("{base}/oauth/logout"),
         "scopes_supported": SCOPES,
         "response_types_supported": ["code"],
         "response_modes_supported": ["query"],

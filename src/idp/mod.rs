@@ -8,6 +8,7 @@ pub mod crypto;
 pub mod discovery;
 pub mod error;
 pub mod keys;
+pub mod logout;
 pub mod pages;
 pub mod pow;
 pub mod token;
@@ -203,6 +204,10 @@ pub fn routes() -> Route {
         )
         .at("/oauth/token", post(token::token))
         .at("/oauth/revoke", post(token::revoke))
+        .at(
+            "/oauth/logout",
+            get(logout::logout_get).post(logout::logout_post),
+        )
         .at(
             "/oauth/userinfo",
             get(userinfo::userinfo).post(userinfo::userinfo),

@@ -32,6 +32,10 @@ pub struct ClientRecord {
     /// registered before it existed.
     #[serde(default)]
     pub uid: u128,
+    /// Where RP-initiated logout may send the browser afterwards (exact match), like
+    /// `redirect_uris`. Empty: logout ends on Pictor's own "signed out" page.
+    #[serde(default)]
+    pub post_logout_redirect_uris: Vec<String>,
 }
 
 impl fmt::Debug for ClientRecord {
@@ -39,6 +43,7 @@ impl fmt::Debug for ClientRecord {
         f.debug_struct("ClientRecord")
             .field("name", &self.name)
             .field("redirect_uris", &self.redirect_uris)
+            .field("post_logout_redirect_uris", &self.post_logout_redirect_uris)
             .field("secret_hash", &"<hidden>")
             .finish()
     }
@@ -317,6 +322,23 @@ impl Store {
                 )));
             }
             t.insert(client.name.as_str(), codec::encode(&client)?.as_slice())?;
+        }
+        self.commit(txn)?;
+        Ok(())
+    }
+
+    /// Replaces a client's post-logout redirect URIs.
+    pub fn set_client_logout_uris(&self, name: &str, uris: Vec<String>) -> Result<(), StoreError> {
+        let txn = self.begin_write()?;
+        {
+            let mut t = txn.open_table(CLIENTS)?;
+            let mut client: ClientRecord = t
+                .get(name)?
+                .map(|v| codec::decode(v.value()))
+                .transpose()?
+                .ok_or_else(|| StoreError::NotFound(format!("no client named {name:?}")))?;
+            client.post_logout_redirect_uris = uris;
+            t.insert(name, codec::encode(&client)?.as_slice())?;
         }
         self.commit(txn)?;
         Ok(())

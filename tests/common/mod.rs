@@ -805,6 +805,7 @@ impl TestServer {
         let v = self.admin(AdminRequest::ClientAdd {
             name: name.into(),
             redirect_uris: redirect_uris.iter().map(|s| s.to_string()).collect(),
+            post_logout_redirect_uris: Vec::new(),
         });
         (
             v["app_name"].as_str().unwrap().to_string(),

@@ -6,6 +6,9 @@
  *                    scope?, state?, nonce?, codeChallenge? }).render(elementOrSelector)
  *  On the callback page, after the server has handled the code: PictorLogin.finishPopup()
  *  closes the popup and reloads the page that opened it (no-op when not in a popup).
+ *  Signing out (RP-initiated logout): login.signOut({ idToken?, postLogoutRedirectUri?, state? })
+ *  ends the person's Pictor session and comes back to postLogoutRedirectUri (which must be
+ *  registered for the app) with state; signOutUrl(...) gives the URL without going there.
  */
 (function (global) {
   "use strict";
@@ -16,6 +19,12 @@
     var a = new Uint8Array(bytes);
     global.crypto.getRandomValues(a);
     return Array.prototype.map.call(a, function (b) { return ("0" + b.toString(16)).slice(-2); }).join("");
+  }
+
+  function toQuery(params) {
+    return Object.keys(params).map(function (k) {
+      return encodeURIComponent(k) + "=" + encodeURIComponent(params[k]);
+    }).join("&");
   }
 
   function PictorLogin(options) {
@@ -58,10 +67,23 @@
       params.code_challenge = this.codeChallenge;
       params.code_challenge_method = "S256";
     }
-    var query = Object.keys(params).map(function (k) {
-      return encodeURIComponent(k) + "=" + encodeURIComponent(params[k]);
-    }).join("&");
-    return this.issuer + "/oauth/authorize?" + query;
+    return this.issuer + "/oauth/authorize?" + toQuery(params);
+  };
+
+  /** The RP-initiated logout URL (end_session_endpoint). With the id_token the app received,
+   *  Pictor signs its holder out without asking; without one it asks first. */
+  PictorLogin.prototype.signOutUrl = function (options) {
+    options = options || {};
+    var params = { client_id: this.appName };
+    if (options.idToken) params.id_token_hint = options.idToken;
+    if (options.postLogoutRedirectUri) params.post_logout_redirect_uri = options.postLogoutRedirectUri;
+    if (options.state) params.state = options.state;
+    return this.issuer + "/oauth/logout?" + toQuery(params);
+  };
+
+  /** Goes to Pictor's logout (see signOutUrl). */
+  PictorLogin.prototype.signOut = function (options) {
+    global.location.assign(this.signOutUrl(options));
   };
 
   PictorLogin.prototype.start = function () {

@@ -39,6 +39,7 @@ pub fn routes() -> Route {
 struct ClientView {
     name: String,
     redirect_uris: Vec<String>,
+    post_logout_redirect_uris: Vec<String>,
     created: String,
 }
 
@@ -65,6 +66,7 @@ struct AdminPage {
     new_client: Option<(String, String)>,
     form_name: String,
     form_uris: String,
+    form_logout_uris: String,
     clients: Vec<ClientView>,
     q: String,
     users: Vec<UserView>,
@@ -87,6 +89,7 @@ struct Extras {
     new_client: Option<(String, String)>,
     form_name: String,
     form_uris: String,
+    form_logout_uris: String,
     q: String,
 }
 
@@ -112,6 +115,7 @@ fn render(
             .map(|c| ClientView {
                 name: c.name,
                 redirect_uris: c.redirect_uris,
+                post_logout_redirect_uris: c.post_logout_redirect_uris,
                 created: date_of(c.created_at),
             })
             .collect(),
@@ -161,6 +165,7 @@ fn render(
             new_client: extras.new_client,
             form_name: extras.form_name,
             form_uris: extras.form_uris,
+            form_logout_uris: extras.form_logout_uris,
             clients,
             q: extras.q,
             users,
@@ -223,6 +228,8 @@ pub struct ClientForm {
     name: String,
     #[serde(default)]
     redirect_uris: String,
+    #[serde(default)]
+    post_logout_redirect_uris: String,
 }
 
 #[handler]
@@ -247,11 +254,19 @@ pub async fn add_client_post(
         .filter(|l| !l.is_empty())
         .map(str::to_string)
         .collect();
+    let logout_uris: Vec<String> = f
+        .post_logout_redirect_uris
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
     let refuse = |msg: String, status| {
         let extras = Extras {
             error: Some(("client", msg)),
             form_name: name.chars().take(64).collect(),
             form_uris: f.redirect_uris.chars().take(20_000).collect(),
+            form_logout_uris: f.post_logout_redirect_uris.chars().take(20_000).collect(),
             ..Extras::default()
         };
         render(&state, jar, &me, extras, status)
@@ -272,7 +287,7 @@ pub async fn add_client_post(
     let (n, u) = (name.clone(), uris.clone());
     match state
         .store
-        .call(move |st| ops::add_client(st, &n, &u, now))
+        .call(move |st| ops::add_client(st, &n, &u, &logout_uris, now))
         .await
     {
         Ok(secret) => {

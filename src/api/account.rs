@@ -5,7 +5,7 @@ use poem_openapi::{Object, OpenApi};
 
 use super::ApiTags;
 use super::error::{AccountErrors, ApiError, Errors, RotateErrors, ServerErrors};
-use super::security::ApiAuth;
+use super::security::{ApiAuth, KeyAuth};
 use crate::render::{Model, Ratio};
 use crate::state::AppState;
 use crate::store::UserRecord;
@@ -107,6 +107,7 @@ impl AccountApi {
     /// Your profile
     ///
     /// Balance, PRO flag, daily photo limit and usage, and the active job.
+    /// An app's access token needs the `images:read` scope.
     #[oai(path = "/v1/me", method = "get", operation_id = "me")]
     async fn me(
         &self,
@@ -119,7 +120,8 @@ impl AccountApi {
     /// Your webhook signing secret
     ///
     /// The secret that signs the notifications of jobs created with a `webhook_url` (made on
-    /// first use; the same for all your jobs). Stored encrypted on the server.
+    /// first use; the same for all your jobs). Stored encrypted on the server. Only with your API
+    /// key: an app's access token gets 403 `insufficient_scope`.
     #[oai(
         path = "/v1/webhook-secret",
         method = "get",
@@ -127,7 +129,7 @@ impl AccountApi {
     )]
     async fn webhook_secret(
         &self,
-        auth: ApiAuth,
+        auth: KeyAuth,
         state: poem::web::Data<&AppState>,
     ) -> Result<Json<WebhookSecret>, Errors<AccountErrors>> {
         let (secrets, id) = (state.idp.secrets.clone(), auth.0.user.id);
@@ -141,7 +143,7 @@ impl AccountApi {
     /// Rotate your webhook signing secret
     ///
     /// Makes a new secret and returns it. For 24 hours deliveries are signed with both (two
-    /// `v1=` values), so a receiver can switch without rejecting any.
+    /// `v1=` values), so a receiver can switch without rejecting any. Only with your API key.
     #[oai(
         path = "/v1/webhook-secret/rotate",
         method = "post",
@@ -149,7 +151,7 @@ impl AccountApi {
     )]
     async fn rotate_webhook_secret(
         &self,
-        auth: ApiAuth,
+        auth: KeyAuth,
         state: poem::web::Data<&AppState>,
     ) -> Result<Json<WebhookSecret>, Errors<RotateErrors>> {
         let (secrets, id) = (state.idp.secrets.clone(), auth.0.user.id);

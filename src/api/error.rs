@@ -16,6 +16,9 @@ use tracing::error;
 pub mod codes {
     pub const UNAUTHORIZED: &str = "unauthorized";
     pub const BANNED: &str = "banned";
+    /// Not in the seed: an app's access token without the scope the operation needs (403,
+    /// with RFC 6750's `WWW-Authenticate: Bearer error="insufficient_scope"`).
+    pub const INSUFFICIENT_SCOPE: &str = "insufficient_scope";
     pub const INSUFFICIENT_CREDITS: &str = "insufficient_credits";
     pub const JOB_BUSY: &str = "job_busy";
     pub const INVALID_PROMPT: &str = "invalid_prompt";
@@ -156,9 +159,14 @@ into_errors!(
 
 const UNAUTHORIZED: (u16, &str) = (
     401,
-    "`unauthorized`: the API key is missing, malformed or unknown.",
+    "`unauthorized`: the API key is missing, malformed or unknown, or an app's access token is \
+     invalid, expired or revoked (with `WWW-Authenticate: Bearer …`).",
 );
-const BANNED: (u16, &str) = (403, "`banned`: the account is blocked.");
+const BANNED: (u16, &str) = (
+    403,
+    "`banned`: the account is blocked; `insufficient_scope`: an app's access token without the \
+     scope this operation needs, or (webhook secrets) an access token where an API key is needed.",
+);
 const BODY_TOO_LARGE: (u16, &str) = (413, "`image_too_large`: the request body is over 20 MiB.");
 const INTERNAL: (u16, &str) = (500, "`internal_error`: a fault on the server.");
 const NO_CREDITS: (u16, &str) = (
@@ -252,7 +260,7 @@ error_sets! {
 fn status_of(code: &str) -> StatusCode {
     match code {
         codes::UNAUTHORIZED => StatusCode::UNAUTHORIZED,
-        codes::BANNED | codes::CSRF_FAILED => StatusCode::FORBIDDEN,
+        codes::BANNED | codes::CSRF_FAILED | codes::INSUFFICIENT_SCOPE => StatusCode::FORBIDDEN,
         codes::INSUFFICIENT_CREDITS => StatusCode::PAYMENT_REQUIRED,
         codes::JOB_BUSY | codes::JOB_FINISHED => StatusCode::CONFLICT,
         codes::IMAGE_TOO_LARGE => StatusCode::PAYLOAD_TOO_LARGE,
@@ -329,6 +337,8 @@ impl From<crate::jobs::service::JobError> for ApiError {
 pub struct ApiFailure {
     pub code: &'static str,
     pub message: String,
+    /// A `WWW-Authenticate` challenge to send with it (RFC 6750 §3).
+    pub challenge: Option<String>,
 }
 
 impl ApiFailure {
@@ -336,7 +346,22 @@ impl ApiFailure {
         ApiFailure {
             code,
             message: message.into(),
+            challenge: None,
         }
+    }
+
+    /// With a `WWW-Authenticate: Bearer realm="pictor"…` challenge; `error` and `scope` as in
+    /// RFC 6750 §3.
+    pub fn challenge(mut self, error: Option<&str>, scope: Option<&str>) -> ApiFailure {
+        let mut value = String::from("Bearer realm=\"pictor\"");
+        if let Some(e) = error {
+            value.push_str(&format!(", error=\"{e}\""));
+        }
+        if let Some(s) = scope {
+            value.push_str(&format!(", scope=\"{s}\""));
+        }
+        self.challenge = Some(value);
+        self
     }
 }
 
@@ -352,7 +377,16 @@ impl ResponseError for ApiFailure {
     }
 
     fn as_response(&self) -> Response {
-        json_response(self.code, &self.message)
+        let mut resp = json_response(self.code, &self.message);
+        if let Some(v) = self
+            .challenge
+            .as_deref()
+            .and_then(|c| poem::http::HeaderValue::from_str(c).ok())
+        {
+            resp.headers_mut()
+                .insert(poem::http::header::WWW_AUTHENTICATE, v);
+        }
+        resp
     }
 }
 
@@ -374,7 +408,13 @@ impl From<crate::auth::AuthError> for ApiFailure {
             crate::auth::AuthError::Unauthorized => ApiFailure::new(
                 codes::UNAUTHORIZED,
                 "missing or invalid API key: send `Authorization: Bearer vx_…` or `X-API-Key: vx_…`",
-            ),
+            )
+            .challenge(None, None),
+            crate::auth::AuthError::InvalidToken => ApiFailure::new(
+                codes::UNAUTHORIZED,
+                "the access token is invalid, expired or revoked",
+            )
+            .challenge(Some("invalid_token"), None),
             crate::auth::AuthError::Banned => {
                 ApiFailure::new(codes::BANNED, "the account is blocked")
             }

@@ -11,7 +11,7 @@ use super::error::{
     ApiError, ApiFailure, EditErrors, Errors, GenerateErrors, RawEditErrors, codes,
 };
 use super::schema::{Referenced, RequiredText};
-use super::security::ApiAuth;
+use super::security::GenerateAuth;
 use super::{ApiTags, MAX_IMAGE_BYTES, MAX_PROMPT_CHARS};
 use crate::catalog::NoiseKind;
 use crate::jobs::service::{self, Generate, random_seed};
@@ -371,14 +371,21 @@ impl ImagesApi {
     /// Creates a queued job and returns at once with 202. Credits (and one slot of the daily
     /// photo limit) are taken when the job starts and returned if it fails. A user has at most one
     /// active job (409 `job_busy`); a balance below the price gives 402 `insufficient_credits`.
+    /// An app's access token needs the `images:generate` scope.
     #[oai(path = "/v1/generate", method = "post", operation_id = "generate")]
     async fn generate(
         &self,
-        auth: ApiAuth,
+        auth: GenerateAuth,
         state: poem::web::Data<&AppState>,
         body: JsonBody<GenerateInput>,
     ) -> Result<CreatedResponse, Errors<GenerateErrors>> {
-        let job = service::create_generate(&state, auth.0.user.id, body.0.0).await?;
+        let job = service::create_generate(
+            &state,
+            auth.0.user.id,
+            auth.0.client().map(str::to_string),
+            body.0.0,
+        )
+        .await?;
         Ok(accepted(&state, job))
     }
 
@@ -388,10 +395,11 @@ impl ImagesApi {
     /// clients progenitor generates cannot) or would rather `curl --data-binary @photo.jpg`: the
     /// body is the photo itself (PNG, JPEG or WebP, recognised by its content whatever the
     /// `Content-Type`), the instruction is the `prompt` query parameter.
+    /// An app's access token needs the `images:generate` scope.
     #[oai(path = "/v1/edit/raw", method = "post", operation_id = "edit_raw")]
     async fn edit_raw(
         &self,
-        auth: ApiAuth,
+        auth: GenerateAuth,
         state: poem::web::Data<&AppState>,
         /// The edit instruction, 1 to 4000 characters (e.g. "make it black and white").
         prompt: Query<RequiredText<MAX_PROMPT_CHARS>>,
@@ -412,7 +420,9 @@ impl ImagesApi {
         check_upload_size(photo.0.len())?;
         let user = &auth.0.user;
         service::precheck_edit(&state, user)?;
-        let job = service::create_edit(&state, user.id, prompt, photo.0, webhook_url).await?;
+        let client = auth.0.client().map(str::to_string);
+        let job =
+            service::create_edit(&state, user.id, client, prompt, photo.0, webhook_url).await?;
         Ok(accepted(&state, job))
     }
 }
@@ -430,10 +440,11 @@ impl EditFormApi {
     /// `prompt`. Costs the edit price (2 credits by default); does not use the daily photo limit.
     /// The upload is checked (PNG, JPEG or WebP by content, pixel limits) before the job is
     /// created and stored before the 202 is sent.
+    /// An app's access token needs the `images:generate` scope.
     #[oai(path = "/v1/edit", method = "post", operation_id = "edit")]
     async fn edit(
         &self,
-        auth: ApiAuth,
+        auth: GenerateAuth,
         state: poem::web::Data<&AppState>,
         form: EditBody,
     ) -> Result<CreatedResponse, Errors<EditErrors>> {
@@ -456,7 +467,8 @@ impl EditFormApi {
         // Cheap checks first, so a busy or broke user does not make us decode 20 MB.
         service::precheck_edit(&state, user)?;
         let bytes = upload.into_vec().await.map_err(ApiError::internal)?;
-        let job = service::create_edit(&state, user.id, prompt, bytes, webhook_url).await?;
+        let client = auth.0.client().map(str::to_string);
+        let job = service::create_edit(&state, user.id, client, prompt, bytes, webhook_url).await?;
         Ok(accepted(&state, job))
     }
 }

@@ -10,7 +10,7 @@ use poem_openapi::{Object, OpenApi};
 use super::ApiTags;
 use super::error::{ApiError, CancelErrors, Errors, GetJobErrors, ListErrors, codes};
 use super::schema::Referenced;
-use super::security::ApiAuth;
+use super::security::{ApiAuth, GenerateAuth};
 use crate::jobs::service::{self, HISTORY_MAX, HistoryQuery, Snapshot, WaitFor};
 use crate::state::AppState;
 use crate::store::{JobId, JobKind, JobStatus};
@@ -80,6 +80,9 @@ pub struct JobView {
     /// not draw (done jobs rendered by the built-in painter; absent for diffusion and remote
     /// backends, which draw every word their model knows).
     pub scene: Option<Referenced<SceneView>>,
+    /// *(added)* The app (OAuth `client_id`) that made the job with the user's access token;
+    /// absent for jobs made with the user's own API key or on Pictor's pages.
+    pub client: Option<String>,
 }
 
 /// The content words of a prompt, sorted by whether the built-in painter drew them.
@@ -163,6 +166,7 @@ pub fn job_view(state: &AppState, snap: &Snapshot) -> JobView {
                 not_drawn: s.not_drawn.clone(),
             })
         }),
+        client: job.client.clone(),
     }
 }
 
@@ -219,6 +223,7 @@ impl JobsApi {
     /// `state_token` given as `since` (without `since`: at the next change), so a progress bar
     /// is one request per change and misses none. A finished job answers at once. Another
     /// user's job is `job_not_found`.
+    /// An app's access token needs the `images:read` scope.
     #[oai(path = "/v1/jobs/:job_id", method = "get", operation_id = "get_job")]
     async fn get_job(
         &self,
@@ -261,6 +266,7 @@ impl JobsApi {
     /// again answers the same (idempotent); a job that already ended otherwise is 409
     /// `job_finished`. The job stays readable (a cancel is not a deletion, so there is no
     /// `DELETE`).
+    /// An app's access token needs the `images:generate` scope.
     #[oai(
         path = "/v1/jobs/:job_id/cancel",
         method = "post",
@@ -268,7 +274,7 @@ impl JobsApi {
     )]
     async fn cancel_job(
         &self,
-        auth: ApiAuth,
+        auth: GenerateAuth,
         state: poem::web::Data<&AppState>,
         /// The job id from the create response.
         job_id: Path<String>,
@@ -282,6 +288,7 @@ impl JobsApi {
     /// The caller's jobs, newest first, optionally only those with a `status` and/or `kind`.
     /// Pages hold `limit` jobs (1 to 100, default 20); pass the page's `next_before` as
     /// `before` to get the next, older page (absent on the last page).
+    /// An app's access token needs the `images:read` scope.
     #[oai(path = "/v1/jobs", method = "get", operation_id = "list_jobs")]
     async fn list_jobs(
         &self,

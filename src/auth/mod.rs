@@ -1,10 +1,12 @@
-//! Credentials: `vx_` API keys (minted, hashed with SHA-256, looked up), Argon2id passwords,
+//! Credentials: `vx_` API keys (minted, hashed with SHA-256, looked up), OAuth access tokens
+//! issued to apps (looked up by their SHA-256, with the app and its scopes), Argon2id passwords,
 //! and the `Principal` a request acts as.
 
 pub mod apikey;
 pub mod import;
 pub mod password;
 
+use crate::clock::Millis;
 use crate::store::{Store, StoreError, UserRecord};
 
 #[derive(Debug, thiserror::Error)]
@@ -12,16 +14,99 @@ pub enum AuthError {
     /// Missing, malformed or unknown credential.
     #[error("missing or invalid API key")]
     Unauthorized,
+    /// An access token that is unknown, expired or revoked (RFC 6750 `invalid_token`).
+    #[error("the access token is invalid, expired or revoked")]
+    InvalidToken,
     #[error("the account is blocked")]
     Banned,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
-/// The user a request acts as.
+/// What an app's access token may do on the image API. An API key may do everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// `images:read`: the profile (balance, limits) and the user's own jobs.
+    Read,
+    /// `images:generate`: create generate and edit jobs, and cancel them.
+    Generate,
+}
+
+impl Scope {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "images:read",
+            Scope::Generate => "images:generate",
+        }
+    }
+}
+
+/// How a request proved who it is.
+#[derive(Debug, Clone)]
+pub enum Credential {
+    /// The user's own `vx_` API key: every operation.
+    ApiKey,
+    /// An OAuth access token issued to `client` (an app) with `scopes`.
+    AccessToken { client: String, scopes: Vec<String> },
+}
+
+/// The user a request acts as, and through what.
 #[derive(Debug, Clone)]
 pub struct Principal {
     pub user: UserRecord,
+    pub via: Credential,
+}
+
+impl Principal {
+    /// Whether the credential covers `scope`.
+    pub fn allows(&self, scope: Scope) -> bool {
+        match &self.via {
+            Credential::ApiKey => true,
+            Credential::AccessToken { scopes, .. } => scopes.iter().any(|s| s == scope.as_str()),
+        }
+    }
+
+    /// The app acting for the user, when the credential is an access token.
+    pub fn client(&self) -> Option<&str> {
+        match &self.via {
+            Credential::ApiKey => None,
+            Credential::AccessToken { client, .. } => Some(client),
+        }
+    }
+}
+
+/// Resolves a bearer credential: a `vx_` API key, or else an OAuth access token.
+pub fn authenticate(store: &Store, presented: &str, now: Millis) -> Result<Principal, AuthError> {
+    if presented.starts_with(apikey::PREFIX) {
+        return authenticate_key(store, presented);
+    }
+    authenticate_access_token(store, presented, now)
+}
+
+/// Resolves an OAuth access token (stored as the SHA-256 of the token) to its (not banned)
+/// user, app and scopes; expired, revoked and unknown tokens are all `InvalidToken`.
+pub fn authenticate_access_token(
+    store: &Store,
+    token: &str,
+    now: Millis,
+) -> Result<Principal, AuthError> {
+    if token.is_empty() || token.len() > 512 {
+        return Err(AuthError::InvalidToken);
+    }
+    let access = store
+        .access_token(&apikey::hash(token), now)?
+        .ok_or(AuthError::InvalidToken)?;
+    let user = store.user(access.user_id)?.ok_or(AuthError::InvalidToken)?;
+    if user.banned {
+        return Err(AuthError::Banned);
+    }
+    Ok(Principal {
+        user,
+        via: Credential::AccessToken {
+            client: access.client,
+            scopes: access.scope.split(' ').map(str::to_string).collect(),
+        },
+    })
 }
 
 /// Resolves an API key to its (not banned) user.
@@ -43,5 +128,8 @@ pub fn authenticate_key(store: &Store, key: &str) -> Result<Principal, AuthError
     if user.banned {
         return Err(AuthError::Banned);
     }
-    Ok(Principal { user })
+    Ok(Principal {
+        user,
+        via: Credential::ApiKey,
+    })
 }

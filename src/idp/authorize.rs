@@ -12,7 +12,7 @@ use poem::{Request, Response, handler};
 use super::crypto::{random_token, sha256};
 use super::pages::error_page;
 use super::web::{csrf_ok, csrf_token, page, redirect, secure_page, signed_in};
-use super::{SCOPES, scope_description};
+use super::{DEFAULT_SCOPES, SCOPES, scope_description};
 use crate::clock::Millis;
 use crate::state::AppState;
 use crate::store::oauth::{CODE_TTL_MS, ClientRecord, CodeRecord};
@@ -166,14 +166,17 @@ pub fn check(state: &AppState, p: &HashMap<String, String>) -> Checked {
         return fail("invalid_request", "state is required");
     };
     let scopes: Vec<String> = match get("scope") {
-        None => SCOPES.iter().map(|s| s.to_string()).collect(),
+        None => DEFAULT_SCOPES.iter().map(|s| s.to_string()).collect(),
         Some(s) => {
             let mut out: Vec<String> = Vec::new();
             for part in s.split(' ').filter(|x| !x.is_empty()) {
                 if !SCOPES.contains(&part) {
                     return fail(
                         "invalid_scope",
-                        &format!("unsupported scope {part:?}; supported: openid profile email"),
+                        &format!(
+                            "unsupported scope {part:?}; supported: {}",
+                            SCOPES.join(" ")
+                        ),
                     );
                 }
                 if !out.iter().any(|x| x == part) {

@@ -29,7 +29,18 @@ use crate::store::UserRecord;
 use crate::store::oauth::{ACCESS_TTL_MS, ClientRecord, Issued};
 
 /// Scopes Pictor supports.
-pub const SCOPES: [&str; 3] = ["openid", "profile", "email"];
+pub const SCOPES: [&str; 5] = [
+    "openid",
+    "profile",
+    "email",
+    "images:read",
+    "images:generate",
+];
+
+/// What an authorization request without `scope` gets: sign-in scopes only. The image API's
+/// scopes let an app read the person's jobs or spend their credits, so they are granted only
+/// when the app asks for them by name (and the person consents to them in plain words).
+pub const DEFAULT_SCOPES: [&str; 3] = ["openid", "profile", "email"];
 
 /// A scope in plain words, for the consent page.
 pub fn scope_description(scope: &str) -> &'static str {
@@ -37,6 +48,8 @@ pub fn scope_description(scope: &str) -> &'static str {
         "openid" => "Know who you are (a stable user id)",
         "profile" => "See your name and profile picture",
         "email" => "See your e-mail address",
+        "images:read" => "See your credit balance and the pictures it made for you",
+        "images:generate" => "Make pictures for you, paid with your credits",
         _ => "Unknown permission",
     }
 }

@@ -97,6 +97,7 @@ pub fn random_seed() -> u64 {
 pub async fn create_generate(
     state: &AppState,
     user_id: u64,
+    client: Option<String>,
     input: Generate,
 ) -> Result<JobRecord, JobError> {
     let webhook_url = check_webhook(state, input.webhook_url.as_deref())?;
@@ -121,6 +122,7 @@ pub async fn create_generate(
         seed: input.seed,
         noise: input.noise,
         webhook_url,
+        client,
     };
     create(state, new).await
 }
@@ -147,6 +149,7 @@ pub fn precheck_edit(state: &AppState, user: &UserRecord) -> Result<(), JobError
 pub async fn create_edit(
     state: &AppState,
     user_id: u64,
+    client: Option<String>,
     prompt: String,
     bytes: Vec<u8>,
     webhook_url: Option<String>,
@@ -190,6 +193,7 @@ pub async fn create_edit(
         seed: random_seed(),
         noise: None,
         webhook_url,
+        client,
     };
     match create(state, new).await {
         Ok(job) => Ok(job),

@@ -249,6 +249,10 @@ pub struct JobRecord {
     /// What the built-in painter drew of the prompt (procedural renders only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scene: Option<JobScene>,
+    /// The app (OAuth client) that created the job with the user's access token; `None` for
+    /// the user's own API key and the playground.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
 }
 
 /// The content words of a prompt the built-in painter drew and could not draw.
@@ -280,6 +284,8 @@ pub struct NewJob {
     pub noise: Option<crate::catalog::NoiseKind>,
     /// Checked by the caller (`jobs::webhooks::check_url`).
     pub webhook_url: Option<String>,
+    /// The app acting for the user, if any.
+    pub client: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -497,6 +503,7 @@ impl Store {
                 photo_deleted_at: None,
                 webhook: new.webhook_url.map(super::Webhook::new),
                 scene: None,
+                client: new.client,
             };
             active.insert(user.id, job.id)?;
             write_job(&txn, &job)?;

@@ -299,7 +299,7 @@ async fn generate_post(
                 ),
             })?;
         let input = GenerateInput::from_json_body(&json_object(&bytes)?)?;
-        let job = service::create_generate(&state, user.id, input.0).await?;
+        let job = service::create_generate(&state, user.id, None, input.0).await?;
         Ok(created(&state, &job))
     }
     .await;
@@ -464,7 +464,7 @@ async fn edit_post(
             Source::Job(id) => source_picture(&state, user.id, &id).await?,
         };
         check_upload_size(bytes.len())?;
-        let job = service::create_edit(&state, user.id, prompt, bytes, None).await?;
+        let job = service::create_edit(&state, user.id, None, prompt, bytes, None).await?;
         Ok(created(&state, &job))
     }
     .await;

@@ -412,7 +412,8 @@ impl From<crate::auth::AuthError> for ApiFailure {
             .challenge(None, None),
             crate::auth::AuthError::InvalidToken => ApiFailure::new(
                 codes::UNAUTHORIZED,
-                "the access token is invalid, expired or revoked",
+                "not an API key (`vx_…`), and not a valid app access token (unknown, expired or \
+                 revoked)",
             )
             .challenge(Some("invalid_token"), None),
             crate::auth::AuthError::Banned => {

@@ -358,3 +358,244 @@ fn the_document_publishes_the_app_scheme() {
     assert!(!uses_app("/v1/webhook-secret", "get"));
     assert!(!uses_app("/v1/webhook-secret/rotate", "post"));
 }
+
+/// Authorizes `app` for Bob with `images:generate` through the consent form, setting the
+/// spending limits there; returns the access token (None when the form was refused, with the
+/// page's status).
+async fn consent_with_caps(
+    s: &TestServer,
+    browser: &mut Browser,
+    app: &str,
+    secret: &str,
+    caps: &[(&str, &str)],
+) -> Result<String, (u16, String)> {
+    let url = format!(
+        "{}/oauth/authorize?{}",
+        s.base,
+        serde_urlencoded::to_string([
+            ("response_type", "code"),
+            ("client_id", app),
+            ("redirect_uri", REDIRECT),
+            ("state", "st"),
+            ("scope", "openid images:read images:generate"),
+            ("prompt", "consent"),
+        ])
+        .unwrap()
+    );
+    let page = browser.get(&url).await;
+    let page = browser.follow(&s.base, page).await;
+    let page = if page.body.contains("action=\"/login\"") {
+        let mut fields = form_fields(&page.body, "/login");
+        set_field(&mut fields, "email", "bob@example.com");
+        set_field(&mut fields, "password", "bob's long password");
+        let r = browser.post(&s.url("/login"), &fields).await;
+        browser.follow(&s.base, r).await
+    } else {
+        page
+    };
+    assert!(page.body.contains("How much may"), "{}", page.body);
+    let mut fields = form_fields(&page.body, "/oauth/authorize");
+    set_field(&mut fields, "decision", "allow");
+    for (k, v) in caps {
+        set_field(&mut fields, k, v);
+    }
+    let r = browser.post(&s.url("/oauth/authorize"), &fields).await;
+    if r.status != 303 {
+        return Err((r.status, r.body));
+    }
+    let code = query_of(r.location.as_deref().unwrap())["code"].clone();
+    let t: Value = reqwest::Client::new()
+        .post(s.url("/oauth/token"))
+        .basic_auth(app, Some(secret))
+        .form(&[
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("redirect_uri", REDIRECT),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    Ok(t["access_token"].as_str().unwrap().to_string())
+}
+
+/// One job made by the app, waited for: its final body.
+async fn app_job(s: &TestServer, token: &str) -> Value {
+    let (st, v, _) = call(
+        s,
+        reqwest::Method::POST,
+        "/api/pictor/v1/generate",
+        token,
+        Some(serde_json::json!({"prompt": "a small red boat"})),
+    )
+    .await;
+    assert_eq!(st, 202, "{v}");
+    s.finish(token, v["job_id"].as_str().unwrap()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spending_limits_set_at_consent_are_enforced_in_the_charge() {
+    let s = TestServer::start().await;
+    s.finish_setup();
+    s.person("bob@example.com", "bob's long password");
+    s.admin(pictor::ops::AdminRequest::CreditsGrant {
+        email: "bob@example.com".into(),
+        amount: 100,
+    });
+    let (app, secret) = s.oauth_client("painter-app", &[REDIRECT]);
+    let bob_key = s.admin(pictor::ops::AdminRequest::KeyIssue {
+        email: "bob@example.com".into(),
+    })["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut browser = Browser::new();
+
+    // A limit that is not a number is refused, and nothing is granted.
+    let refused = consent_with_caps(&s, &mut browser, &app, &secret, &[("cap_daily", "lots")])
+        .await
+        .unwrap_err();
+    assert_eq!(refused.0, 400);
+    assert!(
+        refused.1.contains("whole number of credits"),
+        "{}",
+        refused.1
+    );
+    let page = browser.get(&s.url("/account")).await;
+    assert!(!page.body.contains("painter-app"), "no app was allowed");
+
+    // The consent page proposes the operator's default (10 a day); Bob sets 3 a day.
+    let token = consent_with_caps(
+        &s,
+        &mut browser,
+        &app,
+        &secret,
+        &[("cap_daily", "3"), ("cap_total", "")],
+    )
+    .await
+    .unwrap();
+    let price = s.me(&bob_key).await;
+    let balance0 = price["balance"].as_i64().unwrap();
+    // The fast model costs 1 credit: three jobs, and the fourth is refused at its start.
+    let mut spent = 0;
+    for _ in 0..3 {
+        let job = app_job(&s, &token).await;
+        assert_eq!(
+            (job["status"].as_str(), job["cost"].as_i64()),
+            (Some("done"), Some(1)),
+            "{job}"
+        );
+        spent += 1;
+    }
+    let job = app_job(&s, &token).await;
+    assert_eq!(job["error_code"], "app_limit", "{job}");
+    assert!(
+        job["error"]
+            .as_str()
+            .unwrap()
+            .contains("daily spending limit")
+    );
+    assert_eq!(
+        s.me(&bob_key).await["balance"].as_i64().unwrap(),
+        balance0 - spent,
+        "the refused job cost nothing"
+    );
+    // Bob's own key is not limited by the app's cap.
+    let (st, own) = s
+        .generate(&bob_key, serde_json::json!({"prompt": "a cat"}))
+        .await;
+    assert_eq!(st, 202);
+    assert_eq!(
+        s.finish(&bob_key, own["job_id"].as_str().unwrap()).await["status"],
+        "done"
+    );
+
+    // The account page shows the spend and the limit; Bob lifts the daily limit and sets an
+    // overall one instead.
+    let page = browser.get(&s.url("/account")).await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains(&format!(
+            "Spent <strong>{spent}</strong> credits today of 3"
+        )),
+        "{}",
+        page.body
+    );
+    let mut fields = form_fields(&page.body, "/account/apps/limits");
+    set_field(&mut fields, "cap_daily", "");
+    set_field(&mut fields, "cap_total", &(spent + 1).to_string());
+    let r = browser.post(&s.url("/account/apps/limits"), &fields).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let job = app_job(&s, &token).await;
+    assert_eq!(job["status"], "done", "{job}");
+    let job = app_job(&s, &token).await;
+    assert_eq!(job["error_code"], "app_limit", "{job}");
+    assert!(job["error"].as_str().unwrap().contains("in all"));
+    // A bad limit on the account page: an error there, nothing changed.
+    let page = browser.get(&s.url("/account")).await;
+    let mut fields = form_fields(&page.body, "/account/apps/limits");
+    set_field(&mut fields, "cap_total", "-5");
+    let r = browser.post(&s.url("/account/apps/limits"), &fields).await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("role=\"alert\""));
+
+    // 20 creates at once by the app with room for one more credit: never past the cap.
+    let page = browser.get(&s.url("/account")).await;
+    let mut fields = form_fields(&page.body, "/account/apps/limits");
+    let spent_now: i64 = {
+        let v = s.get(&bob_key, "/api/pictor/v1/jobs?limit=100").await.1;
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|j| j["client"] == "painter-app" && j["status"] == "done")
+            .map(|j| j["cost"].as_i64().unwrap())
+            .sum()
+    };
+    set_field(&mut fields, "cap_total", &(spent_now + 1).to_string());
+    let r = browser.post(&s.url("/account/apps/limits"), &fields).await;
+    assert_eq!(r.status, 303);
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let (url, token) = (s.url("/api/pictor/v1/generate"), token.clone());
+        tasks.push(tokio::spawn(async move {
+            let r = reqwest::Client::new()
+                .post(url)
+                .bearer_auth(token)
+                .json(&serde_json::json!({"prompt": "a dog"}))
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap())
+        }));
+    }
+    let mut ids = Vec::new();
+    for t in tasks {
+        let (st, v) = t.await.unwrap();
+        assert!(st == 202 || st == 409, "{st} {v}");
+        if st == 202 {
+            ids.push(v["job_id"].as_str().unwrap().to_string());
+        }
+    }
+    for id in ids {
+        s.finish(&token, &id).await;
+    }
+    let v = s.get(&bob_key, "/api/pictor/v1/jobs?limit=100").await.1;
+    let charged: i64 = v["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["client"] == "painter-app" && j["status"] == "done")
+        .map(|j| j["cost"].as_i64().unwrap())
+        .sum();
+    assert!(
+        charged <= spent_now + 1,
+        "charged {charged}, cap {}",
+        spent_now + 1
+    );
+    s.assert_books_balanced();
+    s.stop().await;
+}

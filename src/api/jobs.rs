@@ -18,7 +18,7 @@ use crate::store::{JobId, JobKind, JobStatus};
 /// A job's state (fields without a value are left out). `ok` is `false` exactly when `status` is
 /// `failed`; `error_code` and `error` then name the cause (`insufficient_credits`,
 /// `daily_limit`, `tokens_exhausted`, `generation_failed`, `edit_failed`, `source_missing`,
-/// `cancelled`).
+/// `cancelled`, `app_limit`).
 #[derive(Object, Debug)]
 #[oai(skip_serializing_if_is_none)]
 pub struct JobView {

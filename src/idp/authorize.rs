@@ -343,6 +343,8 @@ struct ConsentPage {
     app: String,
     email: String,
     scopes: Vec<&'static str>,
+    /// When the app asks to make pictures: the proposed (daily, total) spending limits.
+    spending: Option<(String, String)>,
     csrf: String,
     params: Vec<(String, String)>,
     return_to: String,
@@ -428,6 +430,7 @@ pub async fn authorize_get(req: &Request, state: Data<&AppState>, jar: &CookieJa
         .consent(me.user.id, &authz.client.name)
         .ok()
         .flatten();
+    let consent_caps = consent.as_ref().map(|c| c.caps);
     let remembered = consent.is_some_and(|c| authz.scopes.iter().all(|s| c.scopes.contains(s)));
     if remembered && !authz.prompts("consent") {
         return issue_code(&state, &authz, me.user.id, me.session.auth_time).await;
@@ -441,13 +444,59 @@ pub async fn authorize_get(req: &Request, state: Data<&AppState>, jar: &CookieJa
             Some(&authz.state),
         );
     }
+    let spending = authz
+        .scopes
+        .iter()
+        .any(|s| s == "images:generate")
+        .then(|| {
+            let shown = |v: Option<u32>| v.map(|n| n.to_string()).unwrap_or_default();
+            match consent_caps {
+                // Asked again: the limits the person set before.
+                Some(caps) => (shown(caps.daily), shown(caps.total)),
+                None => {
+                    let proposed = state
+                        .store
+                        .settings()
+                        .map(|s| s.app_daily_cap)
+                        .unwrap_or(10);
+                    (shown((proposed > 0).then_some(proposed)), String::new())
+                }
+            }
+        });
     page(&ConsentPage {
         app: authz.client.name.clone(),
         email: me.user.email.clone(),
         scopes: authz.scopes.iter().map(|s| scope_description(s)).collect(),
+        spending,
         csrf: csrf_token(&state, jar),
         params: carried(&normal),
         return_to: here.clone(),
+    })
+}
+
+/// The spending limits of the consent form: `cap_daily` and `cap_total`, whole credits from 0
+/// to 1,000,000, empty for no limit.
+pub fn spend_caps(
+    params: &HashMap<String, String>,
+) -> Result<crate::store::oauth::SpendCaps, String> {
+    let read = |name: &str, what: &str| -> Result<Option<u32>, String> {
+        match params.get(name).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+            None => Ok(None),
+            Some(v) => v
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n <= 1_000_000)
+                .map(Some)
+                .ok_or_else(|| {
+                    format!(
+                        "The {what} limit must be a whole number of credits from 0 to 1000000, or empty for no limit."
+                    )
+                }),
+        }
+    };
+    Ok(crate::store::oauth::SpendCaps {
+        daily: read("cap_daily", "daily")?,
+        total: read("cap_total", "total")?,
     })
 }
 
@@ -503,6 +552,21 @@ pub async fn authorize_post(
     };
     match params.get("decision").map(String::as_str) {
         Some("allow") => {
+            let caps = if authz.scopes.iter().any(|s| s == "images:generate") {
+                match spend_caps(&params) {
+                    Ok(caps) => Some(caps),
+                    Err(message) => {
+                        return error_page(
+                            &state,
+                            StatusCode::BAD_REQUEST,
+                            "Check the spending limit",
+                            &message,
+                        );
+                    }
+                }
+            } else {
+                None
+            };
             let (uid, client, scopes, now) = (
                 me.user.id,
                 authz.client.name.clone(),
@@ -511,7 +575,7 @@ pub async fn authorize_post(
             );
             if let Err(e) = state
                 .store
-                .call(move |s| s.set_consent(uid, &client, scopes, now))
+                .call(move |s| s.set_consent(uid, &client, scopes, caps, now))
                 .await
             {
                 tracing::error!(error = %e, "saving consent");

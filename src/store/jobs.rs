@@ -162,6 +162,9 @@ pub enum FailCode {
     SourceMissing,
     /// The owner cancelled the job.
     Cancelled,
+    /// The app that made the job (with the person's access token) reached the spending limit
+    /// the person set for it, or lost its access, before the job started.
+    AppLimit,
 }
 
 impl FailCode {
@@ -174,6 +177,7 @@ impl FailCode {
             FailCode::EditFailed => "edit_failed",
             FailCode::SourceMissing => "source_missing",
             FailCode::Cancelled => "cancelled",
+            FailCode::AppLimit => "app_limit",
         }
     }
 
@@ -401,6 +405,90 @@ fn close_job(txn: &WriteTransaction, job: &JobRecord) -> Result<(), StoreError> 
     Ok(())
 }
 
+/// Why a job an app made may not be charged now: the person's consent to the app is gone (or
+/// is for an earlier registration under the same name), or the charge would take the app past
+/// a spending limit. Read in the transaction that charges, so nothing can slip between.
+fn app_over_cap(
+    txn: &WriteTransaction,
+    job: &JobRecord,
+    day: u32,
+) -> Result<Option<String>, StoreError> {
+    use super::oauth::{AppSpend, ClientRecord, ConsentRecord};
+    let Some(client) = job.client.as_deref() else {
+        return Ok(None);
+    };
+    let uid = txn
+        .open_table(CLIENTS)?
+        .get(client)?
+        .map(|v| codec::decode::<ClientRecord>(v.value()))
+        .transpose()?
+        .map(|c| c.uid);
+    let consent = txn
+        .open_table(CONSENTS)?
+        .get((job.user_id, client))?
+        .map(|v| codec::decode::<ConsentRecord>(v.value()))
+        .transpose()?
+        .filter(|c| Some(c.client_uid) == uid);
+    let Some(consent) = consent else {
+        return Ok(Some(format!(
+            "{client} no longer has access to this account; nothing was charged"
+        )));
+    };
+    let spent: AppSpend = txn
+        .open_table(APP_SPEND)?
+        .get((job.user_id, client))?
+        .map(|v| codec::decode(v.value()))
+        .transpose()?
+        .unwrap_or_default();
+    let cost = u64::from(job.cost);
+    if let Some(cap) = consent.caps.daily
+        && spent.today_on(day) + cost > u64::from(cap)
+    {
+        return Ok(Some(format!(
+            "{client} reached the daily spending limit you set ({} of {cap} credits today; the job costs {cost}); nothing was charged",
+            spent.today_on(day)
+        )));
+    }
+    if let Some(cap) = consent.caps.total
+        && spent.total + cost > u64::from(cap)
+    {
+        return Ok(Some(format!(
+            "{client} reached the spending limit you set ({} of {cap} credits in all; the job costs {cost}); nothing was charged",
+            spent.total
+        )));
+    }
+    Ok(None)
+}
+
+/// Adds `delta` credits (negative: a refund) to what `client` spent of the user's credits.
+fn add_app_spend(
+    txn: &WriteTransaction,
+    user_id: u64,
+    client: &str,
+    day: u32,
+    delta: i64,
+) -> Result<(), StoreError> {
+    use super::oauth::AppSpend;
+    let mut t = txn.open_table(APP_SPEND)?;
+    let mut spent: AppSpend = t
+        .get((user_id, client))?
+        .map(|v| codec::decode(v.value()))
+        .transpose()?
+        .unwrap_or_default();
+    let apply = |v: u64| v.saturating_add_signed(delta);
+    if spent.day == day {
+        spent.today = apply(spent.today);
+    } else if delta > 0 {
+        // A new day: today starts from this charge (a refund of an earlier day's charge leaves
+        // today's figure alone).
+        spent.day = day;
+        spent.today = apply(0);
+    }
+    spent.total = apply(spent.total);
+    t.insert((user_id, client), codec::encode(&spent)?.as_slice())?;
+    Ok(())
+}
+
 /// Fails a job and closes it (see [`fail_open`]).
 fn fail_in(
     txn: &WriteTransaction,
@@ -433,6 +521,10 @@ fn fail_open(
                 Some(job.id),
                 now,
             )?;
+        }
+        if let Some(client) = &job.client {
+            let day = clock::day_of(job.started_at.unwrap_or(now));
+            add_app_spend(txn, job.user_id, client, day, -(job.cost as i64))?;
         }
         if let Some(day) = job.daily_day {
             let mut usage = txn.open_table(DAILY_USAGE)?;
@@ -582,6 +674,9 @@ impl Store {
                 );
                 fail_in(&txn, &mut job, FailCode::DailyLimit, message, now)?;
                 StartOutcome::Failed(job)
+            } else if let Some(message) = app_over_cap(&txn, &job, day)? {
+                fail_in(&txn, &mut job, FailCode::AppLimit, message, now)?;
+                StartOutcome::Failed(job)
             } else {
                 ledger::apply(
                     &txn,
@@ -595,6 +690,9 @@ impl Store {
                     txn.open_table(DAILY_USAGE)?
                         .insert((user.id, day), used + 1)?;
                     job.daily_day = Some(day);
+                }
+                if let Some(client) = &job.client {
+                    add_app_spend(&txn, user.id, client, day, job.cost as i64)?;
                 }
                 job.charged = true;
                 job.watermark = !user.pro;

@@ -27,6 +27,7 @@ pub fn run(db: &Database) -> Result<(), StoreError> {
         txn.open_table(REFRESH_TOKENS)?;
         txn.open_table(ACCESS_TOKENS)?;
         txn.open_table(CONSENTS)?;
+        txn.open_table(APP_SPEND)?;
         txn.open_table(SIGNING_KEYS)?;
         txn.open_table(SESSIONS)?;
         txn.open_table(MODELS)?;

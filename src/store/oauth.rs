@@ -107,6 +107,33 @@ pub struct ConsentRecord {
     /// The `ClientRecord::uid` the consent was given to.
     #[serde(default)]
     pub client_uid: u128,
+    /// The person's spending limits for the app (`images:generate`): credits per UTC day and
+    /// in total; `None` is no limit.
+    #[serde(default)]
+    pub caps: SpendCaps,
+}
+
+/// Limits on what an app may spend of a person's credits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpendCaps {
+    pub daily: Option<u32>,
+    pub total: Option<u32>,
+}
+
+/// What an app spent of a person's credits (charges minus refunds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppSpend {
+    /// The UTC day `today` counts.
+    pub day: u32,
+    pub today: u64,
+    pub total: u64,
+}
+
+impl AppSpend {
+    /// Today's spend as of `day` (zero once the day has turned).
+    pub fn today_on(&self, day: u32) -> u64 {
+        if self.day == day { self.today } else { 0 }
+    }
 }
 
 #[derive(Clone, Serialize, Deserialize)]
@@ -694,6 +721,7 @@ impl Store {
         user_id: u64,
         client: &str,
         scopes: Vec<String>,
+        caps: Option<SpendCaps>,
         now: Millis,
     ) -> Result<(), StoreError> {
         let txn = self.begin_write()?;
@@ -706,13 +734,13 @@ impl Store {
                 .ok_or_else(|| StoreError::NotFound(format!("no client named {client:?}")))?
                 .uid;
             let mut t = txn.open_table(CONSENTS)?;
-            let mut merged: Vec<String> = t
+            let earlier = t
                 .get((user_id, client))?
                 .map(|v| codec::decode::<ConsentRecord>(v.value()))
                 .transpose()?
-                .filter(|c| c.client_uid == client_uid)
-                .map(|c| c.scopes)
-                .unwrap_or_default();
+                .filter(|c| c.client_uid == client_uid);
+            let caps = caps.unwrap_or_else(|| earlier.as_ref().map(|c| c.caps).unwrap_or_default());
+            let mut merged: Vec<String> = earlier.map(|c| c.scopes).unwrap_or_default();
             for s in scopes {
                 if !merged.contains(&s) {
                     merged.push(s);
@@ -724,12 +752,51 @@ impl Store {
                     scopes: merged,
                     granted_at: now,
                     client_uid,
+                    caps,
                 })?
                 .as_slice(),
             )?;
         }
         self.commit(txn)?;
         Ok(())
+    }
+
+    /// Changes the spending limits the person set for an app they allowed.
+    pub fn set_app_caps(
+        &self,
+        user_id: u64,
+        client: &str,
+        caps: SpendCaps,
+    ) -> Result<(), StoreError> {
+        let txn = self.begin_write()?;
+        {
+            let mut t = txn.open_table(CONSENTS)?;
+            let mut consent: ConsentRecord = t
+                .get((user_id, client))?
+                .map(|v| codec::decode(v.value()))
+                .transpose()?
+                .ok_or_else(|| StoreError::NotFound(format!("{client:?} is not allowed")))?;
+            consent.caps = caps;
+            t.insert((user_id, client), codec::encode(&consent)?.as_slice())?;
+        }
+        self.commit(txn)?;
+        Ok(())
+    }
+
+    /// What each app spent of the user's credits, by client id.
+    pub fn app_spend(&self, user_id: u64) -> Result<Vec<(String, AppSpend)>, StoreError> {
+        let txn = self.begin_read()?;
+        let t = txn.open_table(APP_SPEND)?;
+        let mut out = Vec::new();
+        for row in t.range((user_id, "")..)? {
+            let (k, v) = row?;
+            let (uid, client) = k.value();
+            if uid != user_id {
+                break;
+            }
+            out.push((client.to_string(), codec::decode(v.value())?));
+        }
+        Ok(out)
     }
 
     /// Signing keys, newest first.

@@ -32,6 +32,9 @@ pub struct Settings {
     pub signup_approval: u32,
     /// Difficulty of the proof-of-work bot check, in leading zero bits (2^n hashes on average).
     pub challenge_bits: u32,
+    /// The daily spending limit (credits) the consent page proposes when an app asks to make
+    /// pictures (`images:generate`); the person may change or clear it. 0: no limit proposed.
+    pub app_daily_cap: u32,
     // Data files written before prices were keyed by model id: read, never written, and
     // superseded by `prices` once a price is set.
     #[serde(skip_serializing, rename = "price_fast")]
@@ -53,6 +56,7 @@ impl Default for Settings {
             registration_open: 1,
             signup_approval: 0,
             challenge_bits: 18,
+            app_daily_cap: 10,
             legacy_fast: None,
             legacy_artist: None,
             legacy_plus: None,
@@ -61,7 +65,7 @@ impl Default for Settings {
 }
 
 /// Setting names other than the per-model prices, as the CLI and docs spell them.
-const OTHER_KEYS: [&str; 7] = [
+const OTHER_KEYS: [&str; 8] = [
     "price.edit",
     "daily_limit",
     "daily_limit_pro",
@@ -69,6 +73,7 @@ const OTHER_KEYS: [&str; 7] = [
     "registration_open",
     "signup_approval",
     "challenge_bits",
+    "app_daily_cap",
 ];
 
 /// Setting names as the CLI and docs spell them: `price.<model id>` for every model of the
@@ -120,6 +125,7 @@ impl Settings {
             "registration_open" => self.registration_open,
             "signup_approval" => self.signup_approval,
             "challenge_bits" => self.challenge_bits,
+            "app_daily_cap" => self.app_daily_cap,
             _ => return None,
         })
     }
@@ -150,6 +156,7 @@ impl Settings {
             "registration_open" => &mut self.registration_open,
             "signup_approval" => &mut self.signup_approval,
             "challenge_bits" => &mut self.challenge_bits,
+            "app_daily_cap" => &mut self.app_daily_cap,
             _ => return None,
         } = value;
         Some(())
@@ -187,6 +194,11 @@ impl Store {
         if key.starts_with("price.") && !(1..=1_000_000).contains(&value) {
             return Err(StoreError::Invalid(format!(
                 "{key} must be between 1 and 1000000 credits"
+            )));
+        }
+        if key == "app_daily_cap" && value > 1_000_000 {
+            return Err(StoreError::Invalid(format!(
+                "{key} must be between 0 and 1000000 credits"
             )));
         }
         if matches!(key, "registration_open" | "signup_approval") && value > 1 {

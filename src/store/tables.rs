@@ -53,6 +53,8 @@ pub const ACCESS_TOKENS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("oauth_access_tokens");
 /// (user id, client id) → `ConsentRecord`.
 pub const CONSENTS: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("oauth_consents");
+/// (user id, client id) → `AppSpend`: what an app spent of the user's credits.
+pub const APP_SPEND: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("app_spend");
 /// kid → `SigningKeyRecord` (RS256 keys; private part as PKCS#8).
 pub const SIGNING_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("oauth_signing_keys");
 /// model name → `ModelRecord` (installed diffusion models).
@@ -85,6 +87,7 @@ pub(crate) fn copy_all(
     copy(src, dst, REFRESH_TOKENS)?;
     copy(src, dst, ACCESS_TOKENS)?;
     copy(src, dst, CONSENTS)?;
+    copy(src, dst, APP_SPEND)?;
     copy(src, dst, MODELS)?;
     copy(src, dst, SIGNING_KEYS)?;
     copy(src, dst, SESSIONS)?;

@@ -43,6 +43,7 @@ pub fn routes() -> Route {
         .at("/key", post(issue_key_post))
         .at("/webhook-secret", post(webhook_secret_post))
         .at("/apps/revoke", post(revoke_app_post))
+        .at("/apps/limits", post(app_limits_post))
 }
 
 /// `GET /`: the playground when signed in, the sign-in page otherwise.
@@ -65,6 +66,16 @@ struct AppView {
     client: String,
     scopes: Vec<&'static str>,
     since: String,
+    /// For apps allowed to make pictures: what they spent and the limits set.
+    spending: Option<SpendingView>,
+}
+
+struct SpendingView {
+    today: u64,
+    total: u64,
+    /// The limits as the form shows them (empty: none).
+    cap_daily: String,
+    cap_total: String,
 }
 
 #[derive(askama::Template)]
@@ -168,6 +179,7 @@ fn apps_of(state: &AppState, user_id: u64, now: Millis) -> Vec<AppView> {
                         client: fam.client.clone(),
                         scopes: Vec::new(),
                         since: String::new(),
+                        spending: None,
                     },
                     fam.created_at,
                 ));
@@ -202,14 +214,34 @@ fn apps_of(state: &AppState, user_id: u64, now: Millis) -> Vec<AppView> {
                     client: client.name,
                     scopes,
                     since: String::new(),
+                    spending: None,
                 },
                 consent.granted_at,
             ));
         }
     }
+    let spent = state.store.app_spend(user_id).unwrap_or_default();
+    let day = crate::clock::day_of(now);
     apps.into_iter()
         .map(|(mut app, since)| {
             app.since = date_of(since);
+            let consent = state.store.consent(user_id, &app.client).ok().flatten();
+            if let Some(consent) =
+                consent.filter(|c| c.scopes.iter().any(|s| s == "images:generate"))
+            {
+                let spend = spent
+                    .iter()
+                    .find(|(c, _)| *c == app.client)
+                    .map(|(_, s)| *s)
+                    .unwrap_or_default();
+                let shown = |v: Option<u32>| v.map(|n| n.to_string()).unwrap_or_default();
+                app.spending = Some(SpendingView {
+                    today: spend.today_on(day),
+                    total: spend.total,
+                    cap_daily: shown(consent.caps.daily),
+                    cap_total: shown(consent.caps.total),
+                });
+            }
             app
         })
         .collect()
@@ -295,6 +327,7 @@ fn notice_for(done: Option<&str>) -> Option<&'static str> {
         }
         "totp-off" => "Two-factor authentication is off.",
         "revoked" => "The app's access was revoked.",
+        "limits" => "The app's spending limits were saved.",
         _ => return None,
     })
 }
@@ -1021,6 +1054,56 @@ pub async fn revoke_app_post(
             redirect("/account?done=revoked")
         }
         Err(e) => server_error(&state, "revoking an app", e),
+    }
+}
+
+/// `POST /account/apps/limits`: the person changes an app's spending limits (empty: none).
+#[handler]
+pub async fn app_limits_post(
+    req: &Request,
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    body: String,
+) -> Response {
+    let params = match crate::idp::authorize::parse_params(&body) {
+        Ok(p) => p,
+        Err(_) => return csrf_refused(&state),
+    };
+    let csrf = params.get("csrf").map(String::as_str).unwrap_or_default();
+    if !csrf_ok(&state, req, jar, csrf) {
+        return csrf_refused(&state);
+    }
+    let Some(s) = signed_in(&state, jar) else {
+        return login_redirect();
+    };
+    let caps = match crate::idp::authorize::spend_caps(&params) {
+        Ok(c) => c,
+        Err(message) => {
+            return render(
+                &state,
+                jar,
+                &s.user,
+                Extras::error("apps", message),
+                StatusCode::BAD_REQUEST,
+            );
+        }
+    };
+    let client = params.get("client").cloned().unwrap_or_default();
+    let uid = s.user.id;
+    match state
+        .store
+        .call(move |st| st.set_app_caps(uid, &client, caps))
+        .await
+    {
+        Ok(()) => redirect("/account?done=limits"),
+        Err(StoreError::NotFound(_)) => render(
+            &state,
+            jar,
+            &s.user,
+            Extras::error("apps", "That app does not have access to your account."),
+            StatusCode::NOT_FOUND,
+        ),
+        Err(e) => server_error(&state, "saving an app's limits", e),
     }
 }
 

@@ -596,6 +596,47 @@ async fn spending_limits_set_at_consent_are_enforced_in_the_charge() {
         "charged {charged}, cap {}",
         spent_now + 1
     );
+
+    // The ledger names the app on its charges (and only there); the admin page shows its spend.
+    let bob = s.store().user_by_email("bob@example.com").unwrap().unwrap();
+    let rows = s.store().ledger(bob.id).unwrap();
+    let by_app: i64 = rows
+        .iter()
+        .filter(|r| r.client.as_deref() == Some("painter-app"))
+        .map(|r| -r.delta)
+        .sum();
+    assert_eq!(
+        by_app, charged,
+        "the app's ledger rows add up to what it spent"
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r.delta < 0 && r.job_id.is_some() && r.client.is_none()),
+        "Bob's own job is charged without an app"
+    );
+    let hash = pictor::auth::password::hash("root's long password").unwrap();
+    s.admin(pictor::ops::AdminRequest::UserAdd {
+        email: "root@example.com".into(),
+        name: None,
+        password_hash: Some(hash),
+        admin: true,
+        pro: false,
+        credits: 0,
+    });
+    let mut root = Browser::new();
+    let page = root.get(&s.url("/login")).await;
+    let mut fields = form_fields(&page.body, "/login");
+    set_field(&mut fields, "email", "root@example.com");
+    set_field(&mut fields, "password", "root's long password");
+    assert_eq!(root.post(&s.url("/login"), &fields).await.status, 303);
+    let admin = root.get(&s.url("/admin")).await;
+    assert!(
+        admin
+            .body
+            .contains(&format!("Spent {charged} credits today, {charged} in all")),
+        "{}",
+        admin.body
+    );
     s.assert_books_balanced();
     s.stop().await;
 }

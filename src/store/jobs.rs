@@ -513,12 +513,13 @@ fn fail_open(
 ) -> Result<(), StoreError> {
     if job.charged && !job.refunded {
         if let Some(mut user) = read_user(txn, job.user_id)? {
-            ledger::apply(
+            ledger::apply_for(
                 txn,
                 &mut user,
                 job.cost as i64,
                 LedgerReason::Refund,
                 Some(job.id),
+                job.client.as_deref(),
                 now,
             )?;
         }
@@ -678,12 +679,13 @@ impl Store {
                 fail_in(&txn, &mut job, FailCode::AppLimit, message, now)?;
                 StartOutcome::Failed(job)
             } else {
-                ledger::apply(
+                ledger::apply_for(
                     &txn,
                     &mut user,
                     -(job.cost as i64),
                     LedgerReason::Charge,
                     Some(job.id),
+                    job.client.as_deref(),
                     now,
                 )?;
                 if job.kind == JobKind::Generate {

@@ -29,6 +29,10 @@ pub struct LedgerEntry {
     pub reason: LedgerReason,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub job_id: Option<u128>,
+    /// The app (OAuth client) that made the job charged or refunded, for jobs made with the
+    /// person's access token.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client: Option<String>,
     pub at: Millis,
 }
 
@@ -40,6 +44,19 @@ pub(crate) fn apply(
     delta: i64,
     reason: LedgerReason,
     job_id: Option<u128>,
+    now: Millis,
+) -> Result<LedgerEntry, StoreError> {
+    apply_for(txn, user, delta, reason, job_id, None, now)
+}
+
+/// [`apply`] for a job an app made: the row names the app too.
+pub(crate) fn apply_for(
+    txn: &WriteTransaction,
+    user: &mut UserRecord,
+    delta: i64,
+    reason: LedgerReason,
+    job_id: Option<u128>,
+    client: Option<&str>,
     now: Millis,
 ) -> Result<LedgerEntry, StoreError> {
     let balance_after = user
@@ -59,6 +76,7 @@ pub(crate) fn apply(
         balance_after,
         reason,
         job_id,
+        client: client.map(str::to_string),
         at: now,
     };
     txn.open_table(LEDGER)?

@@ -783,6 +783,21 @@ impl Store {
         Ok(())
     }
 
+    /// What each app spent of everyone's credits: (client id, today, in all), by client id.
+    pub fn app_spend_by_client(&self, day: u32) -> Result<Vec<(String, u64, u64)>, StoreError> {
+        let txn = self.begin_read()?;
+        let t = txn.open_table(APP_SPEND)?;
+        let mut by: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+        for row in t.iter()? {
+            let (k, v) = row?;
+            let spend: AppSpend = codec::decode(v.value())?;
+            let e = by.entry(k.value().1.to_string()).or_default();
+            e.0 += spend.today_on(day);
+            e.1 += spend.total;
+        }
+        Ok(by.into_iter().map(|(c, (d, t))| (c, d, t)).collect())
+    }
+
     /// What each app spent of the user's credits, by client id.
     pub fn app_spend(&self, user_id: u64) -> Result<Vec<(String, AppSpend)>, StoreError> {
         let txn = self.begin_read()?;

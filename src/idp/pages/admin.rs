@@ -40,6 +40,8 @@ struct ClientView {
     name: String,
     redirect_uris: Vec<String>,
     post_logout_redirect_uris: Vec<String>,
+    /// Credits the app spent of people's credits: today, in all.
+    spent: (u64, u64),
     created: String,
 }
 
@@ -109,10 +111,18 @@ fn render(
     extras: Extras,
     status: StatusCode,
 ) -> Response {
+    let spend = state
+        .store
+        .app_spend_by_client(crate::clock::day_of(state.clock.now()))
+        .unwrap_or_default();
     let mut clients: Vec<ClientView> = match state.store.clients() {
         Ok(list) => list
             .into_iter()
             .map(|c| ClientView {
+                spent: spend
+                    .iter()
+                    .find(|(name, _, _)| *name == c.name)
+                    .map_or((0, 0), |(_, d, t)| (*d, *t)),
                 name: c.name,
                 redirect_uris: c.redirect_uris,
                 post_logout_redirect_uris: c.post_logout_redirect_uris,

@@ -107,7 +107,7 @@ fn main() {
         let user = ops::execute(&store, &h.state.idp.secrets, AdminRequest::UserAdd { email: "b@example.com".into(), name: None, password_hash: Some(hash), admin: false, pro: false, credits: 10 }, clock.now()).unwrap();
         let user_id = pictor::store::UserId::parse(user["user_id"].as_str().unwrap()).unwrap().0;
         let key = ops::execute(&store, &h.state.idp.secrets, AdminRequest::KeyIssue { email: "b@example.com".into() }, clock.now()).unwrap()["api_key"].as_str().unwrap().to_string();
-        let client_v = ops::execute(&store, &h.state.idp.secrets, AdminRequest::ClientAdd { name: "bench".into(), redirect_uris: vec![REDIRECT.into()], post_logout_redirect_uris: Vec::new() }, clock.now()).unwrap();
+        let client_v = ops::execute(&store, &h.state.idp.secrets, AdminRequest::ClientAdd { name: "bench".into(), redirect_uris: vec![REDIRECT.into()], post_logout_redirect_uris: Vec::new(), profile: Default::default() }, clock.now()).unwrap();
         let secret = client_v["app_secret"].as_str().unwrap().to_string();
         let http = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
         let base = h.base_url.clone();

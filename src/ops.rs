@@ -52,6 +52,8 @@ pub enum AdminRequest {
         redirect_uris: Vec<String>,
         #[serde(default)]
         post_logout_redirect_uris: Vec<String>,
+        #[serde(default)]
+        profile: crate::store::oauth::ClientProfile,
     },
     /// Replaces a client's post-logout redirect URIs (none: logout ends on Pictor's page).
     ClientLogoutUris {
@@ -231,12 +233,14 @@ pub fn execute(
             name,
             redirect_uris,
             post_logout_redirect_uris,
+            profile,
         } => {
             let secret = add_client(
                 store,
                 &name,
                 &redirect_uris,
                 &post_logout_redirect_uris,
+                profile,
                 now,
             )?;
             Ok(json!({ "app_name": name, "app_secret": secret }))
@@ -274,7 +278,7 @@ pub fn execute(
             let clients: Vec<Value> = store
                 .clients()?
                 .into_iter()
-                .map(|c| json!({ "app_name": c.name, "redirect_uris": c.redirect_uris, "post_logout_redirect_uris": c.post_logout_redirect_uris, "created_at": c.created_at }))
+                .map(|c| json!({ "app_name": c.name, "display_name": c.profile.display_name, "logo_uri": c.profile.logo_uri, "homepage": c.profile.homepage, "redirect_uris": c.redirect_uris, "post_logout_redirect_uris": c.post_logout_redirect_uris, "created_at": c.created_at }))
                 .collect();
             Ok(json!({ "clients": clients }))
         }
@@ -362,6 +366,35 @@ pub fn set_logout_uris(store: &Store, name: &str, uris: Vec<String>) -> Result<(
     Ok(())
 }
 
+/// Trims an app's profile (blank fields are none) and checks it: a display name of at most 64
+/// printable characters, a logo and a homepage that are absolute http(s) URLs.
+fn check_profile(
+    p: crate::store::oauth::ClientProfile,
+) -> Result<crate::store::oauth::ClientProfile, OpError> {
+    let clean = |v: Option<String>| v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+    let display_name = clean(p.display_name);
+    if let Some(n) = &display_name
+        && (n.chars().count() > 64 || n.chars().any(char::is_control))
+    {
+        return Err(OpError::Invalid(
+            "the display name must be at most 64 characters, without control characters".into(),
+        ));
+    }
+    let url = |v: Option<String>, what: &str| -> Result<Option<String>, OpError> {
+        match clean(v) {
+            None => Ok(None),
+            Some(u) => check_redirect_uri(&u)
+                .map(|()| Some(u))
+                .map_err(|e| OpError::Invalid(e.replace("redirect URI", what))),
+        }
+    };
+    Ok(crate::store::oauth::ClientProfile {
+        display_name,
+        logo_uri: url(p.logo_uri, "logo URI")?,
+        homepage: url(p.homepage, "homepage")?,
+    })
+}
+
 fn check_logout_uris(uris: &[String]) -> Result<(), OpError> {
     if uris.len() > 20 {
         return Err(OpError::Invalid(
@@ -380,6 +413,7 @@ pub fn add_client(
     name: &str,
     redirect_uris: &[String],
     post_logout_redirect_uris: &[String],
+    profile: crate::store::oauth::ClientProfile,
     now: Millis,
 ) -> Result<String, OpError> {
     let valid_name = !name.is_empty()
@@ -399,6 +433,7 @@ pub fn add_client(
         check_redirect_uri(uri).map_err(OpError::Invalid)?;
     }
     check_logout_uris(post_logout_redirect_uris)?;
+    let profile = check_profile(profile)?;
     let secret = crate::idp::crypto::random_token("pcs_");
     let record = crate::store::oauth::ClientRecord {
         name: name.to_string(),
@@ -412,6 +447,7 @@ pub fn add_client(
             }
         },
         post_logout_redirect_uris: post_logout_redirect_uris.to_vec(),
+        profile,
     };
     store.add_client(record)?;
     Ok(secret)

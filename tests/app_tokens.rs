@@ -640,3 +640,117 @@ async fn spending_limits_set_at_consent_are_enforced_in_the_charge() {
     s.assert_books_balanced();
     s.stop().await;
 }
+
+/// The consent page presents the app by its display name, with its homepage and its logo (the
+/// page's policy lets the browser load that one image from the app's origin); bad profiles are
+/// refused at registration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_consent_page_shows_the_apps_profile() {
+    use pictor::ops::AdminRequest;
+    use pictor::store::oauth::ClientProfile;
+    let s = TestServer::start().await;
+    s.finish_setup();
+    s.person("bob@example.com", "bob's long password");
+    let profile = |name: &str, logo: &str, home: &str| ClientProfile {
+        display_name: Some(name.into()),
+        logo_uri: Some(logo.into()),
+        homepage: Some(home.into()),
+    };
+    let add = |name: &str, p: ClientProfile| {
+        let state = &s.handle.as_ref().unwrap().state;
+        pictor::ops::execute(
+            &state.store,
+            &state.idp.secrets,
+            AdminRequest::ClientAdd {
+                name: name.into(),
+                redirect_uris: vec![REDIRECT.into()],
+                post_logout_redirect_uris: Vec::new(),
+                profile: p,
+            },
+            s.clock.now(),
+        )
+    };
+    for (what, p) in [
+        (
+            "a script logo",
+            profile("Painter", "javascript:alert(1)", "https://painter.example/"),
+        ),
+        (
+            "a control character",
+            profile(
+                "Pain\u{7}ter",
+                "https://cdn.painter.example/l.png",
+                "https://painter.example/",
+            ),
+        ),
+        (
+            "a long name",
+            profile(
+                &"x".repeat(65),
+                "https://cdn.painter.example/l.png",
+                "https://painter.example/",
+            ),
+        ),
+        (
+            "a homepage with a fragment",
+            profile(
+                "Painter",
+                "https://cdn.painter.example/l.png",
+                "https://painter.example/#x",
+            ),
+        ),
+    ] {
+        assert!(add("bad-app", p).is_err(), "{what} is refused");
+    }
+    assert!(s.store().client("bad-app").unwrap().is_none());
+    let v = add(
+        "painter-app",
+        profile(
+            "Painter App",
+            "https://cdn.painter.example/logo.png",
+            "https://painter.example/",
+        ),
+    )
+    .unwrap();
+    assert_eq!(v["app_name"], "painter-app");
+
+    let mut browser = Browser::new();
+    let url = format!(
+        "{}/oauth/authorize?{}",
+        s.base,
+        serde_urlencoded::to_string([
+            ("response_type", "code"),
+            ("client_id", "painter-app"),
+            ("redirect_uri", REDIRECT),
+            ("state", "st"),
+            ("scope", "openid images:generate"),
+        ])
+        .unwrap()
+    );
+    let page = browser.get(&url).await;
+    let page = browser.follow(&s.base, page).await;
+    let mut fields = form_fields(&page.body, "/login");
+    set_field(&mut fields, "email", "bob@example.com");
+    set_field(&mut fields, "password", "bob's long password");
+    let r = browser.post(&s.url("/login"), &fields).await;
+    let consent = browser.follow(&s.base, r).await;
+    assert_eq!(consent.status, 200);
+    let body = &consent.body;
+    assert!(
+        body.contains("Allow <strong>Painter App</strong>"),
+        "{body}"
+    );
+    assert!(
+        body.contains("<code>painter-app</code>"),
+        "the app id is shown too"
+    );
+    assert!(body.contains("href=\"https://painter.example/\""));
+    assert!(body.contains("src=\"https://cdn.painter.example/logo.png\""));
+    assert!(body.contains("How much may Painter App spend"));
+    let csp = consent.headers["content-security-policy"].to_str().unwrap();
+    assert!(
+        csp.contains("img-src 'self' data: https://cdn.painter.example;"),
+        "{csp}"
+    );
+    s.stop().await;
+}

@@ -315,6 +315,10 @@ fn the_cli_registers_post_logout_uris() {
             REDIRECT,
             "--post-logout-redirect-uri",
             BYE,
+            "--display-name",
+            "Web App",
+            "--homepage",
+            "https://web.example/",
             "--json",
         ],
         None,
@@ -322,6 +326,9 @@ fn the_cli_registers_post_logout_uris() {
     assert!(v["app_secret"].as_str().unwrap().starts_with("pcs_"));
     let list = cli_json(dir.path(), &["client", "list", "--json"], None);
     assert_eq!(list["clients"][0]["post_logout_redirect_uris"][0], BYE);
+    assert_eq!(list["clients"][0]["display_name"], "Web App");
+    assert_eq!(list["clients"][0]["homepage"], "https://web.example/");
+    assert!(list["clients"][0]["logo_uri"].is_null());
     let (code, _, err) = run_cli(
         dir.path(),
         &[

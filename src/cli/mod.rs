@@ -213,6 +213,15 @@ pub enum ClientCommand {
         /// exact match); repeat for several. Without one, logout ends on Pictor's own page.
         #[arg(long = "post-logout-redirect-uri")]
         post_logout_redirect_uris: Vec<String>,
+        /// The app's name as people should see it on the consent page (at most 64 characters).
+        #[arg(long)]
+        display_name: Option<String>,
+        /// The app's logo (http/https URL); the consent page links it, Pictor never fetches it.
+        #[arg(long)]
+        logo_uri: Option<String>,
+        /// The app's homepage (http/https URL), linked on the consent page.
+        #[arg(long)]
+        homepage: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -895,12 +904,20 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
             name,
             redirect_uris,
             post_logout_redirect_uris,
+            display_name,
+            logo_uri,
+            homepage,
             json,
         }) => {
             let req = AdminRequest::ClientAdd {
                 name: name.clone(),
                 redirect_uris: redirect_uris.clone(),
                 post_logout_redirect_uris: post_logout_redirect_uris.clone(),
+                profile: crate::store::oauth::ClientProfile {
+                    display_name: display_name.clone(),
+                    logo_uri: logo_uri.clone(),
+                    homepage: homepage.clone(),
+                },
             };
             let v = run_admin(dir, req).await?;
             if !*json {

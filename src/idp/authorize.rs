@@ -341,6 +341,10 @@ async fn issue_code(
 #[template(path = "consent.html")]
 struct ConsentPage {
     app: String,
+    /// The app's display name (its client id when it has none).
+    display: String,
+    logo: Option<String>,
+    homepage: Option<String>,
     email: String,
     scopes: Vec<&'static str>,
     /// When the app asks to make pictures: the proposed (daily, total) spending limits.
@@ -463,15 +467,29 @@ pub async fn authorize_get(req: &Request, state: Data<&AppState>, jar: &CookieJa
                 }
             }
         });
-    page(&ConsentPage {
+    let profile = &authz.client.profile;
+    let logo = profile.logo_uri.clone();
+    let resp = page(&ConsentPage {
         app: authz.client.name.clone(),
+        display: profile
+            .display_name
+            .clone()
+            .unwrap_or_else(|| authz.client.name.clone()),
+        logo: logo.clone(),
+        homepage: profile.homepage.clone(),
         email: me.user.email.clone(),
         scopes: authz.scopes.iter().map(|s| scope_description(s)).collect(),
         spending,
         csrf: csrf_token(&state, jar),
         params: carried(&normal),
         return_to: here.clone(),
-    })
+    });
+    // The logo is the app's own: the browser loads it from the app's origin (Pictor never
+    // fetches it), so the page's policy lets images come from there and nowhere else.
+    match logo.as_deref().and_then(|l| url::Url::parse(l).ok()) {
+        Some(u) => super::web::allow_images_from(resp, &u.origin().ascii_serialization()),
+        None => resp,
+    }
 }
 
 /// The spending limits of the consent form: `cap_daily` and `cap_total`, whole credits from 0

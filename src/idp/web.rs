@@ -246,6 +246,17 @@ pub fn secure_page(mut resp: Response) -> Response {
     resp
 }
 
+/// The page's security policy, with images allowed from `origin` too (an app's logo).
+pub fn allow_images_from(mut resp: Response, origin: &str) -> Response {
+    let policy = format!(
+        "default-src 'self'; img-src 'self' data: {origin}; style-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+    );
+    if let Ok(v) = HeaderValue::from_str(&policy) {
+        resp.headers_mut().insert("content-security-policy", v);
+    }
+    resp
+}
+
 /// Renders an askama template as a page with the security headers.
 pub fn page<T: askama::Template>(t: &T) -> Response {
     page_with_status(t, StatusCode::OK)

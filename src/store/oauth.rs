@@ -36,6 +36,21 @@ pub struct ClientRecord {
     /// `redirect_uris`. Empty: logout ends on Pictor's own "signed out" page.
     #[serde(default)]
     pub post_logout_redirect_uris: Vec<String>,
+    /// How the consent page presents the app.
+    #[serde(default)]
+    pub profile: ClientProfile,
+}
+
+/// What the consent page shows of an app besides its client id: a display name, a logo (linked
+/// from the app's own server, never fetched by Pictor) and a homepage.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientProfile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logo_uri: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub homepage: Option<String>,
 }
 
 impl fmt::Debug for ClientRecord {

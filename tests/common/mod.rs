@@ -806,6 +806,7 @@ impl TestServer {
             name: name.into(),
             redirect_uris: redirect_uris.iter().map(|s| s.to_string()).collect(),
             post_logout_redirect_uris: Vec::new(),
+            profile: Default::default(),
         });
         (
             v["app_name"].as_str().unwrap().to_string(),

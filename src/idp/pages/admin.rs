@@ -240,6 +240,12 @@ pub struct ClientForm {
     redirect_uris: String,
     #[serde(default)]
     post_logout_redirect_uris: String,
+    #[serde(default)]
+    display_name: String,
+    #[serde(default)]
+    logo_uri: String,
+    #[serde(default)]
+    homepage: String,
 }
 
 #[handler]
@@ -294,10 +300,15 @@ pub async fn add_client_post(
         );
     }
     let now = state.clock.now();
+    let profile = crate::store::oauth::ClientProfile {
+        display_name: Some(f.display_name.chars().take(200).collect()),
+        logo_uri: Some(f.logo_uri.chars().take(2_100).collect()),
+        homepage: Some(f.homepage.chars().take(2_100).collect()),
+    };
     let (n, u) = (name.clone(), uris.clone());
     match state
         .store
-        .call(move |st| ops::add_client(st, &n, &u, &logout_uris, now))
+        .call(move |st| ops::add_client(st, &n, &u, &logout_uris, profile, now))
         .await
     {
         Ok(secret) => {

@@ -45,7 +45,7 @@ impl AuthzRequest {
 const AUTH_AFTER: &str = "auth_after";
 
 pub enum Checked {
-    Ok(AuthzRequest),
+    Ok(Box<AuthzRequest>),
     /// Shown on Pictor: the client or redirect URI cannot be trusted.
     Page(Response),
     /// Sent back to the (verified) redirect URI.
@@ -263,7 +263,7 @@ pub fn check(state: &AppState, p: &HashMap<String, String>) -> Checked {
         _ => "page",
     }
     .to_string();
-    Checked::Ok(AuthzRequest {
+    Checked::Ok(Box::new(AuthzRequest {
         client,
         redirect_uri,
         state: client_state.to_string(),
@@ -273,7 +273,7 @@ pub fn check(state: &AppState, p: &HashMap<String, String>) -> Checked {
         display,
         prompt,
         auth_after,
-    })
+    }))
 }
 
 /// The request's parameters to carry through sign-in and the consent form.

@@ -2,8 +2,8 @@
 //! whole key is stored. The key is high-entropy, so a fast hash is enough (no salt, no argon2).
 
 use rand::RngExt;
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
+
+use super::secret;
 
 pub const PREFIX: &str = "vx_";
 const HEX_LEN: usize = 64;
@@ -22,7 +22,7 @@ pub fn mint() -> NewApiKey {
 }
 
 pub fn hash(key: &str) -> [u8; 32] {
-    Sha256::digest(key.as_bytes()).into()
+    secret::sha256(key)
 }
 
 /// The hash of a well-formed key (`vx_` + 64 lower-case hex digits); `None` for anything else,
@@ -36,7 +36,7 @@ pub fn parse_and_hash(key: &str) -> Option<[u8; 32]> {
 }
 
 pub fn hashes_equal(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && bool::from(a.ct_eq(b))
+    secret::ct_eq(a, b)
 }
 
 #[cfg(test)]

@@ -1,10 +1,13 @@
 //! Credentials: `vx_` API keys (minted, hashed with SHA-256, looked up), OAuth access tokens
-//! issued to apps (looked up by their SHA-256, with the app and its scopes), Argon2id passwords,
-//! and the `Principal` a request acts as.
+//! issued to apps (looked up by their SHA-256, with the app and its scopes), browser sessions and
+//! their CSRF tokens ([`session`]), Argon2id passwords, the secret helpers all of them share
+//! ([`secret`]), and the `Principal` a request acts as.
 
 pub mod apikey;
 pub mod import;
 pub mod password;
+pub mod secret;
+pub mod session;
 
 use crate::clock::Millis;
 use crate::store::{Store, StoreError, UserRecord};
@@ -48,6 +51,8 @@ pub enum Credential {
     ApiKey,
     /// An OAuth access token issued to `client` (an app) with `scopes`.
     AccessToken { client: String, scopes: Vec<String> },
+    /// A signed-in browser on Pictor's own pages (the playground): the person themselves.
+    Session,
 }
 
 /// The user a request acts as, and through what.
@@ -61,7 +66,7 @@ impl Principal {
     /// Whether the credential covers `scope`.
     pub fn allows(&self, scope: Scope) -> bool {
         match &self.via {
-            Credential::ApiKey => true,
+            Credential::ApiKey | Credential::Session => true,
             Credential::AccessToken { scopes, .. } => scopes.iter().any(|s| s == scope.as_str()),
         }
     }
@@ -69,7 +74,7 @@ impl Principal {
     /// The app acting for the user, when the credential is an access token.
     pub fn client(&self) -> Option<&str> {
         match &self.via {
-            Credential::ApiKey => None,
+            Credential::ApiKey | Credential::Session => None,
             Credential::AccessToken { client, .. } => Some(client),
         }
     }

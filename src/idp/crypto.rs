@@ -6,32 +6,11 @@ use std::path::Path;
 
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use base64::Engine;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::STANDARD;
 use rand::RngExt;
 use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
-/// `prefix` + 43 characters of base64url (256 random bits).
-pub fn random_token(prefix: &str) -> String {
-    let bytes: [u8; 32] = rand::rng().random();
-    format!("{prefix}{}", URL_SAFE_NO_PAD.encode(bytes))
-}
-
-pub fn sha256(value: &str) -> [u8; 32] {
-    Sha256::digest(value.as_bytes()).into()
-}
-
-pub fn sha256_hex(value: &str) -> String {
-    hex::encode(sha256(value))
-}
-
-pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && bool::from(a.ct_eq(b))
-}
-
-pub fn b64url(bytes: &[u8]) -> String {
-    URL_SAFE_NO_PAD.encode(bytes)
-}
+pub use crate::auth::secret::{b64url, ct_eq, random_token, sha256, sha256_hex};
 
 /// RFC 7636 S256: `BASE64URL(SHA256(verifier)) == challenge`, with the verifier's syntax checked.
 pub fn pkce_s256_matches(verifier: &str, challenge: &str) -> bool {

@@ -165,14 +165,17 @@ fn reply<T: IntoResponse>(result: Result<T, ApiError>) -> Response {
     resp
 }
 
-/// The signed-in user, or 401 `unauthorized` (the session is the credential here).
+/// The signed-in user, or 401 `unauthorized` (the session is the credential here: a
+/// [`crate::auth::Principal`] of kind `Session`, which may do what the person may).
 fn session_user(state: &AppState, jar: &CookieJar) -> Result<UserRecord, ApiError> {
-    signed_in(state, jar).map(|s| s.user).ok_or_else(|| {
-        ApiError::new(
-            codes::UNAUTHORIZED,
-            "not signed in: sign in at /login (scripts use an API key with /api/pictor/)",
-        )
-    })
+    crate::auth::session::principal(state, jar)
+        .map(|p| p.user)
+        .ok_or_else(|| {
+            ApiError::new(
+                codes::UNAUTHORIZED,
+                "not signed in: sign in at /login (scripts use an API key with /api/pictor/)",
+            )
+        })
 }
 
 /// CSRF defence of the state-changing endpoints: a request from another site is refused by its

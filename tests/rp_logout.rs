@@ -32,20 +32,7 @@ async fn sign_in(s: &TestServer, browser: &mut Browser, app: &str, secret: &str)
     );
     let back = s.sign_in_and_consent(browser, &url, EMAIL, PASSWORD).await;
     let code = query_of(&back)["code"].clone();
-    let v: Value = reqwest::Client::new()
-        .post(s.url("/oauth/token"))
-        .basic_auth(app, Some(secret))
-        .form(&[
-            ("grant_type", "authorization_code"),
-            ("code", code.as_str()),
-            ("redirect_uri", REDIRECT),
-        ])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v: Value = exchange_code(&s.base, app, secret, REDIRECT, &code).await;
     v["id_token"].as_str().expect("an id_token").to_string()
 }
 
@@ -249,20 +236,7 @@ async fn apps_sign_their_user_out_and_bad_requests_change_nothing() {
         .sign_in_and_consent(&mut eve, &url, "eve@example.com", "eve's long password")
         .await;
     let code = query_of(&back)["code"].clone();
-    let v: Value = reqwest::Client::new()
-        .post(s.url("/oauth/token"))
-        .basic_auth(&other, Some(&other_secret))
-        .form(&[
-            ("grant_type", "authorization_code"),
-            ("code", code.as_str()),
-            ("redirect_uri", REDIRECT),
-        ])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v: Value = exchange_code(&s.base, &other, &other_secret, REDIRECT, &code).await;
     let eves_token = v["id_token"].as_str().unwrap().to_string();
     sign_in(&s, &mut browser, &app, &secret).await;
     let page = browser

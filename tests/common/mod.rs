@@ -860,6 +860,31 @@ pub async fn sign_in_and_consent(
         .unwrap_or_else(|| panic!("no redirect: {} {}", page.status, page.body))
 }
 
+/// Exchanges an authorization code at `base`'s `/oauth/token` with the client's secret (HTTP
+/// Basic); the token response.
+pub async fn exchange_code(
+    base: &str,
+    app: &str,
+    secret: &str,
+    redirect: &str,
+    code: &str,
+) -> Value {
+    reqwest::Client::new()
+        .post(format!("{base}/oauth/token"))
+        .basic_auth(app, Some(secret))
+        .form(&[
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", redirect),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// A tmpfs mounted for a test (root only), unmounted on drop.
 pub struct Mount(pub std::path::PathBuf);
 

@@ -23,5 +23,6 @@ pub mod state;
 pub mod store;
 #[cfg(feature = "tray")]
 pub mod tray;
+pub mod web;
 
 pub use app::{Server, ServerHandle};

@@ -1108,6 +1108,10 @@ async fn every_form_refuses_a_post_without_csrf() {
         ("/account/webhook-secret".into(), vec![]),
         ("/account/apps/revoke".into(), vec![("client", "some-app")]),
         (
+            "/account/apps/limits".into(),
+            vec![("client", "some-app"), ("cap_daily", "1")],
+        ),
+        (
             "/admin/clients".into(),
             vec![("name", "csrf-app"), ("redirect_uris", REDIRECT)],
         ),
@@ -1127,6 +1131,14 @@ async fn every_form_refuses_a_post_without_csrf() {
             .collect();
         let r = b.post(&s.url(path), &owned).await;
         assert_eq!(r.status, 403, "{path} without csrf");
+        // One error page for every form: the site's header and navigation, no OAuth wording.
+        assert!(
+            r.body.contains("Form expired")
+                && r.body.contains("href=\"/playground\"")
+                && !r.body.contains("application"),
+            "{path}: {}",
+            r.body
+        );
         let mut wrong = owned.clone();
         wrong.push(("csrf".into(), "x".repeat(43)));
         let r = b.post(&s.url(path), &wrong).await;

@@ -78,7 +78,7 @@ pub fn too_large(family: Family, limit: usize) -> Response {
             r.set_status(StatusCode::PAYLOAD_TOO_LARGE);
             crate::idp::error::no_store(r)
         }
-        Family::Page => crate::idp::pages::error_page_plain(
+        Family::Page => crate::web::error_page_plain(
             StatusCode::PAYLOAD_TOO_LARGE,
             "Too much data",
             &format!("{what}. Nothing was saved."),
@@ -208,7 +208,7 @@ pub async fn limit_body<E: Endpoint>(
                 crate::api::error::codes::INVALID_REQUEST,
                 &message,
             ),
-            Family::Page => crate::idp::pages::error_page_plain(
+            Family::Page => crate::web::error_page_plain(
                 StatusCode::BAD_REQUEST,
                 "Request not readable",
                 &message,

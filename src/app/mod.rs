@@ -138,7 +138,7 @@ impl Server {
 
         // The link stays valid until an administrator exists (not merely a user: registration
         // is closed until then, and an account made by someone else must not kill the link).
-        let setup_url = (!crate::idp::pages::setup_done(&state))
+        let setup_url = (!crate::web::setup_done(&state))
             .then(|| format!("{public_url}/setup?token={}", state.idp.new_setup_token()));
 
         let resumed = engine.resume().await?;
@@ -170,7 +170,7 @@ impl Server {
             .at("/files/:name", get(files::get_file))
             .at("/metrics", get(observe::metrics_public))
             .at("/healthz", get(observe::healthz))
-            .nest("/", crate::idp::routes())
+            .nest("/", crate::idp::routes(crate::web::routes()))
             .data(state.clone())
             .with(poem::middleware::CookieJarManager::new())
             .around(limits::limit_body);

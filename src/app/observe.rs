@@ -46,7 +46,11 @@ pub async fn request<E: Endpoint>(
     let mut resp = async {
         match ep.call(req).await {
             Ok(resp) => resp.into_response(),
-            Err(err) => crate::api::error::error_response(err, &path),
+            // A page's refusal is a page; anything else that escaped becomes the API's JSON.
+            Err(err) => match err.downcast_ref::<crate::web::PageError>() {
+                Some(page) => page.render(),
+                None => crate::api::error::error_response(err, &path),
+            },
         }
     }
     .instrument(span.clone())

@@ -10,12 +10,12 @@ use poem::web::cookie::CookieJar;
 use poem::{Request, Response, handler};
 
 use super::crypto::{random_token, sha256};
-use super::pages::error_page;
-use super::web::{csrf_ok, csrf_token, page, redirect, secure_page, signed_in};
 use super::{DEFAULT_SCOPES, SCOPES, scope_description};
 use crate::clock::Millis;
 use crate::state::AppState;
 use crate::store::oauth::{CODE_TTL_MS, ClientRecord, CodeRecord};
+use crate::web::oauth_error_page;
+use crate::web::{csrf_ok, csrf_token, page, redirect, secure_page, signed_in};
 
 /// A checked authorization request.
 pub struct AuthzRequest {
@@ -91,7 +91,7 @@ pub fn check(state: &AppState, p: &HashMap<String, String>) -> Checked {
     let get = |k: &str| p.get(k).map(String::as_str).filter(|v| !v.is_empty());
     // 1. Client and redirect URI, before anything can be sent anywhere.
     let Some(client_id) = get("client_id") else {
-        return Checked::Page(error_page(
+        return Checked::Page(oauth_error_page(
             state,
             StatusCode::BAD_REQUEST,
             "Missing client",
@@ -101,7 +101,7 @@ pub fn check(state: &AppState, p: &HashMap<String, String>) -> Checked {
     let client = match state.store.client(client_id) {
         Ok(Some(c)) => c,
         Ok(None) => {
-            return Checked::Page(error_page(
+            return Checked::Page(oauth_error_page(
                 state,
                 StatusCode::BAD_REQUEST,
                 "Unknown application",
@@ -110,7 +110,7 @@ pub fn check(state: &AppState, p: &HashMap<String, String>) -> Checked {
         }
         Err(e) => {
             tracing::error!(error = %e, "client lookup");
-            return Checked::Page(error_page(
+            return Checked::Page(oauth_error_page(
                 state,
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "Server error",
@@ -119,7 +119,7 @@ pub fn check(state: &AppState, p: &HashMap<String, String>) -> Checked {
         }
     };
     let Some(redirect_uri) = get("redirect_uri") else {
-        return Checked::Page(error_page(
+        return Checked::Page(oauth_error_page(
             state,
             StatusCode::BAD_REQUEST,
             "Missing redirect address",
@@ -132,7 +132,7 @@ pub fn check(state: &AppState, p: &HashMap<String, String>) -> Checked {
         .iter()
         .any(|u| u.as_bytes() == redirect_uri.as_bytes())
     {
-        return Checked::Page(error_page(
+        return Checked::Page(oauth_error_page(
             state,
             StatusCode::BAD_REQUEST,
             "Unregistered redirect address",
@@ -359,7 +359,9 @@ pub async fn authorize_get(req: &Request, state: Data<&AppState>, jar: &CookieJa
     let raw = req.uri().query().unwrap_or_default();
     let params = match parse_params(raw) {
         Ok(p) => p,
-        Err(e) => return error_page(&state, StatusCode::BAD_REQUEST, "Malformed request", &e),
+        Err(e) => {
+            return oauth_error_page(&state, StatusCode::BAD_REQUEST, "Malformed request", &e);
+        }
     };
     let authz = match check(&state, &params) {
         Checked::Ok(a) => a,
@@ -487,7 +489,7 @@ pub async fn authorize_get(req: &Request, state: Data<&AppState>, jar: &CookieJa
     // The logo is the app's own: the browser loads it from the app's origin (Pictor never
     // fetches it), so the page's policy lets images come from there and nowhere else.
     match logo.as_deref().and_then(|l| url::Url::parse(l).ok()) {
-        Some(u) => super::web::allow_images_from(resp, &u.origin().ascii_serialization()),
+        Some(u) => crate::web::allow_images_from(resp, &u.origin().ascii_serialization()),
         None => resp,
     }
 }
@@ -534,16 +536,13 @@ pub async fn authorize_post(
 ) -> Response {
     let params = match parse_params(&body) {
         Ok(p) => p,
-        Err(e) => return error_page(&state, StatusCode::BAD_REQUEST, "Malformed request", &e),
+        Err(e) => {
+            return oauth_error_page(&state, StatusCode::BAD_REQUEST, "Malformed request", &e);
+        }
     };
     let csrf = params.get("csrf").map(String::as_str).unwrap_or_default();
     if !csrf_ok(&state, req, jar, csrf) {
-        return error_page(
-            &state,
-            StatusCode::FORBIDDEN,
-            "Form expired",
-            "The form was not sent from this page. Go back, reload it and try again.",
-        );
+        return crate::web::PageError::oauth_form_expired().render();
     }
     let authz = match check(&state, &params) {
         Checked::Ok(a) => a,
@@ -574,7 +573,7 @@ pub async fn authorize_post(
                 match spend_caps(&params) {
                     Ok(caps) => Some(caps),
                     Err(message) => {
-                        return error_page(
+                        return oauth_error_page(
                             &state,
                             StatusCode::BAD_REQUEST,
                             "Check the spending limit",
@@ -607,7 +606,7 @@ pub async fn authorize_post(
             "the user refused",
             Some(&authz.state),
         ),
-        _ => secure_page(error_page(
+        _ => secure_page(oauth_error_page(
             &state,
             StatusCode::BAD_REQUEST,
             "No decision",

@@ -27,9 +27,9 @@ use poem::{Request, Response, handler};
 use serde_json::Value;
 
 use super::authorize::{parse_params, with_params};
-use super::pages::error_page;
-use super::web::{csrf_ok, csrf_token, end_session, page, redirect, session};
 use crate::state::AppState;
+use crate::web::oauth_error_page;
+use crate::web::{csrf_ok, csrf_token, end_session, page, redirect, session};
 
 /// The parameters passed on through the confirmation form.
 const PASSED_ON: [&str; 5] = [
@@ -61,7 +61,7 @@ struct Checked {
 }
 
 fn refuse(state: &AppState, message: &str) -> Response {
-    error_page(
+    oauth_error_page(
         state,
         StatusCode::BAD_REQUEST,
         "This sign-out request cannot be used",
@@ -110,7 +110,7 @@ async fn check(state: &AppState, params: &HashMap<String, String>) -> Result<Che
                 Ok(Ok(Some(c))) => Some(c),
                 Ok(Ok(None)) => return Err(refuse(state, "No app is registered under that name.")),
                 _ => {
-                    return Err(error_page(
+                    return Err(oauth_error_page(
                         state,
                         StatusCode::INTERNAL_SERVER_ERROR,
                         "Something went wrong",
@@ -223,12 +223,7 @@ pub async fn logout_post(
     if confirmed {
         let csrf = params.get("csrf").map(String::as_str).unwrap_or_default();
         if !csrf_ok(&state, req, jar, csrf) {
-            return error_page(
-                &state,
-                StatusCode::FORBIDDEN,
-                "Form expired",
-                "The form was not sent from this page. Go back, reload it and try again.",
-            );
+            return crate::web::PageError::oauth_form_expired().render();
         }
     }
     handle(&state, jar, &params, confirmed).await

@@ -1,7 +1,8 @@
 //! The identity provider of seed 001: OAuth 2.0 authorization code flow with PKCE, OpenID
 //! Connect id_tokens (RS256), userinfo, refresh-token rotation, revocation, discovery and JWKS,
-//! the browser SDK, and the pages where people sign in, register, consent and manage their
-//! account. The issuer is the public URL; everything shares the origin with the image API.
+//! the browser SDK, the consent and sign-out pages. The pages where people sign in, register and
+//! manage their account are [`crate::web`]'s. The issuer is the public URL; everything shares the
+//! origin with the image API.
 
 pub mod authorize;
 pub mod crypto;
@@ -9,18 +10,14 @@ pub mod discovery;
 pub mod error;
 pub mod keys;
 pub mod logout;
-pub mod pages;
 pub mod pow;
 pub mod token;
 pub mod totp;
 pub mod userinfo;
-pub mod web;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use poem::endpoint::make_sync;
-use poem::http::{HeaderValue, header};
-use poem::{Endpoint, IntoResponse, Response, Route, get, post};
+use poem::{Route, get, post};
 use serde_json::{Value, json};
 
 use crate::clock::Millis;
@@ -61,7 +58,7 @@ pub struct IdpState {
     /// the public URL.
     pub discovery: std::sync::OnceLock<(bytes::Bytes, String)>,
     pub secrets: std::sync::Arc<crypto::SecretBox>,
-    pub throttle: web::Throttle,
+    pub throttle: crate::web::Throttle,
     pub challenges: pow::Challenges,
     pub signins_ok: AtomicU64,
     /// An administrator has been seen in the store (first-start setup is over).
@@ -81,7 +78,7 @@ impl IdpState {
             signer: keys::Signer::new(secrets.clone()),
             discovery: std::sync::OnceLock::new(),
             secrets,
-            throttle: web::Throttle::default(),
+            throttle: crate::web::Throttle::default(),
             challenges: pow::Challenges::default(),
             signins_ok: AtomicU64::new(0),
             admin_seen: std::sync::atomic::AtomicBool::new(false),
@@ -175,37 +172,12 @@ pub fn id_token_claims(
 }
 
 const SDK_JS: &str = include_str!("../../assets/static/sdk/pictor-login.js");
-const CSS: &str = include_str!("../../assets/static/pictor.css");
-const ICON: &str = include_str!("../../assets/static/icon.svg");
 
-fn static_text(body: &'static str, content_type: &'static str) -> impl Endpoint<Output = Response> {
-    make_sync(move |_| {
-        let mut resp = body.into_response();
-        let h = resp.headers_mut();
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-        h.insert(
-            header::CACHE_CONTROL,
-            HeaderValue::from_static("public, max-age=3600"),
-        );
-        h.insert(
-            "x-content-type-options",
-            HeaderValue::from_static("nosniff"),
-        );
-        h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
-        resp
-    })
-}
-
-/// The identity provider's routes (OAuth endpoints, discovery, pages, static files). The app wraps
-/// them in a `CookieJarManager`.
-pub fn routes() -> Route {
-    use pages::{account, admin, avatar, login, register, setup};
-    Route::new()
-        .at("/", get(account::home))
-        .nest("/account", account::routes())
-        .nest("/admin", admin::routes())
-        .nest("/setup", setup::routes())
-        .nest("/playground", pages::playground::routes())
+/// The identity provider's routes (OAuth endpoints, discovery, the consent and sign-out pages, the
+/// browser SDK), added to `route` (the pages', [`crate::web::routes`]). The app wraps them in a
+/// `CookieJarManager`.
+pub fn routes(route: Route) -> Route {
+    route
         .at(
             "/.well-known/openid-configuration",
             get(discovery::openid_configuration),
@@ -225,35 +197,8 @@ pub fn routes() -> Route {
             "/oauth/userinfo",
             get(userinfo::userinfo).post(userinfo::userinfo),
         )
-        .at("/login", get(login::login_get).post(login::login_post))
-        .at("/login/totp", get(login::totp_get).post(login::totp_post))
-        .at("/logout", post(login::logout_post))
-        .at(
-            "/register",
-            get(register::register_get).post(register::register_post),
-        )
-        .at("/avatars/:name", get(avatar::avatar))
         .at(
             "/static/sdk/pictor-login.js",
-            static_text(SDK_JS, "text/javascript; charset=utf-8"),
-        )
-        .at(
-            "/static/pictor.css",
-            static_text(CSS, "text/css; charset=utf-8"),
-        )
-        .at("/static/icon.svg", static_text(ICON, "image/svg+xml"))
-        .at(
-            "/static/pow.js",
-            static_text(
-                include_str!("../../assets/static/pow.js"),
-                "text/javascript; charset=utf-8",
-            ),
-        )
-        .at(
-            "/static/playground.js",
-            static_text(
-                include_str!("../../assets/static/playground.js"),
-                "text/javascript; charset=utf-8",
-            ),
+            crate::web::static_text(SDK_JS, "text/javascript; charset=utf-8"),
         )
 }

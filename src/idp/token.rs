@@ -15,12 +15,12 @@ use serde_json::json;
 use super::authorize::parse_params;
 use super::crypto::{b64url, ct_eq, pkce_s256_matches, random_token, sha256, sha256_hex};
 use super::error::{OAuthError, no_store};
-use super::web::client_ip;
 use super::{id_token_claims, user_claims};
 use crate::state::AppState;
 use crate::store::oauth::{ACCESS_TTL_MS, ClientRecord, GrantError, Issued, NewTokens};
+use crate::web::client_ip;
 
-pub use super::web::CLIENT_FAILURES_LIMIT;
+pub use crate::web::throttle::CLIENT_FAILURES_LIMIT;
 
 fn form(req: &Request, body: &str) -> Result<HashMap<String, String>, OAuthError> {
     let ct = req

@@ -219,7 +219,7 @@ impl Tray {
             .as_deref()
             .and_then(model::setup_token)
             .is_some_and(|t| state.idp.setup_token_matches(t));
-        token_ok && !crate::idp::pages::setup_done(state)
+        token_ok && !crate::web::setup_done(state)
     }
 }
 

@@ -10,16 +10,16 @@ use std::collections::HashMap;
 
 use poem::http::StatusCode;
 use poem::web::cookie::CookieJar;
-use poem::web::{Data, Form, Path, Query};
-use poem::{Request, Response, Route, get, handler, post};
+use poem::web::{Data, Path, Query};
+use poem::{Response, Route, get, handler, post};
 use serde::Deserialize;
 
 use super::account::date_of;
-use super::{csrf_refused, error_page, server_error};
-use crate::idp::web::{SignedIn, csrf_ok, csrf_token, page_with_status, redirect, signed_in};
+use super::server_error;
 use crate::ops::{self, OpError};
 use crate::state::AppState;
 use crate::store::{StoreError, UserId, UserPatch, UserRecord};
+use crate::web::{Admin, CheckedForm, SignedIn, csrf_token, page_with_status, redirect};
 
 /// At most this many users are listed at once (narrow the list with the search box).
 const MAX_LISTED_USERS: usize = 200;
@@ -185,20 +185,6 @@ fn render(
     )
 }
 
-/// The signed-in admin, or the response for everyone else (boxed: a `Response` is large).
-fn require_admin(state: &AppState, jar: &CookieJar) -> Result<SignedIn, Box<Response>> {
-    match signed_in(state, jar) {
-        None => Err(Box::new(redirect("/login?return_to=/admin"))),
-        Some(s) if !s.user.admin => Err(Box::new(error_page(
-            state,
-            StatusCode::FORBIDDEN,
-            "Not allowed",
-            "This page is for administrators only.",
-        ))),
-        Some(s) => Ok(s),
-    }
-}
-
 fn notice_for(done: Option<&str>) -> Option<&'static str> {
     Some(match done? {
         "client-removed" => "The app was removed; everything issued to it was revoked.",
@@ -215,11 +201,9 @@ pub async fn admin_get(
     state: Data<&AppState>,
     jar: &CookieJar,
     Query(q): Query<HashMap<String, String>>,
+    Admin(me): Admin,
 ) -> Response {
-    let me = match require_admin(&state, jar) {
-        Ok(s) => s.user,
-        Err(r) => return *r,
-    };
+    let me = me.user;
     let extras = Extras {
         notice: notice_for(q.get("done").map(String::as_str)),
         q: q.get("q")
@@ -232,8 +216,6 @@ pub async fn admin_get(
 
 #[derive(Deserialize)]
 pub struct ClientForm {
-    #[serde(default)]
-    csrf: String,
     #[serde(default)]
     name: String,
     #[serde(default)]
@@ -250,18 +232,12 @@ pub struct ClientForm {
 
 #[handler]
 pub async fn add_client_post(
-    req: &Request,
     state: Data<&AppState>,
     jar: &CookieJar,
-    Form(f): Form<ClientForm>,
+    CheckedForm(f): CheckedForm<ClientForm>,
+    Admin(me): Admin,
 ) -> Response {
-    if !csrf_ok(&state, req, jar, &f.csrf) {
-        return csrf_refused(&state);
-    }
-    let me = match require_admin(&state, jar) {
-        Ok(s) => s.user,
-        Err(r) => return *r,
-    };
+    let me = me.user;
     let name = f.name.trim().to_string();
     let uris: Vec<String> = f
         .redirect_uris
@@ -327,25 +303,17 @@ pub async fn add_client_post(
 #[derive(Deserialize)]
 pub struct RemoveClientForm {
     #[serde(default)]
-    csrf: String,
-    #[serde(default)]
     name: String,
 }
 
 #[handler]
 pub async fn remove_client_post(
-    req: &Request,
     state: Data<&AppState>,
     jar: &CookieJar,
-    Form(f): Form<RemoveClientForm>,
+    CheckedForm(f): CheckedForm<RemoveClientForm>,
+    Admin(me): Admin,
 ) -> Response {
-    if !csrf_ok(&state, req, jar, &f.csrf) {
-        return csrf_refused(&state);
-    }
-    let me = match require_admin(&state, jar) {
-        Ok(s) => s.user,
-        Err(r) => return *r,
-    };
+    let me = me.user;
     let now = state.clock.now();
     let name = f.name.clone();
     match state
@@ -372,9 +340,10 @@ pub async fn remove_client_post(
 fn target_user(
     state: &AppState,
     jar: &CookieJar,
+    me: SignedIn,
     id: &str,
 ) -> Result<(UserRecord, UserRecord), Box<Response>> {
-    let me = require_admin(state, jar)?.user;
+    let me = me.user;
     let found = UserId::parse(id).and_then(|uid| state.store.user(uid.0).ok().flatten());
     match found {
         Some(target) => Ok((me, target)),
@@ -391,23 +360,18 @@ fn target_user(
 #[derive(Deserialize)]
 pub struct CreditsForm {
     #[serde(default)]
-    csrf: String,
-    #[serde(default)]
     amount: String,
 }
 
 #[handler]
 pub async fn credits_post(
-    req: &Request,
     state: Data<&AppState>,
     jar: &CookieJar,
     Path(id): Path<String>,
-    Form(f): Form<CreditsForm>,
+    CheckedForm(f): CheckedForm<CreditsForm>,
+    Admin(me): Admin,
 ) -> Response {
-    if !csrf_ok(&state, req, jar, &f.csrf) {
-        return csrf_refused(&state);
-    }
-    let (me, target) = match target_user(&state, jar, &id) {
+    let (me, target) = match target_user(&state, jar, me, &id) {
         Ok(t) => t,
         Err(r) => return *r,
     };
@@ -443,8 +407,6 @@ pub async fn credits_post(
 #[derive(Deserialize)]
 pub struct FlagForm {
     #[serde(default)]
-    csrf: String,
-    #[serde(default)]
     value: String,
 }
 
@@ -458,16 +420,13 @@ fn parse_flag(value: &str) -> Option<bool> {
 
 #[handler]
 pub async fn pro_post(
-    req: &Request,
     state: Data<&AppState>,
     jar: &CookieJar,
     Path(id): Path<String>,
-    Form(f): Form<FlagForm>,
+    CheckedForm(f): CheckedForm<FlagForm>,
+    Admin(me): Admin,
 ) -> Response {
-    if !csrf_ok(&state, req, jar, &f.csrf) {
-        return csrf_refused(&state);
-    }
-    let (me, target) = match target_user(&state, jar, &id) {
+    let (me, target) = match target_user(&state, jar, me, &id) {
         Ok(t) => t,
         Err(r) => return *r,
     };
@@ -501,16 +460,13 @@ pub async fn pro_post(
 
 #[handler]
 pub async fn ban_post(
-    req: &Request,
     state: Data<&AppState>,
     jar: &CookieJar,
     Path(id): Path<String>,
-    Form(f): Form<FlagForm>,
+    CheckedForm(f): CheckedForm<FlagForm>,
+    Admin(me): Admin,
 ) -> Response {
-    if !csrf_ok(&state, req, jar, &f.csrf) {
-        return csrf_refused(&state);
-    }
-    let (me, target) = match target_user(&state, jar, &id) {
+    let (me, target) = match target_user(&state, jar, me, &id) {
         Ok(t) => t,
         Err(r) => return *r,
     };

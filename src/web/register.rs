@@ -11,12 +11,13 @@ use serde::Deserialize;
 
 use super::{error_page, query_escape, safe_return_to};
 use crate::auth::password;
-use crate::idp::web::{
-    Verdict, client_ip, csrf_ok, csrf_token, page_with_status, redirect, signed_in, start_session,
-};
 use crate::state::AppState;
 use crate::store::sessions::SessionStage;
 use crate::store::{NewUser, StoreError};
+use crate::web::PageError;
+use crate::web::{
+    Verdict, client_ip, csrf_ok, csrf_token, page_with_status, redirect, signed_in, start_session,
+};
 
 #[derive(askama::Template)]
 #[template(path = "register.html")]
@@ -122,12 +123,7 @@ pub async fn register_post(
 ) -> Response {
     let return_to = safe_return_to(Some(&f.return_to));
     if !csrf_ok(&state, req, jar, &f.csrf) {
-        return error_page(
-            &state,
-            StatusCode::FORBIDDEN,
-            "Form expired",
-            "Reload the page and try again.",
-        );
+        return PageError::FormExpired.render();
     }
     if let Some(closed) = closed_page(&state) {
         return closed;

@@ -27,11 +27,11 @@ use crate::api::error::{ApiError, codes};
 use crate::api::images::{GenerateInput, JobCreated, check_upload_size, edit_prompt, no_photo};
 use crate::api::jobs::{JobView, job_for_user, job_view};
 use crate::api::{MAX_IMAGE_BYTES, MAX_PROMPT_CHARS};
-use crate::idp::web::{csrf_matches, csrf_token, origin_ok, page, redirect, signed_in};
 use crate::jobs::service::{self, Snapshot};
 use crate::render::{Model, Ratio};
 use crate::state::AppState;
 use crate::store::{JobId, JobRecord, JobStatus, UserRecord};
+use crate::web::{csrf_matches, csrf_token, origin_ok, page};
 
 /// Pictures per gallery page unless the page asks for another count.
 const GALLERY_PAGE: usize = 60;
@@ -97,10 +97,11 @@ fn ratio_label(r: Ratio) -> &'static str {
 
 /// `GET /playground`: the page, or sign-in first.
 #[handler]
-pub async fn playground_get(state: Data<&AppState>, jar: &CookieJar) -> Response {
-    let Some(s) = signed_in(&state, jar) else {
-        return redirect("/login?return_to=/playground");
-    };
+pub async fn playground_get(
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    super::Member(s): super::Member,
+) -> Response {
     let user = s.user;
     let now = state.clock.now();
     let (settings, daily_used, active) = match (
@@ -110,13 +111,7 @@ pub async fn playground_get(state: Data<&AppState>, jar: &CookieJar) -> Response
     ) {
         (Ok(s), Ok(d), Ok(a)) => (s, d, a),
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
-            tracing::error!(error = %e, "reading the playground's settings");
-            return super::error_page(
-                &state,
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "Server error",
-                "Something went wrong on our side. Please try again.",
-            );
+            return super::server_error(&state, "reading the playground's settings", e);
         }
     };
     page(&PlaygroundPage {

@@ -1,6 +1,4 @@
-//! The browser side shared by the pages: security headers, page rendering, the client's address
-//! and sign-in throttling. Sessions and CSRF tokens are credentials and live in
-//! [`crate::auth::session`] (re-exported here for the pages).
+//! Sign-in and sign-up throttling for the pages (see [`Throttle`]).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -8,81 +6,8 @@ use std::sync::Mutex;
 
 use ipnet::IpNet;
 
-use poem::http::{HeaderValue, StatusCode, header};
-use poem::web::{Html, Redirect};
-use poem::{IntoResponse, Request, Response};
-
-use super::crypto::sha256;
+use crate::auth::secret::sha256;
 use crate::clock::Millis;
-use crate::state::AppState;
-
-pub use crate::auth::session::*;
-
-/// Adds the pages' security headers.
-pub fn secure_page(mut resp: Response) -> Response {
-    let h = resp.headers_mut();
-    h.insert(
-        "content-security-policy",
-        HeaderValue::from_static(
-            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
-        ),
-    );
-    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
-    // `same-origin`, not `no-referrer`: under `no-referrer` browsers send `Origin: null` on the
-    // pages' own form posts, and the CSRF check refuses `null` (what sandboxed frames and data:
-    // pages send). No referrer ever leaves for another site either way.
-    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
-    h.insert(
-        "x-content-type-options",
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    resp
-}
-
-/// The page's security policy, with images allowed from `origin` too (an app's logo).
-pub fn allow_images_from(mut resp: Response, origin: &str) -> Response {
-    let policy = format!(
-        "default-src 'self'; img-src 'self' data: {origin}; style-src 'self'; script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
-    );
-    if let Ok(v) = HeaderValue::from_str(&policy) {
-        resp.headers_mut().insert("content-security-policy", v);
-    }
-    resp
-}
-
-/// Renders an askama template as a page with the security headers.
-pub fn page<T: askama::Template>(t: &T) -> Response {
-    page_with_status(t, StatusCode::OK)
-}
-
-pub fn page_with_status<T: askama::Template>(t: &T, status: StatusCode) -> Response {
-    match t.render() {
-        Ok(html) => {
-            let mut resp = Html(html).into_response();
-            resp.set_status(status);
-            secure_page(resp)
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "template error");
-            secure_page((StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response())
-        }
-    }
-}
-
-pub fn redirect(to: &str) -> Response {
-    secure_page(Redirect::see_other(to).into_response())
-}
-
-/// The client address for throttling: the socket peer, or the client a trusted reverse proxy
-/// names in `Forwarded`/`X-Forwarded-For` (config `trusted_proxies`; see `net::client_ip`).
-pub fn client_ip(state: &AppState, req: &Request) -> Option<IpAddr> {
-    crate::net::client_ip(
-        req.remote_addr().as_socket_addr().map(|a| a.ip()),
-        req.headers(),
-        &state.config.trusted_proxies,
-    )
-}
 
 /// Sign-in throttling that an attacker cannot turn against the account's owner:
 /// - every source address (an IPv6 /64 counts as one) may make [`IP_ATTEMPTS_PER_MINUTE`]

@@ -13,12 +13,13 @@ use serde::Deserialize;
 use super::{error_page, query_escape, safe_return_to};
 use crate::auth::password;
 use crate::idp::crypto::sha256_hex;
-use crate::idp::web::{
+use crate::state::AppState;
+use crate::store::sessions::SessionStage;
+use crate::web::PageError;
+use crate::web::{
     Verdict, client_ip, csrf_ok, csrf_token, end_session, page_with_status, redirect, session,
     signed_in, start_session,
 };
-use crate::state::AppState;
-use crate::store::sessions::SessionStage;
 
 #[derive(askama::Template)]
 #[template(path = "login.html")]
@@ -166,12 +167,7 @@ pub async fn login_post(
 ) -> Response {
     let return_to = safe_return_to(Some(&f.return_to));
     if !csrf_ok(&state, req, jar, &f.csrf) {
-        return error_page(
-            &state,
-            StatusCode::FORBIDDEN,
-            "Form expired",
-            "Reload the sign-in page and try again.",
-        );
+        return PageError::FormExpired.render();
     }
     let now = state.clock.now();
     let email = f.email.trim().to_lowercase();
@@ -328,12 +324,7 @@ pub async fn totp_post(
 ) -> Response {
     let return_to = safe_return_to(Some(&f.return_to));
     if !csrf_ok(&state, req, jar, &f.csrf) {
-        return error_page(
-            &state,
-            StatusCode::FORBIDDEN,
-            "Form expired",
-            "Reload the page and try again.",
-        );
+        return PageError::FormExpired.render();
     }
     let Some(s) = session(&state, jar).filter(|s| s.session.stage == SessionStage::PendingTotp)
     else {
@@ -358,7 +349,7 @@ pub async fn totp_post(
             StatusCode::TOO_MANY_REQUESTS,
         );
     }
-    let ok = super::super::totp::verify_code(&state, &s.user, &f.code, now).await;
+    let ok = crate::idp::totp::verify_code(&state, &s.user, &f.code, now).await;
     if !ok {
         state.idp.metrics_signin(false);
         return retry(
@@ -398,12 +389,7 @@ pub async fn logout_post(
     Form(f): Form<LogoutForm>,
 ) -> Response {
     if !csrf_ok(&state, req, jar, &f.csrf) {
-        return error_page(
-            &state,
-            StatusCode::FORBIDDEN,
-            "Form expired",
-            "Reload the page and try again.",
-        );
+        return PageError::FormExpired.render();
     }
     end_session(&state, jar).await;
     let return_to = safe_return_to(Some(&f.return_to));

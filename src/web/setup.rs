@@ -15,10 +15,11 @@ use serde::Deserialize;
 use super::error_page;
 use crate::auth::password;
 use crate::idp::crypto;
-use crate::idp::web::{csrf_ok, csrf_token, page_with_status, redirect, start_session};
 use crate::state::AppState;
 use crate::store::sessions::SessionStage;
 use crate::store::{NewUser, StoreError};
+use crate::web::PageError;
+use crate::web::{csrf_ok, csrf_token, page_with_status, redirect, start_session};
 
 /// Credits the administrator starts with.
 pub const ADMIN_START_CREDITS: u32 = 100;
@@ -120,12 +121,7 @@ pub async fn setup_post(
     Form(f): Form<SetupForm>,
 ) -> Response {
     if !csrf_ok(&state, req, jar, &f.csrf) {
-        return error_page(
-            &state,
-            StatusCode::FORBIDDEN,
-            "Form expired",
-            "Reload the page and try again.",
-        );
+        return PageError::FormExpired.render();
     }
     if !link_valid(&state, &f.token) {
         return dead_link(&state);

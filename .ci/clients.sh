@@ -19,7 +19,7 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 API="http://127.0.0.1:$PORT/api/pictor"
 
 key_for() {
-  "$BIN" --data-dir "$DATA" user add --email "$1@example.com" --credits 100 --json >/dev/null
+  "$BIN" --data-dir "$DATA" --init user add --email "$1@example.com" --credits 100 --json >/dev/null
   "$BIN" --data-dir "$DATA" key issue --email "$1@example.com" 2>/dev/null
 }
 PY_KEY=$(key_for python)

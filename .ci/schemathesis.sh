@@ -26,7 +26,7 @@ cargo build --quiet
 BIN=target/debug/pictor
 DATA=$(mktemp -d)
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-$BIN --data-dir "$DATA" user add --email schemathesis@example.com --credits 1000000 --json >/dev/null
+$BIN --data-dir "$DATA" --init user add --email schemathesis@example.com --credits 1000000 --json >/dev/null
 $BIN --data-dir "$DATA" user update --email schemathesis@example.com --daily-limit 1000000 >/dev/null
 KEY=$($BIN --data-dir "$DATA" key issue --email schemathesis@example.com 2>/dev/null)
 PICTOR_DEBUG_FLAT_RENDER=1 PICTOR_LOG=warn $BIN --data-dir "$DATA" serve --listen "127.0.0.1:$PORT" >/dev/null 2>"$DATA/server.log" &

@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 fn cli(dir: &Path, args: &[&str]) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_pictor"))
         .env("PICTOR_DATA_DIR", dir)
+        .arg("--init")
         .args(args)
         .output()
         .unwrap();

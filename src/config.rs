@@ -146,6 +146,8 @@ pub enum Source {
     File,
     Env,
     Flag,
+    /// A stored setting (`pictor settings`, the admin page), shown by `config show`.
+    Store,
 }
 
 impl fmt::Display for Source {
@@ -155,6 +157,7 @@ impl fmt::Display for Source {
             Source::File => "config file",
             Source::Env => "environment",
             Source::Flag => "command line",
+            Source::Store => "store (pictor settings)",
         })
     }
 }
@@ -270,18 +273,42 @@ pub const KEYS: &[Key] = &[
         env: "PICTOR_LIMITS_DAILY_PRO",
         help: "generations per UTC day, PRO",
     },
+    Key {
+        name: "registration_open",
+        env: "PICTOR_REGISTRATION_OPEN",
+        help: "1: anyone may register on /register; 0: accounts are made by an administrator",
+    },
+    Key {
+        name: "signup_approval",
+        env: "PICTOR_SIGNUP_APPROVAL",
+        help: "1: sign-up credits wait for an administrator's approval",
+    },
+    Key {
+        name: "challenge_bits",
+        env: "PICTOR_CHALLENGE_BITS",
+        help: "difficulty of the sign-up/sign-in proof-of-work check",
+    },
+    Key {
+        name: "app_daily_cap",
+        env: "PICTOR_APP_DAILY_CAP",
+        help: "credits a day proposed as an app's spending limit on the consent page",
+    },
 ];
 
-/// Store settings a key maps to (see `store::settings::SETTING_KEYS`).
-fn setting_for(key: &str) -> Option<&'static str> {
+/// The stored setting a key sets at every start (the same name; see `store::settings`).
+pub fn setting_for(key: &str) -> Option<&'static str> {
     Some(match key {
         "signup_credits" => "signup_credits",
-        "prices.fast" => "price.fast",
-        "prices.artist" => "price.artist",
-        "prices.0.2plus" => "price.0.2plus",
-        "prices.edit" => "price.edit",
-        "limits.daily" => "daily_limit",
-        "limits.daily_pro" => "daily_limit_pro",
+        "prices.fast" => "prices.fast",
+        "prices.artist" => "prices.artist",
+        "prices.0.2plus" => "prices.0.2plus",
+        "prices.edit" => "prices.edit",
+        "limits.daily" => "limits.daily",
+        "limits.daily_pro" => "limits.daily_pro",
+        "registration_open" => "registration_open",
+        "signup_approval" => "signup_approval",
+        "challenge_bits" => "challenge_bits",
+        "app_daily_cap" => "app_daily_cap",
         _ => return None,
     })
 }
@@ -654,8 +681,8 @@ mod tests {
         assert_eq!(config.listen.port(), 3);
         assert_eq!(config.queue_size, 6);
         assert_eq!(config.data_dir, PathBuf::from("/d"));
-        assert!(config.settings_overrides.contains(&("price.fast", 3)));
-        assert!(config.settings_overrides.contains(&("daily_limit", 7)));
+        assert!(config.settings_overrides.contains(&("prices.fast", 3)));
+        assert!(config.settings_overrides.contains(&("limits.daily", 7)));
         let src = |k: &str| eff.iter().find(|e| e.key == k).unwrap().source;
         assert_eq!(src("listen"), Source::Flag);
         assert_eq!(src("queue_size"), Source::Env);

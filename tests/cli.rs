@@ -108,6 +108,7 @@ fn admin_commands_work(dir: &std::path::Path) {
         vec!["user", "add", "--email", "alice@example.com"],
         vec!["user", "add", "--email", "not-an-email"],
         vec!["settings", "set", "price.nope", "3"],
+        vec!["settings", "set", "prices.fast", "0"],
         vec!["settings", "set", "price.fast", "0"],
     ] {
         let (code, out, err) = run_cli(dir, &args, None);
@@ -152,6 +153,7 @@ fn data_dir_flag_works_before_and_after_the_subcommand() {
         .args([
             "--data-dir",
             d,
+            "--init",
             "user",
             "add",
             "--email",
@@ -186,6 +188,132 @@ fn data_dir_flag_works_before_and_after_the_subcommand() {
     assert!(dir.path().join("pictor.redb").exists());
 }
 
+/// A command that works on the store never makes a new, empty one by mistake (a mistyped
+/// folder, a missing PICTOR_DATA_DIR): it refuses and names the folder, unless `--init`. Every
+/// command says on stderr which folder it worked on and whether a server was in between.
+#[test]
+fn admin_commands_never_create_a_store_silently_and_say_where_they_worked() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("typo");
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pictor"))
+            .env_remove("PICTOR_DATA_DIR")
+            .env_remove("PICTOR_CONFIG")
+            .arg("--data-dir")
+            .arg(&data)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for args in [
+        vec!["user", "list", "--json"],
+        vec!["user", "add", "--email", "a@example.com"],
+        vec!["api-key", "issue", "--email", "a@example.com"],
+        vec!["settings", "list"],
+        vec!["signing-key", "rotate"],
+        vec!["backup", "--to", "/tmp/never.tar"],
+    ] {
+        let out = run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} must refuse");
+        assert!(
+            err.contains("no Pictor store")
+                && err.contains(&*data.to_string_lossy())
+                && err.contains("--init"),
+            "{args:?}: {err}"
+        );
+        assert!(!data.join("pictor.redb").exists(), "{args:?} made a store");
+    }
+    // `render` and `config show` need no store and make none.
+    let out = run(&["config", "show", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!data.join("pictor.redb").exists());
+
+    let out = run(&[
+        "--init",
+        "user",
+        "add",
+        "--email",
+        "a@example.com",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("pictor: data folder {}", data.display()))
+            && err.contains("opened directly"),
+        "{err}"
+    );
+    // The store exists now: no --init needed; the old spellings `key`/`keys` still work.
+    for args in [
+        vec!["user", "show", "--email", "a@example.com", "--json"],
+        vec!["key", "issue", "--email", "a@example.com", "--json"],
+        vec!["keys", "rotate", "--json"],
+    ] {
+        let out = run(&args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// `pictor settings`, the config file and `config show` use one spelling; `config show` prints
+/// the stored values, not a pointer to another command.
+#[test]
+fn settings_have_one_spelling_and_config_show_prints_their_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = cli_json(dir.path(), &["settings", "list", "--json"], None);
+    for key in [
+        "prices.fast",
+        "prices.edit",
+        "limits.daily",
+        "limits.daily_pro",
+        "signup_credits",
+        "registration_open",
+        "app_daily_cap",
+    ] {
+        assert!(v.get(key).is_some(), "{key} in {v}");
+    }
+    assert!(
+        v.get("price.fast").is_none() && v.get("daily_limit").is_none(),
+        "{v}"
+    );
+    // The older spellings are still understood.
+    cli_json(
+        dir.path(),
+        &["settings", "set", "price.fast", "6", "--json"],
+        None,
+    );
+    cli_json(
+        dir.path(),
+        &["settings", "set", "limits.daily", "9", "--json"],
+        None,
+    );
+    let v = cli_json(dir.path(), &["settings", "list", "--json"], None);
+    assert_eq!(
+        (v["prices.fast"].as_u64(), v["limits.daily"].as_u64()),
+        (Some(6), Some(9)),
+        "{v}"
+    );
+    let shown = cli_json(dir.path(), &["config", "show", "--json"], None);
+    assert_eq!(shown["values"]["prices.fast"]["value"], "6", "{shown}");
+    assert_eq!(
+        shown["values"]["prices.fast"]["source"],
+        "store (pictor settings)"
+    );
+    assert_eq!(shown["values"]["limits.daily"]["value"], "9");
+    assert!(
+        !shown.to_string().contains("see `pictor settings list`"),
+        "{shown}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_with_server_running_goes_through_admin_channel() {
     let dir = tempfile::tempdir().unwrap();
@@ -203,6 +331,13 @@ async fn cli_with_server_running_goes_through_admin_channel() {
     tokio::task::spawn_blocking(move || admin_commands_work(&d))
         .await
         .unwrap();
+    // Each command says it went through the server.
+    let (code, _, err) = run_cli(dir.path(), &["user", "list", "--json"], None);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("through the server running there") && err.contains("pid"),
+        "{err}"
+    );
 
     // A key issued through the running server works against it at once; the old one does not.
     let d = dir.path().to_path_buf();

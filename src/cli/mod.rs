@@ -37,6 +37,11 @@ pub struct Cli {
     #[arg(long = "set", value_name = "KEY=VALUE", global = true)]
     pub set: Vec<String>,
 
+    /// Create an empty store in the data folder when there is none. Without it, commands that
+    /// change or read the store refuse, naming the folder (only `serve` creates one by itself).
+    #[arg(long, global = true)]
+    pub init: bool,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 
@@ -55,8 +60,8 @@ pub enum Command {
     /// Manage credits.
     #[command(subcommand)]
     Credits(CreditsCommand),
-    /// Manage API keys.
-    #[command(subcommand)]
+    /// Issue API keys (`vx_…`) for the image API. Old spelling: `key`.
+    #[command(subcommand, name = "api-key", alias = "key")]
     Key(KeyCommand),
     /// Show or change operator settings (prices, daily limits).
     #[command(subcommand)]
@@ -64,8 +69,8 @@ pub enum Command {
     /// Manage OAuth clients (applications that sign people in with Pictor).
     #[command(subcommand)]
     Client(ClientCommand),
-    /// Manage the id_token signing keys.
-    #[command(subcommand)]
+    /// Rotate the key that signs id_tokens (published in the JWKS). Old spelling: `keys`.
+    #[command(subcommand, name = "signing-key", alias = "keys")]
     Keys(KeysCommand),
     /// Install, list and remove diffusion models (diffusers folders or single-file checkpoints).
     #[command(subcommand)]
@@ -77,15 +82,19 @@ pub enum Command {
     Backends(BackendsCommand),
     /// Write a consistent backup (store snapshot + pictures) to one file; works while the server runs.
     Backup {
+        /// The file to write (it must not exist).
         #[arg(long)]
         to: PathBuf,
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Restore a backup into an empty (or new) data folder.
     Restore {
+        /// The file to read.
         #[arg(long)]
         from: PathBuf,
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -109,31 +118,40 @@ pub enum Command {
 pub enum UserCommand {
     /// Create a user.
     Add {
+        /// The account's e-mail address.
         #[arg(long)]
         email: String,
+        /// Display name.
         #[arg(long)]
         name: Option<String>,
         /// Read the password from the first line of standard input.
         #[arg(long)]
         password_stdin: bool,
+        /// Make the account an administrator.
         #[arg(long)]
         admin: bool,
+        /// Make the account PRO (no watermark, the PRO daily limit).
         #[arg(long)]
         pro: bool,
         /// Starting credits.
         #[arg(long, default_value_t = 0)]
         credits: u32,
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Change a user's PRO flag, ban, admin flag or daily limit.
     Update {
+        /// The account's e-mail address.
         #[arg(long)]
         email: String,
+        /// Set or clear the PRO flag (true/false).
         #[arg(long)]
         pro: Option<bool>,
+        /// Ban (true) or unban (false); a ban signs the person out everywhere.
         #[arg(long)]
         banned: Option<bool>,
+        /// Grant (true) or withdraw (false) administrator rights.
         #[arg(long)]
         admin: Option<bool>,
         /// Generations per UTC day for this user.
@@ -142,26 +160,32 @@ pub enum UserCommand {
         /// Approve the account: give it the sign-up credits held back (setting signup_approval).
         #[arg(long)]
         approve: bool,
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Show one user.
     Show {
+        /// The account's e-mail address.
         #[arg(long)]
         email: String,
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Import accounts from a Keycloak realm export (JSON) or a CSV `email,name,hash`
     /// (Django `pbkdf2_sha256$iterations$salt$hash`). Old passwords keep working.
     Import {
+        /// The file to read.
         #[arg(long)]
         from: PathBuf,
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
     /// List users.
     List {
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -171,10 +195,13 @@ pub enum UserCommand {
 pub enum CreditsCommand {
     /// Add credits to a user (a negative amount removes them).
     Grant {
+        /// The account's e-mail address.
         #[arg(long)]
         email: String,
+        /// Credits to add; negative to take away.
         #[arg(long, allow_negative_numbers = true)]
         amount: i64,
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -184,8 +211,10 @@ pub enum CreditsCommand {
 pub enum KeyCommand {
     /// Issue a new API key for a user; the old key stops working. The key is shown once.
     Issue {
+        /// The account's e-mail address.
         #[arg(long)]
         email: String,
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -195,6 +224,7 @@ pub enum KeyCommand {
 pub enum ConfigCommand {
     /// Print every configuration key, its effective value and its source.
     Show {
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -204,6 +234,7 @@ pub enum ConfigCommand {
 pub enum ClientCommand {
     /// Register a client; prints its app_name and app_secret (shown once).
     Add {
+        /// The app's name (its client_id).
         #[arg(long)]
         name: String,
         /// An allowed redirect URI (exact match); repeat for several.
@@ -240,13 +271,16 @@ pub enum ClientCommand {
     },
     /// List clients.
     List {
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Remove a client and revoke everything issued to it.
     Remove {
+        /// The app's name (its client_id).
         #[arg(long)]
         name: String,
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -256,6 +290,7 @@ pub enum ClientCommand {
 pub enum BackendsCommand {
     /// Each endpoint's health, requests in flight and latency, as the running server sees them.
     Status {
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -268,21 +303,26 @@ pub enum ModelsCommand {
     Add {
         /// Name to use in the configuration (lower-case letters, digits, '.', '_', '-').
         name: String,
+        /// A diffusers folder or a .safetensors file.
         path: PathBuf,
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
     /// List installed models.
     List {
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Unregister a model.
     Remove {
+        /// The app's name (its client_id).
         name: String,
         /// Also delete its files (only for models pulled into the data folder).
         #[arg(long)]
         delete_files: bool,
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -301,6 +341,7 @@ pub enum ModelsCommand {
         /// Name to register it under (default: the repository's name).
         #[arg(long)]
         name: Option<String>,
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -310,6 +351,7 @@ pub enum ModelsCommand {
 pub enum KeysCommand {
     /// Make a new signing key; the old public key stays in the JWKS until its tokens expire.
     Rotate {
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -319,13 +361,19 @@ pub enum KeysCommand {
 pub enum SettingsCommand {
     /// Show all settings.
     List {
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Change a setting: price.fast, price.artist, price.0.2plus, price.edit, daily_limit, daily_limit_pro.
+    /// Change a setting: prices.fast, prices.artist, prices.0.2plus, prices.edit, limits.daily,
+    /// limits.daily_pro, signup_credits, registration_open, signup_approval, challenge_bits,
+    /// app_daily_cap (the config file's names; older spellings such as price.fast still work).
     Set {
+        /// The setting (see `pictor settings list`).
         key: String,
+        /// The new value.
         value: u32,
+        /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -357,6 +405,15 @@ pub fn data_dir(cli: &Cli) -> anyhow::Result<PathBuf> {
     Ok(load_config(cli, None)?.0.data_dir)
 }
 
+/// The line on stderr that says where a command worked when no server holds the store (the
+/// admin channel's own line says which server it was otherwise).
+fn note_direct(data_dir: &std::path::Path) {
+    eprintln!(
+        "pictor: data folder {} (no server running; the store was opened directly)",
+        data_dir.display()
+    );
+}
+
 /// Runs an admin request: through the server when it holds the store, else on the file.
 pub async fn run_admin(data_dir: PathBuf, req: AdminRequest) -> anyhow::Result<Value> {
     let db_path = data_dir.join("pictor.redb");
@@ -367,6 +424,7 @@ pub async fn run_admin(data_dir: PathBuf, req: AdminRequest) -> anyhow::Result<V
     let opened = tokio::task::spawn_blocking(move || Store::open(&db_path)).await?;
     match opened {
         Ok(store) => {
+            note_direct(&data_dir);
             let now = Clock::default().now();
             let secrets = crate::idp::crypto::SecretBox::open_or_create(&data_dir)?;
             let result =
@@ -629,8 +687,28 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
 }
 
 /// Runs a non-serve command.
+/// Whether the command works on the store (and so must not make a new, empty one by mistake).
+fn uses_store(command: &Command) -> bool {
+    !matches!(
+        command,
+        Command::Serve(_)
+            | Command::Render(_)
+            | Command::Restore { .. }
+            | Command::Config(_)
+            | Command::Openapi { .. }
+    )
+}
+
 pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
     let dir = data_dir(cli)?;
+    if uses_store(command) && !cli.init && !dir.join("pictor.redb").exists() {
+        bail!(
+            "there is no Pictor store in {} (the data folder). Give the folder you meant with \
+             --data-dir or PICTOR_DATA_DIR, start the server there once (`pictor serve`), or pass \
+             --init to create an empty store in this one",
+            dir.display()
+        );
+    }
     match command {
         Command::Serve(_) => unreachable_serve(),
         Command::Render(args) => render::run(args, dir).await,
@@ -644,6 +722,7 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
             let opened = tokio::task::spawn_blocking(move || Store::open(&db_path)).await?;
             let v = match opened {
                 Ok(store) => {
+                    note_direct(&dir);
                     let d = dir.clone();
                     tokio::task::spawn_blocking(move || crate::backup::backup(&store, &d, &to))
                         .await??
@@ -679,7 +758,27 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Config(ConfigCommand::Show { json }) => {
-            let (_, effective, layers) = load_config(cli, None)?;
+            let (_, mut effective, layers) = load_config(cli, None)?;
+            // Settings not given in the configuration are the stored ones (or the defaults a
+            // new store starts with): show those values, not a pointer elsewhere.
+            let stored = if dir.join("pictor.redb").exists() {
+                run_admin(dir.clone(), AdminRequest::SettingsList).await?
+            } else {
+                let entries = crate::store::Settings::default().entries();
+                Value::Object(entries.into_iter().map(|(k, v)| (k, v.into())).collect())
+            };
+            let has_store = dir.join("pictor.redb").exists();
+            for e in effective.iter_mut() {
+                if e.source == config::Source::Default
+                    && let Some(setting) = config::setting_for(e.key)
+                    && let Some(v) = stored.get(setting)
+                {
+                    e.value = v.to_string();
+                    if has_store {
+                        e.source = config::Source::Store;
+                    }
+                }
+            }
             let file = layers.file_path.as_ref().map(|p| p.display().to_string());
             if *json {
                 let values: serde_json::Map<String, Value> = effective
@@ -1016,4 +1115,31 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
 
 fn unreachable_serve() -> anyhow::Result<()> {
     bail!("serve is handled by main")
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every flag and argument of every command says what it is for.
+    #[test]
+    fn every_flag_has_help_text() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") || arg.is_hide_set() {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} --{id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "pictor", &mut missing);
+        assert!(missing.is_empty(), "flags without help: {missing:?}");
+    }
 }

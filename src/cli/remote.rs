@@ -36,6 +36,12 @@ async fn post(data_dir: &Path, route: &str, req: &impl serde::Serialize) -> anyh
         )
     })?;
     let file: AdminFile = serde_json::from_slice(&bytes).context("admin.json is malformed")?;
+    eprintln!(
+        "pictor: data folder {}, through the server running there (pid {}, admin channel {})",
+        data_dir.display(),
+        file.pid,
+        file.url
+    );
     let client = reqwest::Client::new();
     let resp = client
         .post(format!("{}{route}", file.url))

@@ -64,11 +64,12 @@ impl Default for Settings {
     }
 }
 
-/// Setting names other than the per-model prices, as the CLI and docs spell them.
+/// Setting names other than the per-model prices. One spelling everywhere: the config file,
+/// `pictor settings` and the admin page (older spellings are accepted, see [`canonical_key`]).
 const OTHER_KEYS: [&str; 8] = [
-    "price.edit",
-    "daily_limit",
-    "daily_limit_pro",
+    "prices.edit",
+    "limits.daily",
+    "limits.daily_pro",
     "signup_credits",
     "registration_open",
     "signup_approval",
@@ -76,7 +77,7 @@ const OTHER_KEYS: [&str; 8] = [
     "app_daily_cap",
 ];
 
-/// Setting names as the CLI and docs spell them: `price.<model id>` for every model of the
+/// Setting names as the CLI and docs spell them: `prices.<model id>` for every model of the
 /// catalogue, then the others.
 pub fn setting_keys() -> Vec<String> {
     Model::ALL
@@ -88,7 +89,21 @@ pub fn setting_keys() -> Vec<String> {
 
 /// The setting that holds a model's price.
 pub fn price_key(model: Model) -> String {
-    format!("price.{}", model.id())
+    format!("prices.{}", model.id())
+}
+
+/// A setting's one spelling: the older ones (`price.fast`, `daily_limit`, `daily_limit_pro`,
+/// from before the names were unified with the config file's) are still understood.
+pub fn canonical_key(key: &str) -> String {
+    let key = key.trim();
+    if let Some(rest) = key.strip_prefix("price.") {
+        return format!("prices.{rest}");
+    }
+    match key {
+        "daily_limit" => "limits.daily".into(),
+        "daily_limit_pro" => "limits.daily_pro".into(),
+        other => other.into(),
+    }
 }
 
 impl Settings {
@@ -114,13 +129,13 @@ impl Settings {
     }
 
     fn get(&self, key: &str) -> Option<u32> {
-        if let Some(model) = key.strip_prefix("price.").and_then(model_of_key) {
+        if let Some(model) = key.strip_prefix("prices.").and_then(model_of_key) {
             return Some(self.price(model));
         }
         Some(match key {
-            "price.edit" => self.price_edit,
-            "daily_limit" => self.daily_limit,
-            "daily_limit_pro" => self.daily_limit_pro,
+            "prices.edit" => self.price_edit,
+            "limits.daily" => self.daily_limit,
+            "limits.daily_pro" => self.daily_limit_pro,
             "signup_credits" => self.signup_credits,
             "registration_open" => self.registration_open,
             "signup_approval" => self.signup_approval,
@@ -144,14 +159,14 @@ impl Settings {
                 }
             }
         }
-        if let Some(model) = key.strip_prefix("price.").and_then(model_of_key) {
+        if let Some(model) = key.strip_prefix("prices.").and_then(model_of_key) {
             self.prices.insert(model.id().to_string(), value);
             return Some(());
         }
         *match key {
-            "price.edit" => &mut self.price_edit,
-            "daily_limit" => &mut self.daily_limit,
-            "daily_limit_pro" => &mut self.daily_limit_pro,
+            "prices.edit" => &mut self.price_edit,
+            "limits.daily" => &mut self.daily_limit,
+            "limits.daily_pro" => &mut self.daily_limit_pro,
             "signup_credits" => &mut self.signup_credits,
             "registration_open" => &mut self.registration_open,
             "signup_approval" => &mut self.signup_approval,
@@ -174,7 +189,7 @@ impl Settings {
     }
 }
 
-/// The model a `price.<id>` key names (by its id exactly, not an alias).
+/// The model a `prices.<id>` key names (by its id exactly, not an alias).
 fn model_of_key(id: &str) -> Option<Model> {
     Model::ALL.into_iter().find(|m| m.id() == id)
 }
@@ -191,7 +206,9 @@ impl Store {
 
     /// Sets one named setting; unknown names and values out of range are refused.
     pub fn set_setting(&self, key: &str, value: u32) -> Result<Settings, StoreError> {
-        if key.starts_with("price.") && !(1..=1_000_000).contains(&value) {
+        let key = canonical_key(key);
+        let key = key.as_str();
+        if key.starts_with("prices.") && !(1..=1_000_000).contains(&value) {
             return Err(StoreError::Invalid(format!(
                 "{key} must be between 1 and 1000000 credits"
             )));
@@ -250,10 +267,10 @@ mod tests {
         assert_eq!(s.price(Model::Fast), 3);
         assert_eq!(s.price(Model::Plus), 12);
         assert_eq!(s.price_edit, 4);
-        assert!(s.set("price.fast", 9).is_some());
+        assert!(s.set("prices.fast", 9).is_some());
         assert_eq!(s.price(Model::Fast), 9);
         assert_eq!(s.price(Model::Artist), 7);
-        assert!(s.set("price.pro", 9).is_none(), "aliases are not keys");
+        assert!(s.set("prices.pro", 9).is_none(), "aliases are not keys");
         let written = serde_json::to_string(&s).unwrap_or_default();
         assert!(!written.contains("price_fast"), "{written}");
         let back: Settings = serde_json::from_str(&written).unwrap_or_default();

@@ -460,9 +460,12 @@ pub struct ChildServer {
     pub base: String,
 }
 
+/// The binary on `data_dir`, with `--init`: tests make their stores with their first command
+/// (the refusal without it is tested in `tests/cli.rs`).
 pub fn pictor_cmd(data_dir: &Path) -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pictor"));
-    cmd.env("PICTOR_DATA_DIR", data_dir)
+    cmd.arg("--init")
+        .env("PICTOR_DATA_DIR", data_dir)
         .env_remove("PICTOR_DEBUG_RENDER_DELAY_MS")
         .env_remove("PICTOR_DEBUG_FAIL_PROMPT")
         .env_remove("PICTOR_DEBUG_FLAT_RENDER")

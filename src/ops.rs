@@ -213,7 +213,7 @@ pub fn execute(
         AdminRequest::KeyIssue { email } => {
             let user = store.require_user(&email)?;
             let key = apikey::mint();
-            store.set_api_key(user.id, key.hash)?;
+            store.set_api_key(user.id, key.hash, apikey::tail(&key.plaintext), now)?;
             Ok(json!({ "api_key": key.plaintext }))
         }
         AdminRequest::SettingsList => {

@@ -382,7 +382,7 @@ async fn api_key_is_shown_once_and_replaces_the_old_one() {
     s.person("erin@example.com", "erin's long password");
     let mut b = signed_in_browser(&s, "erin@example.com", "erin's long password").await;
     let page = account(&s, &mut b).await;
-    assert!(page.body.contains("None yet"));
+    assert!(page.body.contains("No keys yet"), "{}", page.body);
     let r = submit(&s, &mut b, &page, "/account/key", &[]).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.headers["cache-control"], "no-store");
@@ -394,13 +394,104 @@ async fn api_key_is_shown_once_and_replaces_the_old_one() {
     let page = account(&s, &mut b).await;
     assert!(!page.body.contains(&key), "shown only once");
     assert!(text_of_id(&page.body, "new-api-key").is_none());
+    // Listed by its fingerprint (the last four characters), made today.
+    assert!(
+        page.body.contains(&format!("vx_…{}", &key[63..])),
+        "{}",
+        page.body
+    );
 
+    // Replacing the default key needs the confirmation; without it nothing changes.
     let r = submit(&s, &mut b, &page, "/account/key", &[]).await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("Tick the box"), "{}", r.body);
+    assert_eq!(s.me(&key).await["balance"], 5, "still works");
+    let r = submit(&s, &mut b, &page, "/account/key", &[("confirm", "yes")]).await;
     let key2 = text_of_id(&r.body, "new-api-key").unwrap();
     assert_ne!(key, key2);
     let (status, _) = s.get(&key, "/api/pictor/v1/me").await;
     assert_eq!(status, 401, "the old key stops working");
     assert_eq!(s.me(&key2).await["balance"], 5);
+    s.stop().await;
+}
+
+/// Named keys: several at once, each with its name, fingerprint, dates; revoking one stops only
+/// it; replacing the default key leaves them alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_api_keys_live_side_by_side_and_are_revoked_one_by_one() {
+    let s = TestServer::start().await;
+    s.person("nia@example.com", "nia's long password");
+    let mut b = signed_in_browser(&s, "nia@example.com", "nia's long password").await;
+    let mut made = Vec::new();
+    for label in ["laptop script", "CI runner"] {
+        let page = account(&s, &mut b).await;
+        let r = submit(&s, &mut b, &page, "/account/keys", &[("label", label)]).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(
+            r.body.contains(&format!("Your new key “{label}”")),
+            "{}",
+            r.body
+        );
+        made.push(text_of_id(&r.body, "new-api-key").unwrap());
+    }
+    for key in &made {
+        assert_eq!(s.me(key).await["email"], "nia@example.com");
+    }
+    // Refused: the same name again (any case), no name, a name too long; nothing is made.
+    for bad in ["ci RUNNER", "   ", &"x".repeat(65)] {
+        let page = account(&s, &mut b).await;
+        let r = submit(&s, &mut b, &page, "/account/keys", &[("label", bad)]).await;
+        assert_eq!(r.status, 400, "{bad:?}");
+        assert!(text_of_id(&r.body, "new-api-key").is_none());
+    }
+    let user = user_record(&s, "nia@example.com");
+    assert_eq!(user.api_keys.len(), 2);
+    // A use is recorded (off the request's path, at most once an hour).
+    let mut used = false;
+    for _ in 0..50 {
+        if user_record(&s, "nia@example.com").api_keys[0]
+            .meta
+            .last_used
+            .is_some()
+        {
+            used = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(used, "last use recorded");
+    let page = account(&s, &mut b).await;
+    assert!(page.body.contains("laptop script") && page.body.contains("CI runner"));
+    assert!(page.body.contains(&format!("vx_…{}", &made[1][63..])));
+
+    // The quick button (default key) leaves the named keys working.
+    let r = submit(&s, &mut b, &page, "/account/key", &[]).await;
+    let default = text_of_id(&r.body, "new-api-key").unwrap();
+    for key in made.iter().chain([&default]) {
+        assert_eq!(s.me(key).await["email"], "nia@example.com");
+    }
+
+    // Revoke the laptop's key: it is refused at once, the others still work.
+    let id = user_record(&s, "nia@example.com").api_keys[0].id.clone();
+    let page = account(&s, &mut b).await;
+    let r = submit(&s, &mut b, &page, "/account/keys/revoke", &[("id", &id)]).await;
+    assert_eq!(r.status, 303);
+    assert_eq!(r.location.as_deref(), Some("/account?done=key-revoked"));
+    assert_eq!(s.get(&made[0], "/api/pictor/v1/me").await.0, 401);
+    assert_eq!(s.me(&made[1]).await["email"], "nia@example.com");
+    assert_eq!(s.me(&default).await["email"], "nia@example.com");
+    // Another person's key id revokes nothing of theirs.
+    s.person("oli@example.com", "oli's long password");
+    let mut other = signed_in_browser(&s, "oli@example.com", "oli's long password").await;
+    let id = user_record(&s, "nia@example.com").api_keys[0].id.clone();
+    let page = account(&s, &mut other).await;
+    let fields = vec![
+        ("csrf".to_string(), csrf_of(&page.body)),
+        ("id".to_string(), id),
+    ];
+    let r = other.post(&s.url("/account/keys/revoke"), &fields).await;
+    assert_eq!(r.status, 303);
+    assert_eq!(s.me(&made[1]).await["email"], "nia@example.com");
     s.stop().await;
 }
 

@@ -21,6 +21,11 @@ pub fn mint() -> NewApiKey {
     NewApiKey { plaintext, hash }
 }
 
+/// The last four characters of a key: stored and shown as its fingerprint (`vx_…abcd`).
+pub fn tail(key: &str) -> &str {
+    &key[key.len().saturating_sub(4)..]
+}
+
 pub fn hash(key: &str) -> [u8; 32] {
     secret::sha256(key)
 }

@@ -83,7 +83,7 @@ impl Principal {
 /// Resolves a bearer credential: a `vx_` API key, or else an OAuth access token.
 pub fn authenticate(store: &Store, presented: &str, now: Millis) -> Result<Principal, AuthError> {
     if presented.starts_with(apikey::PREFIX) {
-        return authenticate_key(store, presented);
+        return authenticate_key(store, presented, now);
     }
     authenticate_access_token(store, presented, now)
 }
@@ -114,24 +114,30 @@ pub fn authenticate_access_token(
     })
 }
 
-/// Resolves an API key to its (not banned) user.
-pub fn authenticate_key(store: &Store, key: &str) -> Result<Principal, AuthError> {
+/// Resolves an API key (the default one or a named one) to its (not banned) user. A key's "last
+/// used" is written at most once an hour, off the request's path.
+pub fn authenticate_key(store: &Store, key: &str, now: Millis) -> Result<Principal, AuthError> {
     let hash = apikey::parse_and_hash(key).ok_or(AuthError::Unauthorized)?;
     let user = store
         .user_by_key_hash(&hash)?
         .ok_or(AuthError::Unauthorized)?;
-    // The index lookup found the row by hash; compare the stored hash again in constant time so
-    // the decision never rests on a short-circuiting comparison.
-    let stored = user
-        .api_key_hash
-        .as_deref()
-        .and_then(|h| hex::decode(h).ok())
-        .unwrap_or_default();
-    if !apikey::hashes_equal(&stored, &hash) {
-        return Err(AuthError::Unauthorized);
-    }
+    // The index lookup found the row by hash; the user's keys are compared again in constant
+    // time so the decision never rests on a short-circuiting comparison.
+    let matched = user.key_matching(&hash).ok_or(AuthError::Unauthorized)?;
     if user.banned {
         return Err(AuthError::Banned);
+    }
+    let stale = user.key_meta(&matched).is_none_or(|m| {
+        m.last_used
+            .is_none_or(|t| now.saturating_sub(t) >= crate::store::keys::LAST_USED_GRANULARITY_MS)
+    });
+    if stale && let Ok(rt) = tokio::runtime::Handle::try_current() {
+        let (store, id) = (store.clone(), user.id);
+        rt.spawn_blocking(move || {
+            if let Err(e) = store.touch_api_key(id, &matched, now) {
+                tracing::warn!(error = %e, "recording an API key's last use");
+            }
+        });
     }
     Ok(Principal {
         user,

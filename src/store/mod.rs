@@ -27,6 +27,7 @@
 mod codec;
 pub mod group;
 pub mod jobs;
+pub mod keys;
 pub mod ledger;
 mod migrate;
 pub mod models;
@@ -51,7 +52,7 @@ pub use jobs::{
 };
 pub use ledger::{LedgerEntry, LedgerReason};
 pub use settings::Settings;
-pub use users::{NewUser, UserId, UserPatch, UserRecord};
+pub use users::{KeyMeta, NamedKey, NewUser, UserId, UserPatch, UserRecord};
 pub use webhooks::{Webhook, WebhookStatus};
 
 #[derive(Debug, thiserror::Error)]

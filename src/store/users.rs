@@ -49,9 +49,16 @@ pub struct UserRecord {
     #[serde(default)]
     pub daily_limit: Option<u32>,
     pub balance: i64,
-    /// Hex SHA-256 of the current API key.
+    /// Hex SHA-256 of the default API key (the one `pictor api-key issue` and the account
+    /// page's quick button replace).
     #[serde(default)]
     pub api_key_hash: Option<String>,
+    /// When the default key was issued, its fingerprint and when it was last used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_meta: Option<KeyMeta>,
+    /// Named keys beside the default one, each revoked on its own (see `store::keys`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub api_keys: Vec<NamedKey>,
     pub created_at: Millis,
     /// TOTP secret, encrypted with the data folder's secret key (see `idp::crypto`).
     #[serde(default)]
@@ -82,6 +89,45 @@ pub struct UserRecord {
     pub webhook_secret_prev_enc: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook_secret_prev_until: Option<Millis>,
+}
+
+/// What is shown of an API key besides its name: a fingerprint (`vx_…` and its last four
+/// characters: enough to tell keys apart, useless to an attacker), when it was made and when it
+/// was last used (updated at most once an hour, so a busy key costs no write per request).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct KeyMeta {
+    pub tail: String,
+    pub created_at: Millis,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_used: Option<Millis>,
+}
+
+impl KeyMeta {
+    pub fn fingerprint(&self) -> String {
+        format!("vx_…{}", self.tail)
+    }
+}
+
+/// A named API key.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct NamedKey {
+    /// Public id (`key_` + 12 hex digits), used to revoke it.
+    pub id: String,
+    pub label: String,
+    /// Hex SHA-256 of the key.
+    pub hash: String,
+    #[serde(flatten)]
+    pub meta: KeyMeta,
+}
+
+impl fmt::Debug for NamedKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NamedKey")
+            .field("id", &self.id)
+            .field("label", &self.label)
+            .field("meta", &self.meta)
+            .finish()
+    }
 }
 
 // Hashes stay out of logs and Debug output.
@@ -186,6 +232,8 @@ impl Store {
                 daily_limit: None,
                 balance: 0,
                 api_key_hash: None,
+                api_key_meta: None,
+                api_keys: Vec::new(),
                 created_at: now,
                 totp_secret_enc: None,
                 totp_last_step: None,
@@ -390,44 +438,6 @@ impl Store {
         ledger::apply(&txn, &mut user, amount, LedgerReason::Grant, None, now)?;
         self.commit(txn)?;
         Ok(user)
-    }
-
-    /// Makes `key_hash` the user's only valid API key: the previous key's hash is removed in
-    /// the same transaction, so the old key stops working the moment this commits.
-    pub fn set_api_key(&self, user_id: u64, key_hash: [u8; 32]) -> Result<UserRecord, StoreError> {
-        let txn = self.begin_write()?;
-        let user = {
-            let mut users = txn.open_table(USERS)?;
-            let mut user: UserRecord = match users.get(user_id)? {
-                Some(v) => codec::decode(v.value())?,
-                None => return Err(StoreError::NotFound("no such user".into())),
-            };
-            let mut by_key = txn.open_table(USERS_BY_KEY)?;
-            if let Some(old) = user
-                .api_key_hash
-                .as_deref()
-                .and_then(|h| hex::decode(h).ok())
-            {
-                by_key.remove(old.as_slice())?;
-            }
-            by_key.insert(key_hash.as_slice(), user_id)?;
-            user.api_key_hash = Some(hex::encode(key_hash));
-            users.insert(user_id, codec::encode(&user)?.as_slice())?;
-            user
-        };
-        self.commit(txn)?;
-        Ok(user)
-    }
-
-    /// The user whose current API key hashes to `key_hash`.
-    pub fn user_by_key_hash(&self, key_hash: &[u8; 32]) -> Result<Option<UserRecord>, StoreError> {
-        let txn = self.begin_read()?;
-        let by_key = txn.open_table(USERS_BY_KEY)?;
-        let Some(id) = by_key.get(key_hash.as_slice())?.map(|v| v.value()) else {
-            return Ok(None);
-        };
-        let users = txn.open_table(USERS)?;
-        users.get(id)?.map(|v| codec::decode(v.value())).transpose()
     }
 
     /// Generations charged to the user on the UTC day of `now`.

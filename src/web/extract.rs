@@ -13,9 +13,9 @@ use super::error::PageError;
 use super::{SignedIn, csrf_ok, signed_in};
 use crate::state::AppState;
 
-fn state(req: &Request) -> &AppState {
+fn state(req: &Request) -> Result<&AppState, PageError> {
     req.data::<AppState>()
-        .expect("the pages are served with the app's state")
+        .ok_or_else(|| PageError::server("a page", "served without the app's state"))
 }
 
 /// Where to come back after signing in: the page itself for a `GET`, the page a form was on
@@ -38,7 +38,7 @@ pub struct Member(pub SignedIn);
 
 impl<'a> FromRequest<'a> for Member {
     async fn from_request(req: &'a Request, _body: &mut RequestBody) -> poem::Result<Self> {
-        match signed_in(state(req), req.cookie()) {
+        match signed_in(state(req)?, req.cookie()) {
             Some(s) => Ok(Member(s)),
             None => Err(PageError::SignIn {
                 return_to: come_back_to(req),
@@ -78,7 +78,7 @@ impl<'a, T: DeserializeOwned> FromRequest<'a> for CheckedForm<T> {
             .find(|(k, _)| k == "csrf")
             .map(|(_, v)| v.into_owned())
             .unwrap_or_default();
-        if !is_form || !csrf_ok(state(req), req, req.cookie(), &csrf) {
+        if !is_form || !csrf_ok(state(req)?, req, req.cookie(), &csrf) {
             return Err(PageError::FormExpired.into());
         }
         serde_urlencoded::from_bytes(&bytes)

@@ -177,6 +177,13 @@ pub fn routes() -> poem::Route {
             ),
         )
         .at(
+            "/static/account.js",
+            static_text(
+                include_str!("../../assets/static/account.js"),
+                "text/javascript; charset=utf-8",
+            ),
+        )
+        .at(
             "/static/playground.js",
             static_text(
                 include_str!("../../assets/static/playground.js"),

@@ -728,7 +728,12 @@ pub fn form_fields(html: &str, action: &str) -> Vec<(String, String)> {
                 html_unescape(&rest[..rest.find('"').unwrap()])
             })
         };
-        if let (Some(n), Some(v)) = (attr("name"), attr("value")) {
+        // As a browser: an unticked box sends nothing.
+        let unticked = matches!(attr("type").as_deref(), Some("checkbox" | "radio"))
+            && !tag.contains(" checked");
+        if let (Some(n), Some(v)) = (attr("name"), attr("value"))
+            && !unticked
+        {
             out.push((n, v));
         }
     }

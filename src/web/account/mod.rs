@@ -30,7 +30,7 @@ use crate::web::{client_ip, csrf_token, page_with_status, redirect, signed_in};
 use crate::web::Member;
 use apps::apps_of;
 pub use apps::{app_limits_post, revoke_app_post};
-pub use keys::{issue_key_post, webhook_secret_post};
+pub use keys::{issue_key_post, named_key_post, revoke_key_post, webhook_secret_post};
 pub use password::password_post;
 pub use profile::{avatar_post, avatar_remove_post, profile_post};
 pub use two_factor::{totp_confirm_post, totp_disable_post, totp_start_post};
@@ -49,6 +49,8 @@ pub fn routes() -> Route {
         .at("/totp/confirm", post(totp_confirm_post))
         .at("/totp/disable", post(totp_disable_post))
         .at("/key", post(issue_key_post))
+        .at("/keys", post(named_key_post))
+        .at("/keys/revoke", post(revoke_key_post))
         .at("/webhook-secret", post(webhook_secret_post))
         .at("/apps/revoke", post(revoke_app_post))
         .at("/apps/limits", post(app_limits_post))
@@ -90,8 +92,11 @@ struct AccountPage {
     pro: bool,
     daily_limit: u32,
     daily_used: u32,
-    has_key: bool,
-    new_key: Option<String>,
+    /// The default key's fingerprint and dates, when there is one.
+    default_key: Option<KeyView>,
+    /// Named keys, oldest first.
+    keys: Vec<KeyView>,
+    new_key: Option<NewKey>,
     /// The webhook signing secret (decrypted for its owner), if one was made.
     webhook_secret: Option<String>,
     /// Just made or rotated: shown open.
@@ -131,13 +136,48 @@ impl AccountPage {
     }
 }
 
+/// A key just made, shown once.
+pub(super) struct NewKey {
+    /// `None` for the default key.
+    pub label: Option<String>,
+    pub plaintext: String,
+}
+
+/// An API key as the page lists it.
+struct KeyView {
+    id: String,
+    label: String,
+    fingerprint: String,
+    created: String,
+    last_used: String,
+}
+
+impl KeyView {
+    fn of(id: &str, label: &str, meta: Option<&crate::store::KeyMeta>) -> KeyView {
+        KeyView {
+            id: id.to_string(),
+            label: label.to_string(),
+            fingerprint: meta
+                .map(|m| m.fingerprint())
+                .unwrap_or_else(|| "vx_…".into()),
+            created: meta
+                .map(|m| date_of(m.created_at))
+                .unwrap_or_else(|| "unknown".into()),
+            last_used: meta
+                .and_then(|m| m.last_used)
+                .map(date_of)
+                .unwrap_or_else(|| "never".into()),
+        }
+    }
+}
+
 /// What a response adds to the plain cabinet.
 #[derive(Default)]
 struct Extras {
     notice: Option<&'static str>,
     /// (section, message)
     error: Option<(&'static str, String)>,
-    new_key: Option<String>,
+    new_key: Option<NewKey>,
     webhook_fresh: bool,
     totp_setup: Option<TotpSetup>,
     recovery_codes: Option<Vec<String>>,
@@ -208,7 +248,15 @@ fn render(
             pro: user.pro,
             daily_limit,
             daily_used,
-            has_key: user.api_key_hash.is_some(),
+            default_key: user
+                .api_key_hash
+                .as_ref()
+                .map(|_| KeyView::of("default", "Default key", user.api_key_meta.as_ref())),
+            keys: user
+                .api_keys
+                .iter()
+                .map(|k| KeyView::of(&k.id, &k.label, Some(&k.meta)))
+                .collect(),
             new_key: extras.new_key,
             webhook_secret: user
                 .webhook_secret_enc
@@ -242,6 +290,7 @@ fn notice_for(done: Option<&str>) -> Option<&'static str> {
             "Your password was changed. Other devices were signed out, and apps you signed in to must ask you to sign in again."
         }
         "totp-off" => "Two-factor authentication is off.",
+        "key-revoked" => "The key was revoked; programs that use it are refused from now on.",
         "revoked" => "The app's access was revoked.",
         "limits" => "The app's spending limits were saved.",
         _ => return None,

@@ -1,0 +1,134 @@
+//! The account page's API keys and the error pages in a real headless chromium: sign in, make
+//! two named keys (each shown once, with a working Copy button), revoke one, replace the
+//! default key only after ticking the confirmation; a stale form ends on the site's "Form
+//! expired" page with its navigation. Screenshots go to the temp dir
+//! (`pictor-account-*.png`; the ones in `packaging/screenshots/` were taken from them).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::webdriver::Driver;
+use common::*;
+use serde_json::json;
+
+const EMAIL: &str = "keys@example.com";
+const PASSWORD: &str = "keys person's long password";
+
+fn shot(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("pictor-account-{name}.png"))
+}
+
+async fn text(d: &Driver, css: &str) -> String {
+    d.execute(
+        "const e = document.querySelector(arguments[0]); return e ? e.textContent.trim() : '';",
+        vec![json!(css)],
+    )
+    .await
+    .as_str()
+    .unwrap_or_default()
+    .to_string()
+}
+
+async fn sign_in(s: &TestServer, d: &Driver) {
+    d.goto(&s.url("/account")).await;
+    d.type_into("#email", EMAIL).await;
+    d.type_into("#password", PASSWORD).await;
+    d.click("form[action=\"/login\"] button[type=submit]").await;
+    assert!(
+        d.wait_until("return location.pathname === '/account'", 20)
+            .await,
+        "landed on {}",
+        d.current_url().await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_are_made_copied_revoked_and_replaced_with_confirmation() {
+    let Some(d) = Driver::start().await else {
+        return;
+    };
+    let s = TestServer::start().await;
+    s.person(EMAIL, PASSWORD);
+    sign_in(&s, &d).await;
+    assert_eq!(text(&d, "#key-list tbody").await, "No keys yet.");
+
+    let mut keys = Vec::new();
+    for label in ["laptop script", "CI runner"] {
+        d.type_into("#key-label", label).await;
+        d.click("form[action=\"/account/keys\"] button[type=submit]")
+            .await;
+        d.wait_for("#new-api-key").await;
+        let key = text(&d, "#new-api-key").await;
+        assert!(key.starts_with("vx_") && key.len() == 67, "{key}");
+        assert_eq!(s.me(&key).await["email"], EMAIL);
+        keys.push(key);
+    }
+    // Copy puts the key on the clipboard (or says how to, where the clipboard is refused).
+    d.click("button[data-copy=\"new-api-key\"]").await;
+    assert!(
+        d.wait_until(
+            "const t = document.querySelector('button[data-copy]').textContent; return t === 'Copied' || t.startsWith('Select');",
+            5
+        )
+        .await
+    );
+    d.full_screenshot(&shot("keys")).await;
+    let rows = text(&d, "#key-list tbody").await;
+    assert!(
+        rows.contains("laptop script")
+            && rows.contains("CI runner")
+            && rows.contains(&keys[0][63..]),
+        "{rows}"
+    );
+
+    // Revoke the laptop's key.
+    d.click("button[aria-label=\"Revoke laptop script\"]").await;
+    d.wait_text("The key was revoked").await;
+    assert_eq!(s.get(&keys[0], "/api/pictor/v1/me").await.0, 401);
+    assert_eq!(s.me(&keys[1]).await["email"], EMAIL);
+    assert!(!text(&d, "#key-list tbody").await.contains("laptop script"));
+
+    // The default key: issued with one click, replaced only with the box ticked (the browser
+    // itself refuses to send the form without it).
+    d.click("form[action=\"/account/key\"] button[type=submit]")
+        .await;
+    d.wait_for("#new-api-key").await;
+    let first = text(&d, "#new-api-key").await;
+    d.goto(&s.url("/account")).await;
+    d.click("form[action=\"/account/key\"] button[type=submit]")
+        .await;
+    assert!(
+        d.wait_until("return document.querySelector('#new-api-key') === null", 2)
+            .await,
+        "not replaced without the confirmation"
+    );
+    assert_eq!(s.me(&first).await["email"], EMAIL);
+    d.click("form[action=\"/account/key\"] input[name=confirm]")
+        .await;
+    d.click("form[action=\"/account/key\"] button[type=submit]")
+        .await;
+    d.wait_for("#new-api-key").await;
+    assert_eq!(s.get(&first, "/api/pictor/v1/me").await.0, 401);
+    assert_eq!(s.me(&keys[1]).await["email"], EMAIL, "named keys stay");
+
+    // A form whose CSRF token went stale ends on the site's error page, with its navigation.
+    d.goto(&s.url("/account")).await;
+    d.execute(
+        "document.querySelector('form[action=\"/account/keys\"] input[name=csrf]').value = 'stale';",
+        vec![],
+    )
+    .await;
+    d.type_into("#key-label", "never made").await;
+    d.click("form[action=\"/account/keys\"] button[type=submit]")
+        .await;
+    d.wait_text("Form expired").await;
+    let nav = text(&d, "header nav").await;
+    assert!(
+        nav.contains("Account") && nav.contains("Playground"),
+        "{nav}"
+    );
+    assert!(!d.source().await.contains("application"));
+    d.screenshot(&shot("form-expired")).await;
+    s.stop().await;
+}

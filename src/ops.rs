@@ -9,6 +9,14 @@ use crate::auth::apikey;
 use crate::clock::Millis;
 use crate::store::{NewUser, Store, StoreError, UserPatch, UserRecord};
 
+/// Adds `reset_url` (the public URL + `reset_path`) to an answer that has a reset path.
+pub fn complete_urls(value: &mut Value, public_url: &str) {
+    if let Some(path) = value.get("reset_path").and_then(Value::as_str) {
+        let url = format!("{}{path}", public_url.trim_end_matches('/'));
+        value["reset_url"] = json!(url);
+    }
+}
+
 /// One admin command. Passwords travel only as Argon2id hashes (hashed by the CLI).
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -41,6 +49,17 @@ pub enum AdminRequest {
     },
     KeyIssue {
         email: String,
+    },
+    /// A one-time password-reset link (valid 24 hours) for the person; the answer carries its
+    /// path (`reset_path`), and its full address (`reset_url`) once the caller knows the public URL.
+    UserResetLink {
+        email: String,
+    },
+    /// Sets a person's password (an Argon2id hash made by the CLI): their sessions end and the
+    /// apps they signed in to must ask them again.
+    UserPasswd {
+        email: String,
+        password_hash: String,
     },
     SettingsList,
     SettingsSet {
@@ -209,6 +228,34 @@ pub fn execute(
         AdminRequest::CreditsGrant { email, amount } => {
             let user = store.grant_credits(&email, amount, now)?;
             Ok(json!({ "email": user.email, "balance": user.balance }))
+        }
+        AdminRequest::UserResetLink { email } => {
+            let user = store.require_user(&email)?;
+            let token = crate::auth::secret::random_token("");
+            let record =
+                store.issue_password_reset(user.id, crate::auth::secret::sha256(&token), now)?;
+            tracing::info!(user = %user.user_id(), "password-reset link issued");
+            Ok(json!({
+                "email": user.email,
+                "reset_path": format!("/reset?token={token}"),
+                "expires_at": record.expires_at,
+            }))
+        }
+        AdminRequest::UserPasswd {
+            email,
+            password_hash,
+        } => {
+            let user = store.require_user(&email)?;
+            store.modify_user(user.id, |u| {
+                u.password_hash = Some(password_hash);
+                u.password_needs_rehash = false;
+                Ok(())
+            })?;
+            let grants =
+                store.revoke_user_grants(user.id, "password set by an administrator", now)?;
+            let sessions = store.delete_user_sessions(user.id, None)?;
+            tracing::info!(user = %user.user_id(), sessions, grants, "password set by an administrator");
+            Ok(json!({"email": user.email, "sessions_ended": sessions, "grants_revoked": grants}))
         }
         AdminRequest::KeyIssue { email } => {
             let user = store.require_user(&email)?;

@@ -314,6 +314,106 @@ fn settings_have_one_spelling_and_config_show_prints_their_values() {
     );
 }
 
+/// Recovery from the command line: a reset link on the address the server answers on, and a
+/// password set from standard input (never from the command line).
+#[test]
+fn reset_link_and_passwd() {
+    let dir = tempfile::tempdir().unwrap();
+    cli_json(
+        dir.path(),
+        &[
+            "user",
+            "add",
+            "--email",
+            "pat@example.com",
+            "--password-stdin",
+            "--json",
+        ],
+        Some("pat's first password\n"),
+    );
+    let v = cli_json(
+        dir.path(),
+        &["user", "reset-link", "--email", "pat@example.com", "--json"],
+        None,
+    );
+    let url = v["reset_url"].as_str().unwrap();
+    assert!(url.starts_with("http://127.0.0.1:8080/reset?token="), "{v}");
+    let (code, out, _) = run_cli(
+        dir.path(),
+        &["user", "reset-link", "--email", "pat@example.com"],
+        None,
+    );
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("/reset?token=") && out.contains("works once"),
+        "{out}"
+    );
+    let (code, _, err) = run_cli(
+        dir.path(),
+        &["user", "reset-link", "--email", "nobody@example.com"],
+        None,
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("error"), "{err}");
+
+    // Refused: no --password-stdin, a short password, an unknown person.
+    let (code, _, _) = run_cli(
+        dir.path(),
+        &["user", "passwd", "--email", "pat@example.com"],
+        None,
+    );
+    assert_eq!(code, 2, "--password-stdin is required");
+    let (code, _, err) = run_cli(
+        dir.path(),
+        &[
+            "user",
+            "passwd",
+            "--email",
+            "pat@example.com",
+            "--password-stdin",
+        ],
+        Some("short\n"),
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("not accepted"), "{err}");
+    let (code, _, _) = run_cli(
+        dir.path(),
+        &[
+            "user",
+            "passwd",
+            "--email",
+            "nobody@example.com",
+            "--password-stdin",
+        ],
+        Some("a long enough password\n"),
+    );
+    assert_ne!(code, 0);
+    let v = cli_json(
+        dir.path(),
+        &[
+            "user",
+            "passwd",
+            "--email",
+            "pat@example.com",
+            "--password-stdin",
+            "--json",
+        ],
+        Some("pat's second password\n"),
+    );
+    assert_eq!(v["email"], "pat@example.com");
+    let store = pictor::store::Store::open(&dir.path().join("pictor.redb")).unwrap();
+    let user = store.user_by_email("pat@example.com").unwrap().unwrap();
+    let hash = user.password_hash.unwrap();
+    assert!(pictor::auth::password::verify(
+        "pat's second password",
+        &hash
+    ));
+    assert!(!pictor::auth::password::verify(
+        "pat's first password",
+        &hash
+    ));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_with_server_running_goes_through_admin_channel() {
     let dir = tempfile::tempdir().unwrap();
@@ -331,6 +431,25 @@ async fn cli_with_server_running_goes_through_admin_channel() {
     tokio::task::spawn_blocking(move || admin_commands_work(&d))
         .await
         .unwrap();
+    // A reset link through the server carries the server's own address.
+    let v = cli_json(
+        dir.path(),
+        &[
+            "user",
+            "reset-link",
+            "--email",
+            "alice@example.com",
+            "--json",
+        ],
+        None,
+    );
+    assert!(
+        v["reset_url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{}/reset?token=", server.base)),
+        "{v}"
+    );
     // Each command says it went through the server.
     let (code, _, err) = run_cli(dir.path(), &["user", "list", "--json"], None);
     assert_eq!(code, 0, "{err}");

@@ -631,6 +631,138 @@ async fn change_password_ends_other_sessions() {
     s.stop().await;
 }
 
+/// Recovery without a mail server: an administrator's one-time link (admin page or the admin
+/// command) sets a new password, ends every session, works once, for 24 hours, and a newer link
+/// replaces an older one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_link_sets_a_new_password_once() {
+    let s = TestServer::start().await;
+    admin_person(&s, "kim@example.com", "kim's long password");
+    let (email, old_pw, new_pw) = (
+        "hal@example.com",
+        "hal's forgotten password",
+        "hal's new long password",
+    );
+    s.person(email, old_pw);
+    let mut elsewhere = signed_in_browser(&s, email, old_pw).await;
+    let hal = user_record(&s, email).user_id().to_string();
+
+    // The admin makes the link on the admin page; it is shown once.
+    let mut admin = signed_in_browser(&s, "kim@example.com", "kim's long password").await;
+    let page = admin.get(&s.url("/admin")).await;
+    let action = format!("/admin/users/{hal}/reset-link");
+    let r = submit(&s, &mut admin, &page, &action, &[]).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let link = text_of_id(&r.body, "reset-link").expect("link shown");
+    assert!(link.starts_with(&s.url("/reset?token=")), "{link}");
+    assert!(
+        !admin.get(&s.url("/admin")).await.body.contains(&link),
+        "shown once"
+    );
+
+    // The person opens it.
+    let mut b = Browser::new();
+    let page = b.get(&link).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains(email), "{}", page.body);
+    // Refused, nothing changes: passwords that differ, a password too short, a stale form.
+    let r = submit(
+        &s,
+        &mut b,
+        &page,
+        "/reset",
+        &[
+            ("new_password", new_pw),
+            ("new_password2", "another one entirely"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    let r = submit(
+        &s,
+        &mut b,
+        &page,
+        "/reset",
+        &[("new_password", "short"), ("new_password2", "short")],
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    let r = submit(
+        &s,
+        &mut b,
+        &page,
+        "/reset",
+        &[
+            ("csrf", "stale"),
+            ("new_password", new_pw),
+            ("new_password2", new_pw),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        sign_in(&s, &mut Browser::new(), email, old_pw).await.status,
+        303,
+        "old password still good"
+    );
+
+    let r = submit(
+        &s,
+        &mut b,
+        &page,
+        "/reset",
+        &[("new_password", new_pw), ("new_password2", new_pw)],
+    )
+    .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(r.location.as_deref(), Some("/login?done=reset"));
+    let page = b.follow(&s.base, r).await;
+    assert!(
+        page.body.contains("Your password was changed"),
+        "{}",
+        page.body
+    );
+    assert_eq!(
+        elsewhere.get(&s.url("/account")).await.status,
+        303,
+        "other sessions ended"
+    );
+    assert_eq!(
+        sign_in(&s, &mut Browser::new(), email, old_pw).await.status,
+        401
+    );
+    assert_eq!(
+        sign_in(&s, &mut Browser::new(), email, new_pw).await.status,
+        303
+    );
+
+    // Once only.
+    let r = b.get(&link).await;
+    assert_eq!(r.status, 410);
+    assert!(
+        r.body.contains("This link does not work") && r.body.contains("href=\"/account\""),
+        "{}",
+        r.body
+    );
+
+    // A newer link replaces an older one; a link lasts 24 hours.
+    let make = || {
+        let v = s.admin(AdminRequest::UserResetLink {
+            email: email.into(),
+        });
+        s.url(v["reset_path"].as_str().unwrap())
+    };
+    let (first, second) = (make(), make());
+    assert_eq!(b.get(&first).await.status, 410, "replaced");
+    assert_eq!(b.get(&second).await.status, 200);
+    s.clock.advance(24 * 3600 * 1000 + 1);
+    assert_eq!(b.get(&second).await.status, 410, "expired");
+    // Unknown and empty tokens.
+    assert_eq!(b.get(&s.url("/reset?token=nope")).await.status, 410);
+    assert_eq!(b.get(&s.url("/reset")).await.status, 410);
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn totp_enable_then_sign_in_needs_a_code_and_recovery_codes_work_once() {
     let s = TestServer::start().await;

@@ -85,7 +85,10 @@ async fn exec(
         })
         .await
     {
-        Ok(Ok(value)) => Json(json!({"ok": true, "result": value})).into_response(),
+        Ok(Ok(mut value)) => {
+            crate::ops::complete_urls(&mut value, &state.public_url);
+            Json(json!({"ok": true, "result": value})).into_response()
+        }
         Ok(Err(OpError::Invalid(m))) => (
             StatusCode::BAD_REQUEST,
             Json(json!({"ok": false, "error": m})),

@@ -164,6 +164,30 @@ pub enum UserCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Print a one-time link (valid 24 hours) with which the person sets a new password; a
+    /// newer link replaces an older one. For installs without a mail server.
+    ResetLink {
+        /// The account's e-mail address.
+        #[arg(long)]
+        email: String,
+        /// Print JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set a person's password (read from the first line of standard input); their sessions
+    /// end and apps they signed in to must ask them again.
+    Passwd {
+        /// The account's e-mail address.
+        #[arg(long)]
+        email: String,
+        /// Read the password from the first line of standard input (required: a password is
+        /// never taken from the command line, where other users could see it).
+        #[arg(long, required = true)]
+        password_stdin: bool,
+        /// Print JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show one user.
     Show {
         /// The account's e-mail address.
@@ -875,6 +899,55 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
             };
             let v = run_admin(dir, req).await?;
             print(&v, *json, |v| format!("updated {}", describe_user(v)));
+            Ok(())
+        }
+        Command::User(UserCommand::ResetLink { email, json }) => {
+            let mut v = run_admin(
+                dir,
+                AdminRequest::UserResetLink {
+                    email: email.clone(),
+                },
+            )
+            .await?;
+            if v.get("reset_url").is_none() {
+                // Opened directly: the address the server will answer on.
+                let config = load_config(cli, None)?.0;
+                let base = config
+                    .public_url
+                    .clone()
+                    .unwrap_or_else(|| format!("http://{}", config.listen));
+                crate::ops::complete_urls(&mut v, &base);
+            }
+            print(&v, *json, |v| {
+                format!(
+                    "{}\n(works once, for 24 hours; give it to {} over a channel you trust)",
+                    v["reset_url"].as_str().unwrap_or_default(),
+                    v["email"].as_str().unwrap_or_default()
+                )
+            });
+            Ok(())
+        }
+        Command::User(UserCommand::Passwd { email, json, .. }) => {
+            let pw = read_password_line()?;
+            crate::auth::password::check_policy(&pw)
+                .map_err(|e| anyhow::anyhow!("the password is not accepted: {e}"))?;
+            let password_hash = crate::auth::password::hash_async(pw).await?;
+            let v = run_admin(
+                dir,
+                AdminRequest::UserPasswd {
+                    email: email.clone(),
+                    password_hash,
+                },
+            )
+            .await?;
+            print(&v, *json, |v| {
+                format!(
+                    "password set for {}; {} session(s) ended, {} app grant(s) revoked",
+                    v["email"].as_str().unwrap_or_default(),
+                    v["sessions_ended"],
+                    v["grants_revoked"]
+                )
+            });
             Ok(())
         }
         Command::User(UserCommand::Show { email, json }) => {

@@ -32,6 +32,7 @@ pub mod ledger;
 mod migrate;
 pub mod models;
 pub mod oauth;
+pub mod recovery;
 pub mod sessions;
 pub mod settings;
 pub mod tables;

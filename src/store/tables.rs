@@ -15,7 +15,7 @@ pub const SETTINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("setting
 pub const USERS: TableDefinition<u64, &[u8]> = TableDefinition::new("users");
 /// lower-cased e-mail → user id.
 pub const USERS_BY_EMAIL: TableDefinition<&str, u64> = TableDefinition::new("users_by_email");
-/// SHA-256 of the current `vx_` key → user id. Only one key per user exists here at a time.
+/// SHA-256 of every live `vx_` key (each user's default key and named keys) → user id.
 pub const USERS_BY_KEY: TableDefinition<&[u8], u64> = TableDefinition::new("users_by_key");
 
 /// (user id, ledger sequence) → `LedgerEntry`. Append-only.
@@ -61,6 +61,8 @@ pub const SIGNING_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("oau
 pub const MODELS: TableDefinition<&str, &[u8]> = TableDefinition::new("models");
 /// SHA-256 of a session id → `SessionRecord`.
 pub const SESSIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("web_sessions");
+/// SHA-256 of a password-reset token → `ResetRecord` (one live link per user; used once).
+pub const PASSWORD_RESETS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("password_resets");
 
 /// Copies every table from a read snapshot into `dst` (backups). Keep in step with the tables
 /// above: a table missing here is missing from backups (`tests/backup.rs` checks the round trip).
@@ -91,6 +93,7 @@ pub(crate) fn copy_all(
     copy(src, dst, MODELS)?;
     copy(src, dst, SIGNING_KEYS)?;
     copy(src, dst, SESSIONS)?;
+    copy(src, dst, PASSWORD_RESETS)?;
     Ok(())
 }
 
@@ -100,7 +103,12 @@ fn copy<K: redb::Key + 'static, V: redb::Value + 'static>(
     def: TableDefinition<K, V>,
 ) -> Result<(), super::StoreError> {
     use redb::ReadableTable;
-    let from = src.open_table(def)?;
+    // A backup made before a table existed simply has none of its rows.
+    let from = match src.open_table(def) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
     let mut to = dst.open_table(def)?;
     for row in from.iter()? {
         let (k, v) = row?;

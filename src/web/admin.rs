@@ -19,6 +19,7 @@ use super::server_error;
 use crate::ops::{self, OpError};
 use crate::state::AppState;
 use crate::store::{StoreError, UserId, UserPatch, UserRecord};
+use crate::web::extract::Empty;
 use crate::web::{Admin, CheckedForm, SignedIn, csrf_token, page_with_status, redirect};
 
 /// At most this many users are listed at once (narrow the list with the search box).
@@ -34,6 +35,7 @@ pub fn routes() -> Route {
         .at("/users/:id/credits", post(credits_post))
         .at("/users/:id/pro", post(pro_post))
         .at("/users/:id/ban", post(ban_post))
+        .at("/users/:id/reset-link", post(reset_link_post))
 }
 
 struct ClientView {
@@ -66,6 +68,8 @@ struct AdminPage {
     error: Option<(&'static str, String)>,
     /// (app_name, app_secret) of a client registered by this request.
     new_client: Option<(String, String)>,
+    /// (e-mail, link) of a password-reset link made by this request, shown once.
+    reset_link: Option<(String, String)>,
     form_name: String,
     form_uris: String,
     form_logout_uris: String,
@@ -89,6 +93,7 @@ struct Extras {
     notice: Option<&'static str>,
     error: Option<(&'static str, String)>,
     new_client: Option<(String, String)>,
+    reset_link: Option<(String, String)>,
     form_name: String,
     form_uris: String,
     form_logout_uris: String,
@@ -173,6 +178,7 @@ fn render(
             notice: extras.notice,
             error: extras.error,
             new_client: extras.new_client,
+            reset_link: extras.reset_link,
             form_name: extras.form_name,
             form_uris: extras.form_uris,
             form_logout_uris: extras.form_logout_uris,
@@ -506,5 +512,53 @@ pub async fn ban_post(
             redirect(&format!("/admin?done={done}#{}", user.user_id()))
         }
         Err(e) => server_error(&state, "changing a ban", e),
+    }
+}
+
+/// `POST /admin/users/{id}/reset-link`: a one-time password-reset link for the person (valid
+/// 24 hours, replacing an earlier one), shown once on the response page.
+#[handler]
+pub async fn reset_link_post(
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Path(id): Path<String>,
+    CheckedForm(Empty {}): CheckedForm<Empty>,
+    Admin(me): Admin,
+) -> Response {
+    let (me, target) = match target_user(&state, jar, me, &id) {
+        Ok(t) => t,
+        Err(r) => return *r,
+    };
+    let (email, now, secrets) = (
+        target.email.clone(),
+        state.clock.now(),
+        state.idp.secrets.clone(),
+    );
+    let made = state
+        .store
+        .call(move |st| {
+            ops::execute(
+                st,
+                &secrets,
+                ops::AdminRequest::UserResetLink { email },
+                now,
+            )
+            .map_err(|e| match e {
+                OpError::Invalid(m) => StoreError::Invalid(m),
+                OpError::Store(e) => e,
+            })
+        })
+        .await;
+    match made {
+        Ok(mut v) => {
+            ops::complete_urls(&mut v, &state.public_url);
+            let link = v["reset_url"].as_str().unwrap_or_default().to_string();
+            let extras = Extras {
+                reset_link: Some((target.email, link)),
+                ..Extras::default()
+            };
+            render(&state, jar, &me, extras, StatusCode::OK)
+        }
+        Err(e) => server_error(&state, "making a reset link", e),
     }
 }

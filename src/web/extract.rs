@@ -93,3 +93,7 @@ impl<'a, T: DeserializeOwned> FromRequest<'a> for CheckedForm<T> {
             })
     }
 }
+
+/// A form with nothing but its CSRF field: `CheckedForm(Empty {}): CheckedForm<Empty>`.
+#[derive(serde::Deserialize)]
+pub struct Empty {}

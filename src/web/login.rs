@@ -25,6 +25,7 @@ use crate::web::{
 #[template(path = "login.html")]
 struct LoginPage {
     app: Option<String>,
+    notice: Option<&'static str>,
     error: Option<String>,
     csrf: String,
     return_to: String,
@@ -95,6 +96,7 @@ fn login_page(
     error: Option<String>,
     status: StatusCode,
     app: Option<String>,
+    notice: Option<&'static str>,
 ) -> Response {
     let now = state.clock.now();
     let challenge = (!email.is_empty()
@@ -105,6 +107,7 @@ fn login_page(
     .then(|| new_challenge(state));
     page_with_status(
         &LoginPage {
+            notice,
             app,
             error,
             csrf: csrf_token(state, jar),
@@ -139,6 +142,8 @@ pub async fn login_get(
         None,
         StatusCode::OK,
         q.get("app").cloned(),
+        (q.get("done").map(String::as_str) == Some("reset"))
+            .then_some("Your password was changed. Sign in with the new one."),
     )
 }
 
@@ -182,6 +187,7 @@ pub async fn login_post(
             &email,
             Some(error.to_string()),
             status,
+            None,
             None,
         )
     };

@@ -16,6 +16,7 @@ pub mod extract;
 pub mod login;
 pub mod playground;
 pub mod register;
+pub mod reset;
 pub mod setup;
 pub mod throttle;
 
@@ -163,6 +164,7 @@ pub fn routes() -> poem::Route {
             "/register",
             get(register::register_get).post(register::register_post),
         )
+        .at("/reset", get(reset::reset_get).post(reset::reset_post))
         .at("/avatars/:name", get(avatar::avatar))
         .at(
             "/static/pictor.css",

@@ -20,7 +20,6 @@ use poem::http::StatusCode;
 use poem::web::cookie::CookieJar;
 use poem::web::{Data, Query};
 use poem::{Request, Response, Route, get, handler, post};
-use serde::Deserialize;
 
 use crate::clock::Millis;
 use crate::state::AppState;
@@ -311,9 +310,7 @@ pub async fn account_get(
     render(&state, jar, &s.user, extras, StatusCode::OK)
 }
 
-/// A form with nothing but its CSRF field.
-#[derive(Deserialize)]
-pub struct Empty {}
+pub use crate::web::extract::Empty;
 
 /// Counts a password/code check against the sign-in throttle; `Some(response)` when refused.
 pub(super) fn throttled(

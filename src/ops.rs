@@ -55,6 +55,10 @@ pub enum AdminRequest {
     UserResetLink {
         email: String,
     },
+    /// Deletes an account and its pictures (see `store::erase`).
+    UserRemove {
+        email: String,
+    },
     /// Sets a person's password (an Argon2id hash made by the CLI): their sessions end and the
     /// apps they signed in to must ask them again.
     UserPasswd {
@@ -239,6 +243,21 @@ pub fn execute(
                 "email": user.email,
                 "reset_path": format!("/reset?token={token}"),
                 "expires_at": record.expires_at,
+            }))
+        }
+        AdminRequest::UserRemove { email } => {
+            let user = store.require_user(&email)?;
+            let erased = store.erase_user(user.id, now)?;
+            let files = crate::store::erase::remove_files(store.folder(), &erased);
+            tracing::info!(user = %user.user_id(), jobs = erased.jobs, files, "account deleted");
+            Ok(json!({
+                "email": erased.email,
+                "user_id": user.user_id().to_string(),
+                "jobs_removed": erased.jobs,
+                "files_removed": files,
+                "sessions_ended": erased.sessions,
+                "grants_revoked": erased.grants,
+                "balance_written_off": erased.balance_written_off,
             }))
         }
         AdminRequest::UserPasswd {

@@ -414,6 +414,75 @@ fn reset_link_and_passwd() {
     ));
 }
 
+/// `user remove` asks for `--yes`, then deletes the account; the only administrator stays.
+#[test]
+fn user_remove_needs_yes_and_keeps_the_last_administrator() {
+    let dir = tempfile::tempdir().unwrap();
+    cli_json(
+        dir.path(),
+        &[
+            "user",
+            "add",
+            "--email",
+            "ann@example.com",
+            "--admin",
+            "--json",
+        ],
+        None,
+    );
+    cli_json(
+        dir.path(),
+        &[
+            "user",
+            "add",
+            "--email",
+            "bob@example.com",
+            "--credits",
+            "7",
+            "--json",
+        ],
+        None,
+    );
+    let (code, out, err) = run_cli(
+        dir.path(),
+        &["user", "remove", "--email", "bob@example.com"],
+        None,
+    );
+    assert_ne!(code, 0);
+    assert!(out.is_empty() && err.contains("--yes"), "{err}");
+    cli_json(
+        dir.path(),
+        &["user", "show", "--email", "bob@example.com", "--json"],
+        None,
+    );
+    let v = cli_json(
+        dir.path(),
+        &[
+            "user",
+            "remove",
+            "--email",
+            "bob@example.com",
+            "--yes",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(v["balance_written_off"], 7, "{v}");
+    let (code, _, _) = run_cli(
+        dir.path(),
+        &["user", "show", "--email", "bob@example.com"],
+        None,
+    );
+    assert_ne!(code, 0, "gone");
+    let (code, _, err) = run_cli(
+        dir.path(),
+        &["user", "remove", "--email", "ann@example.com", "--yes"],
+        None,
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("only administrator"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_with_server_running_goes_through_admin_channel() {
     let dir = tempfile::tempdir().unwrap();

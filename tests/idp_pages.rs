@@ -763,6 +763,180 @@ async fn a_reset_link_sets_a_new_password_once() {
     s.stop().await;
 }
 
+/// Deleting an account: the owner with their password and a ticked box (not while a picture is
+/// being made), an administrator on the admin page or with `user remove`. Everything of the
+/// person goes — profile, keys, sessions, jobs, pictures — and the ledger keeps its rows by
+/// account number, with one `closed` row that writes the balance off, so they still add up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_is_deleted_with_its_pictures_and_the_books_still_balance() {
+    let gate = Gate::default();
+    let s = TestServer::with_renderer(std::sync::Arc::new(gate.clone())).await;
+    admin_person(&s, "root@example.com", "root's long password");
+    let (email, pw) = ("dee@example.com", "dee's long password");
+    s.person(email, pw);
+    let key = s.admin(AdminRequest::KeyIssue {
+        email: email.into(),
+    })["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut b = signed_in_browser(&s, email, pw).await;
+    let page = account(&s, &mut b).await;
+    let r = submit(&s, &mut b, &page, "/account/keys", &[("label", "script")]).await;
+    let named = text_of_id(&r.body, "new-api-key").unwrap();
+
+    // One picture made; a second one in the making.
+    gate.open();
+    let (st, job) = s
+        .generate(&key, serde_json::json!({"prompt": "a lighthouse"}))
+        .await;
+    assert_eq!(st, 202, "{job}");
+    let poll = format!(
+        "/api/pictor/v1/jobs/{}?wait=30",
+        job["job_id"].as_str().unwrap()
+    );
+    let (_, done) = s.get(&key, &poll).await;
+    assert_eq!(done["status"], "done", "{done}");
+    let picture = s
+        .dir
+        .path()
+        .join("data")
+        .join("images")
+        .read_dir()
+        .unwrap()
+        .count();
+    assert_eq!(picture, 1);
+    gate.close();
+    let (st, running) = s
+        .generate(&key, serde_json::json!({"prompt": "a second one"}))
+        .await;
+    assert_eq!(st, 202, "{running}");
+    let id = user_record(&s, email).id;
+
+    // Refused, nothing changes: no confirmation, a wrong password, a picture in the making.
+    let page = account(&s, &mut b).await;
+    let r = submit(&s, &mut b, &page, "/account/delete", &[("password", pw)]).await;
+    assert_eq!(r.status, 400);
+    let r = submit(
+        &s,
+        &mut b,
+        &page,
+        "/account/delete",
+        &[("password", "not it"), ("confirm", "yes")],
+    )
+    .await;
+    assert_eq!(r.status, 401);
+    let r = submit(
+        &s,
+        &mut b,
+        &page,
+        "/account/delete",
+        &[("password", pw), ("confirm", "yes")],
+    )
+    .await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert!(r.body.contains("still being made"), "{}", r.body);
+    assert_eq!(s.me(&key).await["email"], email);
+
+    gate.open();
+    let poll = format!(
+        "/api/pictor/v1/jobs/{}?wait=30",
+        running["job_id"].as_str().unwrap()
+    );
+    assert_eq!(s.get(&key, &poll).await.1["status"], "done");
+    let balance = user_record(&s, email).balance;
+    assert!(balance > 0);
+    let r = submit(
+        &s,
+        &mut b,
+        &page,
+        "/account/delete",
+        &[("password", pw), ("confirm", "yes")],
+    )
+    .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(r.location.as_deref(), Some("/login?done=deleted"));
+    let page = b.follow(&s.base, r).await;
+    assert!(
+        page.body.contains("Your account was deleted"),
+        "{}",
+        page.body
+    );
+
+    // Gone: the profile, both keys, the session, the jobs, the pictures.
+    assert!(s.store().user_by_email(email).unwrap().is_none());
+    assert!(s.store().user(id).unwrap().is_none());
+    for k in [&key, &named] {
+        assert_eq!(s.get(k, "/api/pictor/v1/me").await.0, 401);
+    }
+    assert_eq!(b.get(&s.url("/account")).await.status, 303);
+    assert_eq!(
+        s.dir
+            .path()
+            .join("data")
+            .join("images")
+            .read_dir()
+            .unwrap()
+            .count(),
+        0
+    );
+    assert_eq!(
+        sign_in(&s, &mut Browser::new(), email, pw).await.status,
+        401
+    );
+    // The books: the account number's rows add up to zero, the last one writing the balance off.
+    let rows = s.store().ledger(id).unwrap();
+    assert_eq!(rows.iter().map(|r| r.delta).sum::<i64>(), 0, "{rows:?}");
+    let last = rows.last().unwrap();
+    assert_eq!((last.delta, last.balance_after), (-balance, 0));
+    assert_eq!(serde_json::to_value(last.reason).unwrap(), "closed");
+    // The address is free again.
+    s.person(email, "a brand new password");
+
+    // An administrator deletes another account on the admin page (confirmation first), never
+    // their own there, and never the only administrator anywhere.
+    s.person("eve@example.com", "eve's long password");
+    let eve = user_record(&s, "eve@example.com").user_id().to_string();
+    let mut root = signed_in_browser(&s, "root@example.com", "root's long password").await;
+    let page = root.get(&s.url("/admin")).await;
+    let action = format!("/admin/users/{eve}/delete");
+    let r = submit(&s, &mut root, &page, &action, &[]).await;
+    assert_eq!(r.status, 400);
+    let r = submit(&s, &mut root, &page, &action, &[("confirm", "yes")]).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert!(
+        s.store()
+            .user_by_email("eve@example.com")
+            .unwrap()
+            .is_none()
+    );
+    let me = user_record(&s, "root@example.com");
+    let fields = vec![
+        ("csrf".to_string(), csrf_of(&page.body)),
+        ("confirm".to_string(), "yes".to_string()),
+    ];
+    let r = root
+        .post(
+            &s.url(&format!("/admin/users/{}/delete", me.user_id())),
+            &fields,
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    let page = account(&s, &mut root).await;
+    let r = submit(
+        &s,
+        &mut root,
+        &page,
+        "/account/delete",
+        &[("password", "root's long password"), ("confirm", "yes")],
+    )
+    .await;
+    assert_eq!(r.status, 409);
+    assert!(r.body.contains("only administrator"), "{}", r.body);
+    assert!(s.store().user(me.id).unwrap().is_some());
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn totp_enable_then_sign_in_needs_a_code_and_recovery_codes_work_once() {
     let s = TestServer::start().await;
@@ -1150,7 +1324,12 @@ async fn admin_pages_clients_and_users() {
 
     let ban = format!("/admin/users/{ivy_id}/ban");
     account(&s, &mut ivy).await;
+    // A ban asks for its confirmation first.
     let r = submit(&s, &mut root, &page, &ban, &[]).await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("Tick the confirmation box"), "{}", r.body);
+    assert!(!user_record(&s, "ivy@example.com").banned);
+    let r = submit(&s, &mut root, &page, &ban, &[("confirm", "yes")]).await;
     assert_eq!(r.status, 303);
     assert!(user_record(&s, "ivy@example.com").banned);
     assert_eq!(
@@ -1183,9 +1362,19 @@ async fn admin_pages_clients_and_users() {
     assert_eq!(r.status, 400);
     assert!(!user_record(&s, "root@example.com").banned);
 
-    // Removing the client ends it.
+    // Removing the client ends it (after its confirmation).
     let page = root.get(&s.url("/admin")).await;
     let r = submit(&s, &mut root, &page, "/admin/clients/remove", &[]).await;
+    assert_eq!(r.status, 400);
+    assert!(s.store().client("notes").unwrap().is_some());
+    let r = submit(
+        &s,
+        &mut root,
+        &page,
+        "/admin/clients/remove",
+        &[("confirm", "yes")],
+    )
+    .await;
     assert_eq!(r.status, 303);
     assert!(s.store().client("notes").unwrap().is_none());
     let (status, v) = token_call(

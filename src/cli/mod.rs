@@ -174,6 +174,19 @@ pub enum UserCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Delete an account: profile, keys, sessions, app grants, jobs, pictures and uploads. The
+    /// ledger keeps its rows (by account number only) and writes the balance off.
+    Remove {
+        /// The account's e-mail address.
+        #[arg(long)]
+        email: String,
+        /// Confirm: the deletion cannot be undone.
+        #[arg(long)]
+        yes: bool,
+        /// Print JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Set a person's password (read from the first line of standard input); their sessions
     /// end and apps they signed in to must ask them again.
     Passwd {
@@ -923,6 +936,31 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
                     "{}\n(works once, for 24 hours; give it to {} over a channel you trust)",
                     v["reset_url"].as_str().unwrap_or_default(),
                     v["email"].as_str().unwrap_or_default()
+                )
+            });
+            Ok(())
+        }
+        Command::User(UserCommand::Remove { email, yes, json }) => {
+            if !yes {
+                bail!(
+                    "this deletes {email}'s account, pictures and keys for good; run it again with --yes"
+                );
+            }
+            let v = run_admin(
+                dir,
+                AdminRequest::UserRemove {
+                    email: email.clone(),
+                },
+            )
+            .await?;
+            print(&v, *json, |v| {
+                format!(
+                    "deleted {} ({}): {} jobs, {} files, {} credits written off",
+                    v["email"].as_str().unwrap_or_default(),
+                    v["user_id"].as_str().unwrap_or_default(),
+                    v["jobs_removed"],
+                    v["files_removed"],
+                    v["balance_written_off"]
                 )
             });
             Ok(())

@@ -18,6 +18,8 @@ pub enum LedgerReason {
     Charge,
     /// A failed job's price, returned.
     Refund,
+    /// The account was deleted: its balance written off (the rows stay, without the person).
+    Closed,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -25,6 +25,7 @@
 //! durable state, which is what the reads showed all along).
 
 mod codec;
+pub mod erase;
 pub mod group;
 pub mod jobs;
 pub mod keys;
@@ -108,6 +109,8 @@ const CACHE_BYTES: usize = 16 << 20;
 #[derive(Clone)]
 pub struct Store {
     db: Arc<Database>,
+    /// The store file's path (its folder is the data folder: pictures, uploads, avatars).
+    path: Arc<std::path::PathBuf>,
     group: Arc<GroupCommit>,
     /// Bumped after every commit that may change the signing keys, so the identity provider
     /// rebuilds its parsed key and JWKS only then.
@@ -176,10 +179,16 @@ impl Store {
         let group = Arc::new(GroupCommit::new(&db)?);
         let store = Store {
             db: Arc::new(db),
+            path: Arc::new(path.to_path_buf()),
             group,
             key_changes: Arc::default(),
         };
         Ok(store)
+    }
+
+    /// The data folder the store file lives in.
+    pub fn folder(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("."))
     }
 
     /// Runs a synchronous store operation on the blocking pool.

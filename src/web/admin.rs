@@ -36,6 +36,7 @@ pub fn routes() -> Route {
         .at("/users/:id/pro", post(pro_post))
         .at("/users/:id/ban", post(ban_post))
         .at("/users/:id/reset-link", post(reset_link_post))
+        .at("/users/:id/delete", post(delete_user_post))
 }
 
 struct ClientView {
@@ -198,6 +199,7 @@ fn notice_for(done: Option<&str>) -> Option<&'static str> {
         "pro" => "The PRO flag was updated.",
         "banned" => "The user was banned and signed out everywhere.",
         "unbanned" => "The user was unbanned.",
+        "deleted" => "The account was deleted, with its pictures and keys.",
         _ => return None,
     })
 }
@@ -310,6 +312,27 @@ pub async fn add_client_post(
 pub struct RemoveClientForm {
     #[serde(default)]
     name: String,
+    #[serde(default)]
+    confirm: String,
+}
+
+/// The refusal of a destructive form sent without its confirmation box ticked.
+fn unconfirmed(
+    state: &AppState,
+    jar: &CookieJar,
+    me: &UserRecord,
+    section: &'static str,
+) -> Response {
+    render(
+        state,
+        jar,
+        me,
+        Extras::error(
+            section,
+            "Tick the confirmation box first: this cannot be undone.",
+        ),
+        StatusCode::BAD_REQUEST,
+    )
 }
 
 #[handler]
@@ -320,6 +343,9 @@ pub async fn remove_client_post(
     Admin(me): Admin,
 ) -> Response {
     let me = me.user;
+    if f.confirm != "yes" {
+        return unconfirmed(&state, jar, &me, "client");
+    }
     let now = state.clock.now();
     let name = f.name.clone();
     match state
@@ -414,6 +440,8 @@ pub async fn credits_post(
 pub struct FlagForm {
     #[serde(default)]
     value: String,
+    #[serde(default)]
+    confirm: String,
 }
 
 fn parse_flag(value: &str) -> Option<bool> {
@@ -482,6 +510,9 @@ pub async fn ban_post(
     };
     if banned && target.id == me.id {
         return refuse("You cannot ban yourself.", StatusCode::BAD_REQUEST);
+    }
+    if banned && f.confirm != "yes" {
+        return unconfirmed(&state, jar, &me, "users");
     }
     let email = target.email.clone();
     let uid = target.id;
@@ -560,5 +591,69 @@ pub async fn reset_link_post(
             render(&state, jar, &me, extras, StatusCode::OK)
         }
         Err(e) => server_error(&state, "making a reset link", e),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct ConfirmForm {
+    #[serde(default)]
+    confirm: String,
+}
+
+/// `POST /admin/users/{id}/delete`: deletes the account (with the box ticked; not one's own —
+/// that is on the account page).
+#[handler]
+pub async fn delete_user_post(
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Path(id): Path<String>,
+    CheckedForm(f): CheckedForm<ConfirmForm>,
+    Admin(me): Admin,
+) -> Response {
+    let (me, target) = match target_user(&state, jar, me, &id) {
+        Ok(t) => t,
+        Err(r) => return *r,
+    };
+    if target.id == me.id {
+        return render(
+            &state,
+            jar,
+            &me,
+            Extras::error("users", "Delete your own account on your account page."),
+            StatusCode::BAD_REQUEST,
+        );
+    }
+    if f.confirm != "yes" {
+        return unconfirmed(&state, jar, &me, "users");
+    }
+    let (email, now, secrets) = (
+        target.email.clone(),
+        state.clock.now(),
+        state.idp.secrets.clone(),
+    );
+    let result = state
+        .store
+        .call(move |st| {
+            ops::execute(st, &secrets, ops::AdminRequest::UserRemove { email }, now).map_err(|e| {
+                match e {
+                    OpError::Invalid(m) => StoreError::Conflict(m),
+                    OpError::Store(e) => e,
+                }
+            })
+        })
+        .await;
+    match result {
+        Ok(_) => {
+            tracing::info!(admin = %me.user_id(), user = %target.user_id(), "account deleted from the admin page");
+            redirect("/admin?done=deleted")
+        }
+        Err(StoreError::Conflict(m)) => render(
+            &state,
+            jar,
+            &me,
+            Extras::error("users", m),
+            StatusCode::CONFLICT,
+        ),
+        Err(e) => server_error(&state, "deleting an account", e),
     }
 }

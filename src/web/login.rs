@@ -142,8 +142,11 @@ pub async fn login_get(
         None,
         StatusCode::OK,
         q.get("app").cloned(),
-        (q.get("done").map(String::as_str) == Some("reset"))
-            .then_some("Your password was changed. Sign in with the new one."),
+        match q.get("done").map(String::as_str) {
+            Some("reset") => Some("Your password was changed. Sign in with the new one."),
+            Some("deleted") => Some("Your account was deleted, with its pictures and keys."),
+            _ => None,
+        },
     )
 }
 

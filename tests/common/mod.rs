@@ -422,7 +422,7 @@ pub fn books_mismatches(store: &pictor::store::Store, data_dir: &Path) -> Vec<St
                 match e.reason {
                     LedgerReason::Charge => entry.0 += 1,
                     LedgerReason::Refund => entry.1 += 1,
-                    LedgerReason::Grant => {}
+                    LedgerReason::Grant | LedgerReason::Closed => {}
                 }
             }
         }

@@ -9,6 +9,7 @@
 //! `Cache-Control: no-store` like every page.
 
 mod apps;
+mod close;
 mod keys;
 mod password;
 mod profile;
@@ -53,6 +54,7 @@ pub fn routes() -> Route {
         .at("/webhook-secret", post(webhook_secret_post))
         .at("/apps/revoke", post(revoke_app_post))
         .at("/apps/limits", post(app_limits_post))
+        .at("/delete", post(close::delete_post))
 }
 
 /// `GET /`: the playground when signed in, the sign-in page otherwise.

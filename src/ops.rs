@@ -158,7 +158,130 @@ pub fn user_json(u: &UserRecord, store: &Store, now: Millis) -> Result<Value, St
 }
 
 /// Runs one admin command against the store. Returns the JSON object the CLI prints.
+/// Runs `req` as the command line (`cli`): see [`execute_as`].
 pub fn execute(
+    store: &Store,
+    secrets: &crate::idp::crypto::SecretBox,
+    req: AdminRequest,
+    now: Millis,
+) -> Result<Value, OpError> {
+    execute_as(store, secrets, req, now, "cli")
+}
+
+/// What a change is called in the audit log, whom it is about (by e-mail), and its detail.
+/// `None` for requests that change nothing.
+fn audit_of(req: &AdminRequest, store: &Store) -> Option<(&'static str, Option<String>, String)> {
+    let on = |e: &str| Some(e.to_string());
+    Some(match req {
+        AdminRequest::UserAdd {
+            email,
+            admin,
+            pro,
+            credits,
+            ..
+        } => (
+            "user.add",
+            on(email),
+            format!("admin {admin}, PRO {pro}, {credits} credits"),
+        ),
+        AdminRequest::UserUpdate {
+            email,
+            pro,
+            banned,
+            daily_limit,
+            admin,
+            approve,
+        } => {
+            let mut parts = Vec::new();
+            if let Some(v) = pro {
+                parts.push(format!("PRO {v}"));
+            }
+            if let Some(v) = banned {
+                parts.push(format!("banned {v}"));
+            }
+            if let Some(v) = admin {
+                parts.push(format!("admin {v}"));
+            }
+            if let Some(v) = daily_limit {
+                parts.push(format!("daily limit {v}"));
+            }
+            if *approve {
+                parts.push("approved".into());
+            }
+            ("user.update", on(email), parts.join(", "))
+        }
+        AdminRequest::CreditsGrant { email, amount } => {
+            ("credits.grant", on(email), format!("{amount:+} credits"))
+        }
+        AdminRequest::KeyIssue { email } => {
+            ("api_key.issue", on(email), "default key replaced".into())
+        }
+        AdminRequest::UserResetLink { email } => (
+            "user.reset_link",
+            on(email),
+            "password-reset link made".into(),
+        ),
+        AdminRequest::UserPasswd { email, .. } => ("user.passwd", on(email), "password set".into()),
+        AdminRequest::UserRemove { email } => ("user.remove", on(email), "account deleted".into()),
+        AdminRequest::SettingsSet { key, value } => {
+            let key = crate::store::settings::canonical_key(key);
+            let old = store
+                .settings()
+                .ok()
+                .and_then(|s| s.entries().into_iter().find(|(k, _)| *k == key))
+                .map(|(_, v)| v.to_string())
+                .unwrap_or_else(|| "?".into());
+            ("settings.set", None, format!("{key} {old} → {value}"))
+        }
+        AdminRequest::ClientAdd { name, .. } => ("client.add", None, name.clone()),
+        AdminRequest::ClientLogoutUris { name, .. } => ("client.logout_uris", None, name.clone()),
+        AdminRequest::ClientRemove { name } => ("client.remove", None, name.clone()),
+        AdminRequest::UserImport { records } => {
+            ("user.import", None, format!("{} accounts", records.len()))
+        }
+        AdminRequest::KeysRotate => ("signing_key.rotate", None, String::new()),
+        AdminRequest::ModelAdd { name, path, .. } => ("model.add", None, format!("{name} {path}")),
+        AdminRequest::ModelRemove { name } => ("model.remove", None, name.clone()),
+        AdminRequest::UserShow { .. }
+        | AdminRequest::UserList
+        | AdminRequest::SettingsList
+        | AdminRequest::ClientList
+        | AdminRequest::ModelList => return None,
+    })
+}
+
+/// Runs one admin request for `actor` (`cli`, or `usr_… (e-mail)` of an administrator on the
+/// admin page); a change that succeeded is written to the audit log.
+pub fn execute_as(
+    store: &Store,
+    secrets: &crate::idp::crypto::SecretBox,
+    req: AdminRequest,
+    now: Millis,
+    actor: &str,
+) -> Result<Value, OpError> {
+    let audit = audit_of(&req, store).map(|(action, email, detail)| {
+        // Looked up before the change: a removed account cannot be found after it.
+        let user_id = email
+            .and_then(|e| store.user_by_email(&e).ok().flatten())
+            .map(|u| u.id);
+        (action, user_id, detail)
+    });
+    let result = run(store, secrets, req, now)?;
+    if let Some((action, mut user_id, detail)) = audit {
+        if user_id.is_none() && action == "user.add" {
+            user_id = result["user_id"]
+                .as_str()
+                .and_then(crate::store::UserId::parse)
+                .map(|u| u.0);
+        }
+        if let Err(e) = store.audit(actor, action, user_id, &detail, now) {
+            tracing::warn!(error = %e, action, "writing the audit log");
+        }
+    }
+    Ok(result)
+}
+
+fn run(
     store: &Store,
     secrets: &crate::idp::crypto::SecretBox,
     req: AdminRequest,

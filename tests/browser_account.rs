@@ -132,3 +132,77 @@ async fn keys_are_made_copied_revoked_and_replaced_with_confirmation() {
     d.screenshot(&shot("form-expired")).await;
     s.stop().await;
 }
+
+/// The operator console in chromium: change a price in the settings form, watch a waiting job
+/// in the queue and cancel it, read the audit log and a person's ledger. Screenshots go to the
+/// temp dir (`pictor-admin-*.png`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_console_works_in_a_browser() {
+    let Some(d) = Driver::start().await else {
+        return;
+    };
+    let gate = Gate::default();
+    let s = TestServer::with_renderer(std::sync::Arc::new(gate.clone())).await;
+    s.admin(pictor::ops::AdminRequest::UserAdd {
+        email: EMAIL.into(),
+        name: Some("Olga Operator".into()),
+        password_hash: Some(pictor::auth::password::hash(PASSWORD).unwrap()),
+        admin: true,
+        pro: false,
+        credits: 0,
+    });
+    s.person("painter@example.com", "painter's long password");
+    sign_in(&s, &d).await;
+
+    d.goto(&s.url("/admin")).await;
+    d.execute(
+        "const i = document.getElementById('set-prices.fast'); i.value = '4';",
+        vec![],
+    )
+    .await;
+    d.click("form[action=\"/admin/settings\"] button[type=submit]")
+        .await;
+    d.wait_text("The settings were saved").await;
+    assert_eq!(
+        s.admin(pictor::ops::AdminRequest::SettingsList)["prices.fast"],
+        4
+    );
+    d.execute(
+        "document.getElementById('settings').scrollIntoView();",
+        vec![],
+    )
+    .await;
+    d.screenshot(&shot("admin-settings")).await;
+
+    let key = s.admin(pictor::ops::AdminRequest::KeyIssue {
+        email: "painter@example.com".into(),
+    })["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, job) = s.generate(&key, json!({"prompt": "a red boat"})).await;
+    let job_id = job["job_id"].as_str().unwrap().to_string();
+    d.goto(&s.url("/admin/queue")).await;
+    d.wait_for("#queue").await;
+    let rows = text(&d, "#queue tbody").await;
+    assert!(
+        rows.contains(&job_id) && rows.contains("painter@example.com"),
+        "{rows}"
+    );
+    d.screenshot(&shot("admin-queue")).await;
+    d.click(&format!("button[aria-label=\"Cancel {job_id}\"]"))
+        .await;
+    d.wait_text("The job was cancelled").await;
+    gate.open();
+
+    d.goto(&s.url("/admin/audit")).await;
+    let log = text(&d, "#audit tbody").await;
+    assert!(
+        log.contains("settings.set")
+            && log.contains("prices.fast 1 → 4")
+            && log.contains("job.cancel"),
+        "{log}"
+    );
+    d.screenshot(&shot("admin-audit")).await;
+    s.stop().await;
+}

@@ -937,6 +937,203 @@ async fn an_account_is_deleted_with_its_pictures_and_the_books_still_balance() {
     s.stop().await;
 }
 
+/// The operator console: settings saved together (all or none) and audited; an account made on
+/// the admin page; the live queue with cancel; a person's ledger and its CSV; the audit log with
+/// who and when, and its CSV.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_change_settings_watch_the_queue_and_read_the_audit_log() {
+    let gate = Gate::default();
+    let s = TestServer::with_renderer(std::sync::Arc::new(gate.clone())).await;
+    admin_person(&s, "op@example.com", "the operator's password");
+    let mut op = signed_in_browser(&s, "op@example.com", "the operator's password").await;
+
+    // Settings: a bad value anywhere changes nothing; good ones are saved and audited.
+    let page = op.get(&s.url("/admin")).await;
+    assert!(
+        page.body.contains("id=\"set-prices.fast\""),
+        "{}",
+        page.body
+    );
+    let r = submit(
+        &s,
+        &mut op,
+        &page,
+        "/admin/settings",
+        &[("prices.fast", "3"), ("prices.edit", "0")],
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert!(
+        r.body.contains("Nothing was changed") && r.body.contains("prices.edit"),
+        "{}",
+        r.body
+    );
+    assert_eq!(s.admin(AdminRequest::SettingsList)["prices.fast"], 1);
+    let r = submit(
+        &s,
+        &mut op,
+        &page,
+        "/admin/settings",
+        &[("prices.fast", "3"), ("limits.daily", "9")],
+    )
+    .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let v = s.admin(AdminRequest::SettingsList);
+    assert_eq!(
+        (v["prices.fast"].as_u64(), v["limits.daily"].as_u64()),
+        (Some(3), Some(9))
+    );
+    let r = submit(
+        &s,
+        &mut op,
+        &page,
+        "/admin/settings",
+        &[("prices.fast", "abc")],
+    )
+    .await;
+    assert_eq!(r.status, 400);
+
+    // An account made on the page, with credits; its page follows.
+    let page = op.get(&s.url("/admin")).await;
+    let r = submit(
+        &s,
+        &mut op,
+        &page,
+        "/admin/users",
+        &[
+            ("email", "new@example.com"),
+            ("credits", "12"),
+            ("pro", "yes"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let new = user_record(&s, "new@example.com");
+    assert!(new.pro && new.balance == 12);
+    assert_eq!(
+        r.location.unwrap(),
+        format!("/admin/users/{}?done=created", new.user_id())
+    );
+    let r = submit(
+        &s,
+        &mut op,
+        &page,
+        "/admin/users",
+        &[("email", "new@example.com")],
+    )
+    .await;
+    assert_eq!(r.status, 400, "a duplicate");
+
+    // The queue: a job in the making, with its person; cancelled from here, refunded.
+    let key = s.admin(AdminRequest::KeyIssue {
+        email: "new@example.com".into(),
+    })["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, job) = s
+        .generate(&key, serde_json::json!({"prompt": "a boat"}))
+        .await;
+    let job_id = job["job_id"].as_str().unwrap().to_string();
+    let page = op.get(&s.url("/admin/queue")).await;
+    assert!(
+        page.body.contains(&job_id) && page.body.contains("new@example.com"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("http-equiv=\"refresh\""));
+    let r = submit(&s, &mut op, &page, "/admin/queue/cancel", &[]).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let (_, v) = s.get(&key, &format!("/api/pictor/v1/jobs/{job_id}")).await;
+    assert_eq!(v["error_code"], "cancelled", "{v}");
+    assert_eq!(user_record(&s, "new@example.com").balance, 12, "refunded");
+    gate.open();
+    assert!(
+        op.get(&s.url("/admin/queue"))
+            .await
+            .body
+            .contains("Nothing is waiting")
+    );
+
+    // The person's page: ledger rows and totals; the CSV has every row.
+    s.admin(AdminRequest::CreditsGrant {
+        email: "new@example.com".into(),
+        amount: -2,
+    });
+    let page = op
+        .get(&s.url(&format!("/admin/users/{}", new.user_id())))
+        .await;
+    assert_eq!(page.status, 200);
+    assert_eq!(text_of_id(&page.body, "balance").as_deref(), Some("10"));
+    assert!(
+        page.body.contains("charge") && page.body.contains("refund"),
+        "{}",
+        page.body
+    );
+    let r = op
+        .get(&s.url(&format!("/admin/users/{}/ledger.csv", new.user_id())))
+        .await;
+    assert_eq!(r.status, 200);
+    assert!(
+        r.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/csv")
+    );
+    let lines: Vec<&str> = r.body.lines().collect();
+    assert_eq!(lines[0], "seq,at_utc,reason,delta,balance_after,job_id,app");
+    assert_eq!(
+        lines.len(),
+        1 + s.store().ledger(new.id).unwrap().len(),
+        "{}",
+        r.body
+    );
+    assert!(
+        lines.iter().any(|l| l.contains(",grant,-2,10,")),
+        "{}",
+        r.body
+    );
+
+    // The audit log: who, what, about whom.
+    let page = op.get(&s.url("/admin/audit")).await;
+    for needle in [
+        "settings.set",
+        "prices.fast 1 → 3",
+        "limits.daily 25 → 9",
+        "user.add",
+        "job.cancel",
+        "credits.grant",
+        "-2 credits",
+        "op@example.com",
+        "cli",
+    ] {
+        assert!(page.body.contains(needle), "{needle}: {}", page.body);
+    }
+    assert!(
+        !page.body.contains("prices.edit"),
+        "the refused change is not logged"
+    );
+    let csv = op.get(&s.url("/admin/audit.csv")).await;
+    assert!(
+        csv.body
+            .starts_with("seq,at_utc,actor,action,user,detail\r\n"),
+        "{}",
+        csv.body
+    );
+    // Only administrators.
+    s.person("plain@example.com", "a plain long password");
+    let mut plain = signed_in_browser(&s, "plain@example.com", "a plain long password").await;
+    for path in [
+        "/admin/queue",
+        "/admin/audit",
+        "/admin/audit.csv",
+        &format!("/admin/users/{}", new.user_id()),
+    ] {
+        assert_eq!(plain.get(&s.url(path)).await.status, 403, "{path}");
+    }
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn totp_enable_then_sign_in_needs_a_code_and_recovery_codes_work_once() {
     let s = TestServer::start().await;

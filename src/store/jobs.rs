@@ -797,6 +797,24 @@ impl Store {
         Ok(outcome)
     }
 
+    /// Every job not yet done or failed (queued or running), oldest first.
+    pub fn pending_jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
+        let txn = self.begin_read()?;
+        let pending = txn.open_table(PENDING_JOBS)?;
+        let jobs = txn.open_table(JOBS)?;
+        let mut out = Vec::new();
+        for row in pending.iter()? {
+            let id = row?.0.value();
+            if let Some(v) = jobs.get(id)? {
+                let job: JobRecord = codec::decode(v.value())?;
+                if matches!(job.status, JobStatus::Queued | JobStatus::Running) {
+                    out.push(job);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     pub fn job(&self, id: JobId) -> Result<Option<JobRecord>, StoreError> {
         let txn = self.begin_read()?;
         let jobs = txn.open_table(JOBS)?;

@@ -31,6 +31,7 @@ pub fn run(db: &Database) -> Result<(), StoreError> {
         txn.open_table(SIGNING_KEYS)?;
         txn.open_table(SESSIONS)?;
         txn.open_table(PASSWORD_RESETS)?;
+        txn.open_table(AUDIT)?;
         txn.open_table(MODELS)?;
         let mut meta = txn.open_table(META)?;
         let version = meta.get("schema_version")?.map(|v| v.value());

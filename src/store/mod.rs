@@ -24,6 +24,7 @@
 //! then refuses further writes until the server restarts and the file is repaired to its last
 //! durable state, which is what the reads showed all along).
 
+pub mod audit;
 mod codec;
 pub mod erase;
 pub mod group;

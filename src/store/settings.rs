@@ -92,6 +92,22 @@ pub fn price_key(model: Model) -> String {
     format!("prices.{}", model.id())
 }
 
+/// What a setting does, in a few words (the admin page's form).
+pub fn describe(key: &str) -> &'static str {
+    match key {
+        "prices.edit" => "credits per edit",
+        "limits.daily" => "pictures a day (UTC), standard accounts",
+        "limits.daily_pro" => "pictures a day (UTC), PRO accounts",
+        "signup_credits" => "credits for a new account made on /register",
+        "registration_open" => "1: anyone may register; 0: only administrators make accounts",
+        "signup_approval" => "1: sign-up credits wait for an administrator's approval",
+        "challenge_bits" => "difficulty of the bot check (8–28)",
+        "app_daily_cap" => "credits a day proposed as an app's limit at consent (0: none)",
+        k if k.starts_with("prices.") => "credits per picture with this model",
+        _ => "",
+    }
+}
+
 /// A setting's one spelling: the older ones (`price.fast`, `daily_limit`, `daily_limit_pro`,
 /// from before the names were unified with the config file's) are still understood.
 pub fn canonical_key(key: &str) -> String {
@@ -194,6 +210,44 @@ fn model_of_key(id: &str) -> Option<Model> {
     Model::ALL.into_iter().find(|m| m.id() == id)
 }
 
+/// The range check of one setting (its canonical name).
+fn check_setting(key: &str, value: u32) -> Result<(), StoreError> {
+    if !setting_keys().iter().any(|k| k == key) {
+        return Err(StoreError::Invalid(format!(
+            "unknown setting {key:?}; known settings: {}",
+            setting_keys().join(", ")
+        )));
+    }
+    if key.starts_with("prices.") && !(1..=1_000_000).contains(&value) {
+        return Err(StoreError::Invalid(format!(
+            "{key} must be between 1 and 1000000 credits"
+        )));
+    }
+    if key == "app_daily_cap" && value > 1_000_000 {
+        return Err(StoreError::Invalid(format!(
+            "{key} must be between 0 and 1000000 credits"
+        )));
+    }
+    if matches!(key, "registration_open" | "signup_approval") && value > 1 {
+        return Err(StoreError::Invalid(format!("{key} must be 0 or 1")));
+    }
+    if key == "challenge_bits"
+        && !(crate::idp::pow::MIN_BITS..=crate::idp::pow::MAX_BITS).contains(&value)
+    {
+        return Err(StoreError::Invalid(format!(
+            "{key} must be between {} and {}",
+            crate::idp::pow::MIN_BITS,
+            crate::idp::pow::MAX_BITS
+        )));
+    }
+    if value > 1_000_000 {
+        return Err(StoreError::Invalid(format!(
+            "{key} must be at most 1000000"
+        )));
+    }
+    Ok(())
+}
+
 impl Store {
     pub fn settings(&self) -> Result<Settings, StoreError> {
         let txn = self.begin_read()?;
@@ -206,35 +260,19 @@ impl Store {
 
     /// Sets one named setting; unknown names and values out of range are refused.
     pub fn set_setting(&self, key: &str, value: u32) -> Result<Settings, StoreError> {
-        let key = canonical_key(key);
-        let key = key.as_str();
-        if key.starts_with("prices.") && !(1..=1_000_000).contains(&value) {
-            return Err(StoreError::Invalid(format!(
-                "{key} must be between 1 and 1000000 credits"
-            )));
-        }
-        if key == "app_daily_cap" && value > 1_000_000 {
-            return Err(StoreError::Invalid(format!(
-                "{key} must be between 0 and 1000000 credits"
-            )));
-        }
-        if matches!(key, "registration_open" | "signup_approval") && value > 1 {
-            return Err(StoreError::Invalid(format!("{key} must be 0 or 1")));
-        }
-        if key == "challenge_bits"
-            && !(crate::idp::pow::MIN_BITS..=crate::idp::pow::MAX_BITS).contains(&value)
-        {
-            return Err(StoreError::Invalid(format!(
-                "{key} must be between {} and {}",
-                crate::idp::pow::MIN_BITS,
-                crate::idp::pow::MAX_BITS
-            )));
-        }
-        if value > 1_000_000 {
-            return Err(StoreError::Invalid(format!(
-                "{key} must be at most 1000000"
-            )));
-        }
+        self.set_settings(&[(key.to_string(), value)])
+    }
+
+    /// Sets several settings at once, all or none: every name and value is checked first.
+    pub fn set_settings(&self, changes: &[(String, u32)]) -> Result<Settings, StoreError> {
+        let changes: Vec<(String, u32)> = changes
+            .iter()
+            .map(|(k, v)| {
+                let key = canonical_key(k);
+                check_setting(&key, *v)?;
+                Ok((key, *v))
+            })
+            .collect::<Result<_, StoreError>>()?;
         let txn = self.begin_write()?;
         let settings = {
             let mut table = txn.open_table(SETTINGS)?;
@@ -242,12 +280,14 @@ impl Store {
                 Some(v) => codec::decode(v.value())?,
                 None => Settings::default(),
             };
-            settings.set(key, value).ok_or_else(|| {
-                StoreError::Invalid(format!(
-                    "unknown setting {key:?}; known settings: {}",
-                    setting_keys().join(", ")
-                ))
-            })?;
+            for (key, value) in &changes {
+                settings.set(key, *value).ok_or_else(|| {
+                    StoreError::Invalid(format!(
+                        "unknown setting {key:?}; known settings: {}",
+                        setting_keys().join(", ")
+                    ))
+                })?;
+            }
             table.insert("settings", codec::encode(&settings)?.as_slice())?;
             settings
         };

@@ -61,6 +61,8 @@ pub const SIGNING_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("oau
 pub const MODELS: TableDefinition<&str, &[u8]> = TableDefinition::new("models");
 /// SHA-256 of a session id → `SessionRecord`.
 pub const SESSIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("web_sessions");
+/// audit sequence → `AuditEntry`: what administrators changed (`store::audit`).
+pub const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 /// SHA-256 of a password-reset token → `ResetRecord` (one live link per user; used once).
 pub const PASSWORD_RESETS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("password_resets");
 
@@ -94,6 +96,7 @@ pub(crate) fn copy_all(
     copy(src, dst, SIGNING_KEYS)?;
     copy(src, dst, SESSIONS)?;
     copy(src, dst, PASSWORD_RESETS)?;
+    copy(src, dst, AUDIT)?;
     Ok(())
 }
 

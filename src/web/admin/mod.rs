@@ -6,6 +6,8 @@
 //! CSRF field first. Changes redirect back to `GET /admin?done=…`; input errors are shown on the
 //! page with a 4xx status.
 
+mod console;
+
 use std::collections::HashMap;
 
 use poem::http::StatusCode;
@@ -37,6 +39,14 @@ pub fn routes() -> Route {
         .at("/users/:id/ban", post(ban_post))
         .at("/users/:id/reset-link", post(reset_link_post))
         .at("/users/:id/delete", post(delete_user_post))
+        .at("/users", post(console::create_user_post))
+        .at("/users/:id", get(console::user_get))
+        .at("/users/:id/ledger.csv", get(console::user_ledger_csv))
+        .at("/queue", get(console::queue_get))
+        .at("/queue/cancel", post(console::queue_cancel_post))
+        .at("/audit", get(console::audit_get))
+        .at("/audit.csv", get(console::audit_csv))
+        .at("/settings", post(console::settings_post))
 }
 
 struct ClientView {
@@ -78,6 +88,9 @@ struct AdminPage {
     q: String,
     users: Vec<UserView>,
     total_users: usize,
+    tab: &'static str,
+    /// Every setting: (name, value, what it does).
+    settings: Vec<(String, u32, &'static str)>,
 }
 
 impl AdminPage {
@@ -187,6 +200,20 @@ fn render(
             q: extras.q,
             users,
             total_users,
+            tab: "users",
+            settings: state
+                .store
+                .settings()
+                .map(|s| {
+                    s.entries()
+                        .into_iter()
+                        .map(|(k, v)| {
+                            let help = crate::store::settings::describe(&k);
+                            (k, v, help)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         },
         status,
     )
@@ -200,6 +227,7 @@ fn notice_for(done: Option<&str>) -> Option<&'static str> {
         "banned" => "The user was banned and signed out everywhere.",
         "unbanned" => "The user was unbanned.",
         "deleted" => "The account was deleted, with its pictures and keys.",
+        "settings" => "The settings were saved.",
         _ => return None,
     })
 }
@@ -297,6 +325,7 @@ pub async fn add_client_post(
     {
         Ok(secret) => {
             tracing::info!(client = %name, "client registered from the admin page");
+            audit(&state, &me, "client.add", None, name.clone()).await;
             let extras = Extras {
                 new_client: Some((name.clone(), secret)),
                 ..Extras::default()
@@ -355,6 +384,7 @@ pub async fn remove_client_post(
     {
         Ok(()) => {
             tracing::info!(client = %f.name, "client removed from the admin page");
+            audit(&state, &me, "client.remove", None, f.name.clone()).await;
             redirect("/admin?done=client-removed")
         }
         Err(StoreError::NotFound(m)) => render(
@@ -365,6 +395,29 @@ pub async fn remove_client_post(
             StatusCode::NOT_FOUND,
         ),
         Err(e) => server_error(&state, "removing a client", e),
+    }
+}
+
+/// How the audit log names an administrator acting on the admin page.
+fn actor_of(me: &UserRecord) -> String {
+    format!("{} ({})", me.user_id(), me.email)
+}
+
+/// Writes an admin page's change to the audit log (after the change succeeded).
+async fn audit(
+    state: &AppState,
+    me: &UserRecord,
+    action: &'static str,
+    user_id: Option<u64>,
+    detail: String,
+) {
+    let (actor, now) = (actor_of(me), state.clock.now());
+    if let Err(e) = state
+        .store
+        .call(move |s| s.audit(&actor, action, user_id, &detail, now))
+        .await
+    {
+        tracing::warn!(error = %e, action, "writing the audit log");
     }
 }
 
@@ -427,6 +480,14 @@ pub async fn credits_post(
     {
         Ok(user) => {
             tracing::info!(user = %user.user_id(), amount, "credits granted from the admin page");
+            audit(
+                &state,
+                &me,
+                "credits.grant",
+                Some(user.id),
+                format!("{amount:+} credits"),
+            )
+            .await;
             redirect(&format!("/admin?done=credits#{}", user.user_id()))
         }
         Err(StoreError::Invalid(m) | StoreError::NotFound(m)) => {
@@ -486,6 +547,14 @@ pub async fn pro_post(
     {
         Ok(user) => {
             tracing::info!(user = %user.user_id(), pro, "PRO flag changed from the admin page");
+            audit(
+                &state,
+                &me,
+                "user.update",
+                Some(user.id),
+                format!("PRO {pro}"),
+            )
+            .await;
             redirect(&format!("/admin?done=pro#{}", user.user_id()))
         }
         Err(e) => server_error(&state, "changing the PRO flag", e),
@@ -539,6 +608,14 @@ pub async fn ban_post(
     match result {
         Ok((user, ended)) => {
             tracing::info!(user = %user.user_id(), banned, sessions_ended = ended, "ban changed from the admin page");
+            audit(
+                &state,
+                &me,
+                "user.update",
+                Some(user.id),
+                format!("banned {banned}"),
+            )
+            .await;
             let done = if banned { "banned" } else { "unbanned" };
             redirect(&format!("/admin?done={done}#{}", user.user_id()))
         }
@@ -565,14 +642,16 @@ pub async fn reset_link_post(
         state.clock.now(),
         state.idp.secrets.clone(),
     );
+    let actor = actor_of(&me);
     let made = state
         .store
         .call(move |st| {
-            ops::execute(
+            ops::execute_as(
                 st,
                 &secrets,
                 ops::AdminRequest::UserResetLink { email },
                 now,
+                &actor,
             )
             .map_err(|e| match e {
                 OpError::Invalid(m) => StoreError::Invalid(m),
@@ -631,14 +710,20 @@ pub async fn delete_user_post(
         state.clock.now(),
         state.idp.secrets.clone(),
     );
+    let actor = actor_of(&me);
     let result = state
         .store
         .call(move |st| {
-            ops::execute(st, &secrets, ops::AdminRequest::UserRemove { email }, now).map_err(|e| {
-                match e {
-                    OpError::Invalid(m) => StoreError::Conflict(m),
-                    OpError::Store(e) => e,
-                }
+            ops::execute_as(
+                st,
+                &secrets,
+                ops::AdminRequest::UserRemove { email },
+                now,
+                &actor,
+            )
+            .map_err(|e| match e {
+                OpError::Invalid(m) => StoreError::Conflict(m),
+                OpError::Store(e) => e,
             })
         })
         .await;

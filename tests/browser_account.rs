@@ -206,3 +206,43 @@ async fn the_operator_console_works_in_a_browser() {
     d.screenshot(&shot("admin-audit")).await;
     s.stop().await;
 }
+
+/// The API documentation page in chromium: Swagger UI renders under Pictor's own bar (title,
+/// icon, a link back), and "Try it out" starts from a real example request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_docs_page_is_pictors_and_its_example_is_real() {
+    let Some(d) = Driver::start().await else {
+        return;
+    };
+    let s = TestServer::start().await;
+    d.goto(&s.url("/api/pictor/docs")).await;
+    d.wait_for(".swagger-ui .info").await;
+    assert_eq!(
+        d.execute("return document.title;", vec![]).await,
+        "Pictor image API · Pictor"
+    );
+    assert_eq!(text(&d, ".pictor-bar .brand").await, "Pictor");
+    assert!(
+        d.execute(
+            "return document.querySelector('link[rel=icon]').getAttribute('href');",
+            vec![]
+        )
+        .await
+            == "/static/icon.svg"
+    );
+    // The generate operation's example body: a real prompt and a small seed.
+    d.click("#operations-Images-generate .opblock-summary")
+        .await;
+    assert!(
+        d.wait_until(
+            "const e = document.querySelector('#operations-Images-generate .opblock-body'); return !!e && e.textContent.includes('red fox') && e.textContent.includes('42');",
+            10
+        )
+        .await,
+        "the example request is shown"
+    );
+    d.screenshot(&shot("docs-example")).await;
+    d.execute("window.scrollTo(0, 0);", vec![]).await;
+    d.screenshot(&shot("docs")).await;
+    s.stop().await;
+}

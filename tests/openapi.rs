@@ -64,6 +64,43 @@ async fn spec_docs_and_map() {
         html.contains("SwaggerUIBundle") && html.contains("/v1/generate"),
         "the page embeds the spec"
     );
+    // Pictor's page: its title and icon, a way back, a real example request.
+    assert!(
+        html.contains("<title>Pictor image API · Pictor</title>"),
+        "title"
+    );
+    assert!(!html.contains("<title>Swagger UI</title>"));
+    assert!(
+        html.contains(r#"rel="icon" href="/static/icon.svg""#),
+        "favicon"
+    );
+    assert!(
+        html.contains(r#"<a class="brand" href="/">Pictor</a>"#),
+        "link back"
+    );
+    let spec: serde_json::Value = s
+        .client
+        .get(s.url("/api/pictor/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let example = &spec["components"]["schemas"]["GenerateRequest"]["example"];
+    assert_eq!(example["seed"], 42, "{example}");
+    assert!(
+        example["prompt"].as_str().unwrap().contains("fox"),
+        "{example}"
+    );
+    // The OAuth receiver of the page still answers.
+    let r = s
+        .client
+        .get(s.url("/api/pictor/docs/oauth-receiver.html"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
 
     for path in ["/api/pictor/", "/api/pictor"] {
         let r = s.client.get(s.url(path)).send().await.unwrap();

@@ -21,6 +21,7 @@ use crate::store::JobRecord;
 
 /// Text-to-image request.
 #[derive(Object, Debug)]
+#[oai(example)]
 pub struct GenerateRequest {
     /// What to draw, 1 to 4000 characters, not only spaces and without control characters other
     /// than newline and tab.
@@ -62,6 +63,21 @@ pub struct GenerateRequest {
     /// identifies repeats.
     #[oai(nullable, validator(max_length = 2048))]
     pub webhook_url: Option<String>,
+}
+
+/// The request the documentation page fills in: a real prompt, a small seed.
+impl poem_openapi::types::Example for GenerateRequest {
+    fn example() -> Self {
+        GenerateRequest {
+            prompt: "a red fox curled up in fresh snow at dawn, soft light".into(),
+            model: Some(Referenced(ModelName::Fast)),
+            ratio: Some(Referenced(RatioName::Landscape32)),
+            enhance: Some(true),
+            seed: Some(42),
+            noise: None,
+            webhook_url: None,
+        }
+    }
 }
 
 /// Noise sources (documentation of `noise`).

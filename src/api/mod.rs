@@ -166,7 +166,17 @@ pub fn routes(public_url: &str) -> impl Endpoint<Output = Response> + use<> {
             )
             .into_response()
     });
-    let docs = api.swagger_ui();
+    // The documentation page: Swagger UI with Pictor's title, icon and a way back to the site.
+    let page = docs_page(&api.swagger_ui_html());
+    let docs = api.swagger_ui().around(move |ep, req| {
+        let page = page.clone();
+        async move {
+            if matches!(req.uri().path(), "" | "/") {
+                return Ok(poem::web::Html(page.to_string()).into_response());
+            }
+            ep.call(req).await.map(IntoResponse::into_response)
+        }
+    });
     Route::new()
         .at(format!("{PREFIX}/openapi.json"), spec)
         .nest(format!("{PREFIX}/docs"), docs)
@@ -186,6 +196,29 @@ pub fn routes(public_url: &str) -> impl Endpoint<Output = Response> + use<> {
                 Ok(resp)
             }
         })
+}
+
+/// Swagger UI's page, made Pictor's: its title, icon, viewport, and a bar that links back to the
+/// site (the playground, the account page where API keys are made).
+fn docs_page(html: &str) -> std::sync::Arc<str> {
+    let head = r#"<meta name="viewport" content="width=device-width, initial-scale=1">
+    <link rel="icon" href="/static/icon.svg" type="image/svg+xml">
+    <title>Pictor image API · Pictor</title>
+    <style>
+      .pictor-bar { display: flex; gap: 1.25rem; align-items: center; flex-wrap: wrap; padding: .75rem 1.25rem; border-bottom: 1px solid #d9dce3; font-family: system-ui, sans-serif; background: #f5f6f9; }
+      .pictor-bar a { color: #4338ca; }
+      .pictor-bar .brand { font-weight: 700; color: #111827; text-decoration: none; font-size: 1.1rem; }
+      .pictor-bar .spacer { flex: 1; }
+    </style>"#;
+    let bar = r#"<header class="pictor-bar"><a class="brand" href="/">Pictor</a><span>Image API</span><span class="spacer"></span><a href="/playground">Playground</a><a href="/account">Account and API keys</a><a href="/api/pictor/openapi.json">openapi.json</a></header>"#;
+    // The title comes before the inlined script; the page's `<div id="ui">` after it (the
+    // script's own text may contain either string, so the bar goes before the last one).
+    let html = html.replacen("<title>Swagger UI</title>", head, 1);
+    let marker = r#"<div id="ui"></div>"#;
+    match html.rfind(marker) {
+        Some(i) => format!("{}{bar}\n{}", &html[..i], &html[i..]).into(),
+        None => html.into(),
+    }
 }
 
 /// The methods of each path of the interface, from the map (and so from the OpenAPI document).

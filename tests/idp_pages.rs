@@ -1134,6 +1134,89 @@ async fn operators_change_settings_watch_the_queue_and_read_the_audit_log() {
     s.stop().await;
 }
 
+/// The pages speak Russian to a browser that asks for it (Accept-Language) or chose it with the
+/// switcher (a cookie, which wins); the `lang` attribute follows; error pages too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_follow_the_language_asked_for_and_the_switcher() {
+    let s = TestServer::start().await;
+    let get = |lang: Option<&'static str>, cookie: Option<&'static str>, path: &'static str| {
+        let (client, url) = (s.client.clone(), s.url(path));
+        async move {
+            let mut r = client.get(url);
+            if let Some(l) = lang {
+                r = r.header("accept-language", l);
+            }
+            if let Some(c) = cookie {
+                r = r.header("cookie", c);
+            }
+            r.send().await.unwrap().text().await.unwrap()
+        }
+    };
+    let en = get(None, None, "/login").await;
+    assert!(
+        en.contains(r#"<html lang="en">"#) && en.contains("<h1>Sign in</h1>"),
+        "{en}"
+    );
+    assert!(
+        en.contains(r#"href="/lang?to=ru&#38;back=/login""#) && en.contains("Русский"),
+        "{en}"
+    );
+    let ru = get(Some("ru-RU,ru;q=0.9,en;q=0.8"), None, "/login").await;
+    assert!(
+        ru.contains(r#"<html lang="ru">"#) && ru.contains("<h1>Вход</h1>"),
+        "{ru}"
+    );
+    assert!(
+        ru.contains("Эл. почта") && ru.contains("Нет учётной записи?"),
+        "{ru}"
+    );
+    assert!(ru.contains(r#"href="/lang?to=en&#38;back=/login""#) && ru.contains("English"));
+    // The saved choice wins over the browser's.
+    let chosen = get(Some("ru"), Some("pictor_lang=en"), "/login").await;
+    assert!(chosen.contains(r#"<html lang="en">"#) && chosen.contains("<h1>Sign in</h1>"));
+    let r = get(None, Some("pictor_lang=ru"), "/reset?token=nope").await;
+    assert!(
+        r.contains("Эта ссылка не работает") && r.contains("Кабинет"),
+        "{r}"
+    );
+
+    // The switcher saves the choice and comes back (to this site only).
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = http
+        .get(s.url("/lang?to=ru&back=/register"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "/register");
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(
+        cookie.starts_with("pictor_lang=ru") && cookie.contains("Max-Age="),
+        "{cookie}"
+    );
+    for bad in ["//evil.example", "https://evil.example/x"] {
+        let r = http
+            .get(s.url(&format!("/lang?to=ru&back={bad}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers()["location"], "/account", "{bad}");
+    }
+    let r = http
+        .get(s.url("/lang?to=xx&back=/login"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        r.headers().get("set-cookie").is_none(),
+        "an unknown language is not saved"
+    );
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn totp_enable_then_sign_in_needs_a_code_and_recovery_codes_work_once() {
     let s = TestServer::start().await;

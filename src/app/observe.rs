@@ -43,7 +43,14 @@ pub async fn request<E: Endpoint>(
     let method = req.method().to_string();
     let span = tracing::info_span!("request", request_id = %id, method = %method, route = %route);
     let started = Instant::now();
-    let mut resp = async {
+    // The pages' language, for the whole request (page errors included).
+    let lang = crate::web::i18n::negotiate(req.headers());
+    let here = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    let mut resp = crate::web::i18n::scope(lang, here, async {
         match ep.call(req).await {
             Ok(resp) => resp.into_response(),
             // A page's refusal is a page; anything else that escaped becomes the API's JSON.
@@ -52,7 +59,7 @@ pub async fn request<E: Endpoint>(
                 None => crate::api::error::error_response(err, &path),
             },
         }
-    }
+    })
     .instrument(span.clone())
     .await;
     let status = resp.status().as_u16();

@@ -8,7 +8,7 @@ use poem::error::ResponseError;
 use poem::http::StatusCode;
 use poem::{IntoResponse, Response};
 
-use super::{page_with_status, query_escape, redirect};
+use super::{i18n, page_with_status, query_escape, redirect};
 use crate::state::AppState;
 
 /// Why a page could not be served.
@@ -101,13 +101,13 @@ impl PageError {
                 return redirect(&format!("/login?return_to={back}"));
             }
             PageError::FormExpired => (
-                "Form expired",
-                "The page was open too long, or the form came from another site. Reload the page and try again.",
+                i18n::tr("error.form_expired.title"),
+                i18n::tr("error.form_expired.message"),
                 false,
             ),
             PageError::AdminOnly => (
-                "Not allowed",
-                "This page is for administrators only.",
+                i18n::tr("error.admin_only.title"),
+                i18n::tr("error.admin_only.message"),
                 false,
             ),
             PageError::Refused {
@@ -117,8 +117,8 @@ impl PageError {
                 ..
             } => (title, message, *oauth),
             PageError::Server => (
-                "Server error",
-                "Something went wrong on our side. Please try again.",
+                i18n::tr("error.server.title"),
+                i18n::tr("error.server.message"),
                 false,
             ),
         };

@@ -143,8 +143,8 @@ pub async fn login_get(
         StatusCode::OK,
         q.get("app").cloned(),
         match q.get("done").map(String::as_str) {
-            Some("reset") => Some("Your password was changed. Sign in with the new one."),
-            Some("deleted") => Some("Your account was deleted, with its pictures and keys."),
+            Some("reset") => Some(crate::web::i18n::tr("login.notice.reset")),
+            Some("deleted") => Some(crate::web::i18n::tr("login.notice.deleted")),
             _ => None,
         },
     )

@@ -13,6 +13,7 @@ pub mod admin;
 pub mod avatar;
 pub mod error;
 pub mod extract;
+pub mod i18n;
 pub mod login;
 pub mod playground;
 pub mod register;
@@ -165,6 +166,7 @@ pub fn routes() -> poem::Route {
             get(register::register_get).post(register::register_post),
         )
         .at("/reset", get(reset::reset_get).post(reset::reset_post))
+        .at("/lang", get(switch_language))
         .at("/avatars/:name", get(avatar::avatar))
         .at(
             "/static/pictor.css",
@@ -192,6 +194,27 @@ pub fn routes() -> poem::Route {
                 "text/javascript; charset=utf-8",
             ),
         )
+}
+
+/// `GET /lang?to=ru&back=/account`: saves the language choice in a cookie (a year) and goes
+/// back to the page (a path on this site only).
+#[poem::handler]
+fn switch_language(
+    state: poem::web::Data<&AppState>,
+    jar: &poem::web::cookie::CookieJar,
+    poem::web::Query(q): poem::web::Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    let back = safe_return_to(q.get("back").map(String::as_str));
+    if let Some(lang) = q.get("to").and_then(|t| i18n::Lang::parse(t)) {
+        let mut c = poem::web::cookie::Cookie::new_with_str(i18n::LANG_COOKIE, lang.code());
+        c.set_path("/");
+        c.set_same_site(poem::web::cookie::SameSite::Lax);
+        c.set_http_only(true);
+        c.set_secure(state.public_url.starts_with("https://"));
+        c.set_max_age(std::time::Duration::from_secs(365 * 86_400));
+        jar.add(c);
+    }
+    redirect(&back)
 }
 
 const CSS: &str = include_str!("../../assets/static/pictor.css");

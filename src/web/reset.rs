@@ -10,7 +10,7 @@ use poem::web::{Data, Query};
 use poem::{Response, handler};
 use serde::Deserialize;
 
-use super::{CheckedForm, PageError, csrf_token, page_with_status, redirect, server_error};
+use super::{CheckedForm, PageError, csrf_token, i18n, page_with_status, redirect, server_error};
 use crate::auth::password;
 use crate::auth::secret::sha256;
 use crate::state::AppState;
@@ -28,8 +28,8 @@ struct ResetPage {
 fn dead_link() -> PageError {
     PageError::refused(
         StatusCode::GONE,
-        "This link does not work",
-        "It was used already, it expired (links last 24 hours), or a newer link replaced it. Ask an administrator for a new one.",
+        i18n::tr("reset.dead.title"),
+        i18n::tr("reset.dead.message"),
     )
 }
 
@@ -103,7 +103,7 @@ pub async fn reset_post(
         ))
     };
     if f.new_password != f.new_password2 {
-        return refuse("The two passwords are different.".into());
+        return refuse(i18n::tr("reset.mismatch").into());
     }
     if let Err(e) = password::check_policy(&f.new_password) {
         return refuse(format!("The password is not accepted: {e}."));

@@ -134,6 +134,18 @@ pub fn tr(key: &str) -> &'static str {
     tr_in(current(), key)
 }
 
+/// [`tr`] with `{}` replaced by `arg`.
+pub fn tr1(key: &str, arg: impl std::fmt::Display) -> String {
+    tr(key).replacen("{}", &arg.to_string(), 1)
+}
+
+/// [`tr`] with its two `{}` replaced by `a` and `b`, in order.
+pub fn tr2(key: &str, a: impl std::fmt::Display, b: impl std::fmt::Display) -> String {
+    tr(key)
+        .replacen("{}", &a.to_string(), 1)
+        .replacen("{}", &b.to_string(), 1)
+}
+
 pub fn tr_in(lang: Lang, key: &str) -> &'static str {
     match MESSAGES.iter().find(|(k, _, _)| *k == key) {
         Some((_, en, ru)) => match lang {
@@ -267,6 +279,354 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "The two passwords are different.",
         "Пароли не совпадают.",
     ),
+    // The account page.
+    ("account.title", "Your account", "Ваш кабинет"),
+    ("account.api", "Image API", "API картинок"),
+    ("account.balance", "Balance", "Баланс"),
+    ("account.credits", "credits", "кредитов"),
+    ("account.plan", "Plan", "Тариф"),
+    ("account.daily_limit", "Daily limit", "Дневной лимит"),
+    ("keys.title", "API keys", "Ключи API"),
+    (
+        "keys.intro",
+        "Send a key as <code>Authorization: Bearer …</code> or <code>X-API-Key: …</code>. Only a fingerprint of each key is kept, so a key is shown once, when it is made.",
+        "Передавайте ключ как <code>Authorization: Bearer …</code> или <code>X-API-Key: …</code>. Хранится только отпечаток ключа, поэтому ключ показывается один раз — когда его создают.",
+    ),
+    (
+        "keys.copy_now",
+        "Copy it now: it is shown only once.",
+        "Скопируйте его сейчас: он показывается только один раз.",
+    ),
+    ("keys.copy", "Copy", "Копировать"),
+    ("keys.name", "Name", "Название"),
+    ("keys.action", "Action", "Действие"),
+    (
+        "keys.replace_confirm",
+        "replace it (programs using it stop working)",
+        "заменить (старый ключ перестанет работать)",
+    ),
+    ("keys.replace", "Replace", "Заменить"),
+    ("keys.revoke", "Revoke", "Отозвать"),
+    ("keys.none", "No keys yet.", "Ключей пока нет."),
+    ("keys.issue", "Issue a key", "Выпустить ключ"),
+    (
+        "keys.new_name",
+        "Name of the new key",
+        "Название нового ключа",
+    ),
+    (
+        "keys.placeholder",
+        "Name, e.g. laptop script",
+        "Название, например «скрипт на ноутбуке»",
+    ),
+    ("keys.add", "Add a named key", "Добавить именной ключ"),
+    ("hooks.title", "Webhooks", "Вебхуки"),
+    (
+        "hooks.intro",
+        "A job created with a <code>webhook_url</code> is POSTed there when it finishes, signed in the <code>Pictor-Signature</code> header with this secret (see <a href=\"/api/pictor/docs\">the API documentation</a>).",
+        "Задание с <code>webhook_url</code> по завершении отправляется туда POST-запросом, подписанным этим секретом в заголовке <code>Pictor-Signature</code> (см. <a href=\"/api/pictor/docs\">документацию API</a>).",
+    ),
+    (
+        "hooks.show",
+        "Show the signing secret",
+        "Показать секрет подписи",
+    ),
+    (
+        "hooks.overlap",
+        "The previous secret also signs deliveries until {} (UTC).",
+        "Прежний секрет тоже подписывает отправки до {} (UTC).",
+    ),
+    (
+        "hooks.none",
+        "No secret yet: one is made the first time you use a webhook, or now.",
+        "Секрета пока нет: он появится при первом использовании вебхука или сейчас.",
+    ),
+    (
+        "hooks.rotate_note",
+        "A new secret signs from now on; the current one keeps signing beside it for 24 hours.",
+        "Новый секрет подписывает с этого момента; нынешний подписывает рядом с ним ещё 24 часа.",
+    ),
+    ("hooks.rotate", "Rotate the secret", "Сменить секрет"),
+    ("profile.title", "Profile", "Профиль"),
+    ("profile.save_name", "Save name", "Сохранить имя"),
+    ("profile.picture", "Profile picture", "Фото профиля"),
+    ("profile.picture_label", "Picture", "Картинка"),
+    ("profile.upload", "Upload picture", "Загрузить"),
+    ("profile.remove", "Remove picture", "Удалить фото"),
+    ("password.title", "Change password", "Смена пароля"),
+    ("password.current", "Current password", "Текущий пароль"),
+    (
+        "password.note",
+        "Changing it signs you out everywhere else.",
+        "После смены вы выйдете на всех других устройствах.",
+    ),
+    ("password.submit", "Change password", "Сменить пароль"),
+    (
+        "tfa.title",
+        "Two-factor authentication",
+        "Двухфакторная защита",
+    ),
+    (
+        "tfa.codes",
+        "Two-factor authentication is on. Save these recovery codes now: they are shown only once, and each works once if you lose your phone.",
+        "Двухфакторная защита включена. Сохраните эти резервные коды сейчас: они показываются только один раз, и каждый сработает один раз, если вы потеряете телефон.",
+    ),
+    (
+        "tfa.scan",
+        "Scan this code with an authenticator app (Aegis, Google Authenticator, 1Password…), then enter the 6-digit code it shows.",
+        "Отсканируйте этот код приложением-аутентификатором (Aegis, Google Authenticator, 1Password…) и введите 6-значный код, который оно покажет.",
+    ),
+    (
+        "tfa.qr",
+        "QR code for your authenticator app",
+        "QR-код для приложения-аутентификатора",
+    ),
+    (
+        "tfa.type_key",
+        "Or type this key into the app:",
+        "Или введите в приложение этот ключ:",
+    ),
+    ("tfa.code", "Code from the app", "Код из приложения"),
+    ("tfa.cancel", "Cancel", "Отмена"),
+    ("tfa.turn_on", "Turn on", "Включить"),
+    ("tfa.on", "On", "Вкл."),
+    (
+        "tfa.off_note",
+        "To turn it off, confirm with your password or a current code.",
+        "Чтобы выключить, подтвердите паролем или текущим кодом.",
+    ),
+    ("tfa.or_code", "or code", "или код"),
+    (
+        "tfa.turn_off",
+        "Turn off two-factor",
+        "Выключить двухфакторную защиту",
+    ),
+    (
+        "tfa.off",
+        "Off. With two-factor authentication, signing in also asks for a code from an app on your phone.",
+        "Выключена. С двухфакторной защитой при входе нужен ещё код из приложения на телефоне.",
+    ),
+    (
+        "tfa.setup",
+        "Set up two-factor",
+        "Настроить двухфакторную защиту",
+    ),
+    (
+        "apps.title",
+        "Apps you have authorized",
+        "Приложения, которым вы дали доступ",
+    ),
+    (
+        "apps.none",
+        "None. Apps you sign in to with Pictor appear here.",
+        "Нет. Здесь появятся приложения, в которые вы входите через Pictor.",
+    ),
+    ("apps.since", "since {}", "с {}"),
+    ("apps.cap_daily", "Credits a day", "Кредитов в день"),
+    ("apps.cap_total", "Credits in all", "Кредитов всего"),
+    ("apps.save_limits", "Save limits", "Сохранить лимиты"),
+    ("account.sign_out", "Sign out of Pictor", "Выйти из Pictor"),
+    (
+        "delete.title",
+        "Delete your account",
+        "Удаление учётной записи",
+    ),
+    (
+        "delete.intro",
+        "Your profile, API keys, sign-ins, the apps you allowed, and every picture you made are deleted for good; your remaining {} credits are forfeited. This cannot be undone.",
+        "Профиль, ключи API, входы, разрешённые приложения и все ваши картинки удаляются насовсем; оставшиеся {} кредитов сгорают. Это нельзя отменить.",
+    ),
+    ("delete.password", "Your password", "Ваш пароль"),
+    (
+        "delete.confirm",
+        "I understand: delete my account and my pictures",
+        "Понимаю: удалить мою учётную запись и картинки",
+    ),
+    (
+        "delete.submit",
+        "Delete my account",
+        "Удалить учётную запись",
+    ),
+    ("account.standard", "Standard", "Обычный"),
+    ("keys.key", "Key", "Ключ"),
+    ("keys.made", "Made", "Создан"),
+    ("keys.last_used", "Last used", "Использован"),
+    ("hooks.create", "Create a secret", "Создать секрет"),
+    (
+        "profile.picture_hint",
+        "(PNG, JPEG or WebP, up to 5 MB; cropped to a square)",
+        "(PNG, JPEG или WebP, до 5 МБ; обрезается до квадрата)",
+    ),
+    (
+        "tfa.on_note",
+        "Signing in asks for a code from your authenticator app.",
+        "При входе нужен код из приложения-аутентификатора.",
+    ),
+    (
+        "tfa.code_left_one",
+        "1 recovery code left.",
+        "Остался 1 резервный код.",
+    ),
+    (
+        "tfa.codes_left",
+        "{} recovery codes left.",
+        "Осталось резервных кодов: {}.",
+    ),
+    (
+        "account.pending_approval",
+        "+{} welcome credits once an administrator approves your account",
+        "+{} приветственных кредитов, когда администратор подтвердит учётную запись",
+    ),
+    (
+        "account.pending_signin",
+        "+{} welcome credits the next time you sign in",
+        "+{} приветственных кредитов при следующем входе",
+    ),
+    (
+        "account.daily_used",
+        "{} of {} pictures used today (UTC)",
+        "Сегодня (UTC) использовано {} из {} картинок",
+    ),
+    (
+        "keys.new_named",
+        "Your new key “{}”.",
+        "Ваш новый ключ «{}».",
+    ),
+    (
+        "keys.new_default",
+        "Your new default key.",
+        "Ваш новый основной ключ.",
+    ),
+    // The account page's messages.
+    (
+        "apps.no_access",
+        "That app does not have access to your account.",
+        "У этого приложения нет доступа к вашей учётной записи.",
+    ),
+    (
+        "delete.unconfirmed",
+        "Tick the box to confirm that the account and its pictures go for good.",
+        "Отметьте галочку, чтобы подтвердить: учётная запись и картинки удаляются насовсем.",
+    ),
+    (
+        "delete.bad_password",
+        "The password is not right.",
+        "Пароль неверный.",
+    ),
+    (
+        "keys.unconfirmed",
+        "Tick the box to confirm: programs that use your current key will stop working.",
+        "Отметьте галочку для подтверждения: программы с нынешним ключом перестанут работать.",
+    ),
+    ("notice.name", "Your name was saved.", "Имя сохранено."),
+    (
+        "notice.avatar",
+        "Your profile picture was updated.",
+        "Фото профиля обновлено.",
+    ),
+    (
+        "notice.avatar_removed",
+        "Your profile picture was removed.",
+        "Фото профиля удалено.",
+    ),
+    (
+        "notice.password",
+        "Your password was changed. Other devices were signed out, and apps you signed in to must ask you to sign in again.",
+        "Пароль изменён. На других устройствах выполнен выход, а приложения, в которые вы входили, попросят войти снова.",
+    ),
+    (
+        "notice.totp_off",
+        "Two-factor authentication is off.",
+        "Двухфакторная защита выключена.",
+    ),
+    (
+        "notice.key_revoked",
+        "The key was revoked; programs that use it are refused from now on.",
+        "Ключ отозван: программам с ним теперь отказывают.",
+    ),
+    (
+        "notice.app_revoked",
+        "The app's access was revoked.",
+        "Доступ приложения отозван.",
+    ),
+    (
+        "notice.limits",
+        "The app's spending limits were saved.",
+        "Лимиты расходов приложения сохранены.",
+    ),
+    (
+        "account.too_many",
+        "Too many attempts. Try again in {} seconds.",
+        "Слишком много попыток. Попробуйте снова через {} с.",
+    ),
+    (
+        "password.none",
+        "This account has no password to change.",
+        "У этой учётной записи нет пароля, который можно сменить.",
+    ),
+    (
+        "password.wrong",
+        "The current password is not right.",
+        "Текущий пароль неверный.",
+    ),
+    (
+        "password.mismatch",
+        "The two new passwords are different.",
+        "Новые пароли не совпадают.",
+    ),
+    (
+        "password.policy",
+        "The new password is not accepted: {}.",
+        "Новый пароль не подходит: {}.",
+    ),
+    (
+        "profile.bad_name",
+        "The name must be 1 to 100 characters.",
+        "Имя должно быть от 1 до 100 символов.",
+    ),
+    (
+        "profile.choose",
+        "Choose a picture to upload.",
+        "Выберите картинку для загрузки.",
+    ),
+    (
+        "profile.too_large",
+        "The picture is larger than 5 MB. Choose a smaller one.",
+        "Картинка больше 5 МБ. Выберите поменьше.",
+    ),
+    (
+        "profile.unreadable",
+        "The upload could not be read. Try again.",
+        "Не удалось прочитать загрузку. Попробуйте ещё раз.",
+    ),
+    (
+        "profile.unusable",
+        "That picture cannot be used: {}.",
+        "Эту картинку нельзя использовать: {}.",
+    ),
+    (
+        "tfa.already_on",
+        "Two-factor authentication is already on.",
+        "Двухфакторная защита уже включена.",
+    ),
+    (
+        "tfa.expired",
+        "The set-up expired. Start again and scan the new code.",
+        "Настройка устарела. Начните заново и отсканируйте новый код.",
+    ),
+    (
+        "tfa.wrong_code",
+        "That code is not right. Enter the code the app shows now.",
+        "Код неверный. Введите код, который приложение показывает сейчас.",
+    ),
+    (
+        "tfa.off_needs",
+        "Enter your current password or a current code to turn two-factor off.",
+        "Чтобы выключить двухфакторную защиту, введите текущий пароль или текущий код.",
+    ),
+    ("keys.default_label", "Default key", "Основной ключ"),
+    ("keys.never", "never", "никогда"),
+    ("keys.unknown", "unknown", "неизвестно"),
 ];
 
 #[cfg(test)]
@@ -339,6 +699,11 @@ mod tests {
                 "{key} is empty"
             );
             assert!(en != ru, "{key} is not translated");
+            assert_eq!(
+                en.matches("{}").count(),
+                ru.matches("{}").count(),
+                "{key}: placeholders"
+            );
             assert!(
                 ru.chars().any(|c| ('\u{0400}'..='\u{04FF}').contains(&c)),
                 "{key}: {ru}"
@@ -360,7 +725,12 @@ mod tests {
         let mut used = 0;
         for f in files {
             let text = std::fs::read_to_string(&f).unwrap();
-            for call in ["i18n::tr(\"", "tr_in(lang, \""] {
+            for call in [
+                "i18n::tr(\"",
+                "i18n::tr1(\"",
+                "i18n::tr2(\"",
+                "tr_in(lang, \"",
+            ] {
                 for part in text.split(call).skip(1) {
                     let key = &part[..part.find('"').unwrap()];
                     used += 1;

@@ -169,7 +169,7 @@ pub async fn app_limits_post(
             &state,
             jar,
             &s.user,
-            Extras::error("apps", "That app does not have access to your account."),
+            Extras::error("apps", crate::web::i18n::tr("apps.no_access")),
             StatusCode::NOT_FOUND,
         ),
         Err(e) => server_error(&state, "saving an app's limits", e),

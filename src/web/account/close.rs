@@ -34,7 +34,7 @@ pub async fn delete_post(
         |msg: &str, status| render(&state, jar, &s.user, Extras::error("delete", msg), status);
     if f.confirm != "yes" {
         return refuse(
-            "Tick the box to confirm that the account and its pictures go for good.",
+            crate::web::i18n::tr("delete.unconfirmed"),
             StatusCode::BAD_REQUEST,
         );
     }
@@ -46,7 +46,10 @@ pub async fn delete_post(
         None => false,
     };
     if !proven {
-        return refuse("The password is not right.", StatusCode::UNAUTHORIZED);
+        return refuse(
+            crate::web::i18n::tr("delete.bad_password"),
+            StatusCode::UNAUTHORIZED,
+        );
     }
     state
         .idp

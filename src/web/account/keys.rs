@@ -36,10 +36,7 @@ pub async fn issue_key_post(
             &state,
             jar,
             &s.user,
-            Extras::error(
-                "key",
-                "Tick the box to confirm: programs that use your current key will stop working.",
-            ),
+            Extras::error("key", crate::web::i18n::tr("keys.unconfirmed")),
             StatusCode::BAD_REQUEST,
         );
     }

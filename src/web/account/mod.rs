@@ -163,11 +163,11 @@ impl KeyView {
                 .unwrap_or_else(|| "vx_…".into()),
             created: meta
                 .map(|m| date_of(m.created_at))
-                .unwrap_or_else(|| "unknown".into()),
+                .unwrap_or_else(|| crate::web::i18n::tr("keys.unknown").into()),
             last_used: meta
                 .and_then(|m| m.last_used)
                 .map(date_of)
-                .unwrap_or_else(|| "never".into()),
+                .unwrap_or_else(|| crate::web::i18n::tr("keys.never").into()),
         }
     }
 }
@@ -249,10 +249,13 @@ fn render(
             pro: user.pro,
             daily_limit,
             daily_used,
-            default_key: user
-                .api_key_hash
-                .as_ref()
-                .map(|_| KeyView::of("default", "Default key", user.api_key_meta.as_ref())),
+            default_key: user.api_key_hash.as_ref().map(|_| {
+                KeyView::of(
+                    "default",
+                    crate::web::i18n::tr("keys.default_label"),
+                    user.api_key_meta.as_ref(),
+                )
+            }),
             keys: user
                 .api_keys
                 .iter()
@@ -284,16 +287,14 @@ fn render(
 /// Messages for `GET /account?done=…` (fixed texts: nothing from the query is echoed).
 fn notice_for(done: Option<&str>) -> Option<&'static str> {
     Some(match done? {
-        "name" => "Your name was saved.",
-        "avatar" => "Your profile picture was updated.",
-        "avatar-removed" => "Your profile picture was removed.",
-        "password" => {
-            "Your password was changed. Other devices were signed out, and apps you signed in to must ask you to sign in again."
-        }
-        "totp-off" => "Two-factor authentication is off.",
-        "key-revoked" => "The key was revoked; programs that use it are refused from now on.",
-        "revoked" => "The app's access was revoked.",
-        "limits" => "The app's spending limits were saved.",
+        "name" => crate::web::i18n::tr("notice.name"),
+        "avatar" => crate::web::i18n::tr("notice.avatar"),
+        "avatar-removed" => crate::web::i18n::tr("notice.avatar_removed"),
+        "password" => crate::web::i18n::tr("notice.password"),
+        "totp-off" => crate::web::i18n::tr("notice.totp_off"),
+        "key-revoked" => crate::web::i18n::tr("notice.key_revoked"),
+        "revoked" => crate::web::i18n::tr("notice.app_revoked"),
+        "limits" => crate::web::i18n::tr("notice.limits"),
         _ => return None,
     })
 }
@@ -333,10 +334,7 @@ pub(super) fn throttled(
             state,
             jar,
             user,
-            Extras::error(
-                section,
-                format!("Too many attempts. Try again in {secs} seconds."),
-            ),
+            Extras::error(section, crate::web::i18n::tr1("account.too_many", secs)),
             StatusCode::TOO_MANY_REQUESTS,
         )),
     }

@@ -39,13 +39,13 @@ pub async fn password_post(
     }
     let Some(current_hash) = s.user.password_hash.clone() else {
         return refuse(
-            "This account has no password to change.",
+            crate::web::i18n::tr("password.none"),
             StatusCode::BAD_REQUEST,
         );
     };
     if !password::verify_async(f.current_password.clone(), current_hash).await {
         return refuse(
-            "The current password is not right.",
+            crate::web::i18n::tr("password.wrong"),
             StatusCode::UNAUTHORIZED,
         );
     }
@@ -55,13 +55,13 @@ pub async fn password_post(
         .succeed(client_ip(&state, req), &s.user.email);
     if f.new_password != f.new_password2 {
         return refuse(
-            "The two new passwords are different.",
+            crate::web::i18n::tr("password.mismatch"),
             StatusCode::BAD_REQUEST,
         );
     }
     if let Err(e) = password::check_policy(&f.new_password) {
         return refuse(
-            &format!("The new password is not accepted: {e}."),
+            &crate::web::i18n::tr1("password.policy", e),
             StatusCode::BAD_REQUEST,
         );
     }

@@ -34,7 +34,7 @@ pub async fn profile_post(
             &state,
             jar,
             &s.user,
-            Extras::error("profile", "The name must be 1 to 100 characters."),
+            Extras::error("profile", crate::web::i18n::tr("profile.bad_name")),
             StatusCode::BAD_REQUEST,
         );
     }
@@ -127,14 +127,19 @@ pub async fn avatar_post(
         |msg: &str, status| render(&state, jar, &s.user, Extras::error("avatar", msg), status);
     let bytes = match file {
         Ok(Some(b)) if !b.is_empty() => b,
-        Ok(_) => return refuse("Choose a picture to upload.", StatusCode::BAD_REQUEST),
+        Ok(_) => {
+            return refuse(
+                crate::web::i18n::tr("profile.choose"),
+                StatusCode::BAD_REQUEST,
+            );
+        }
         Err(StatusCode::PAYLOAD_TOO_LARGE) => {
             return refuse(
-                "The picture is larger than 5 MB. Choose a smaller one.",
+                crate::web::i18n::tr("profile.too_large"),
                 StatusCode::PAYLOAD_TOO_LARGE,
             );
         }
-        Err(status) => return refuse("The upload could not be read. Try again.", status),
+        Err(status) => return refuse(crate::web::i18n::tr("profile.unreadable"), status),
     };
     let png = match state
         .decode_pool
@@ -144,7 +149,7 @@ pub async fn avatar_post(
         Ok(Ok(png)) => png,
         Ok(Err(crate::render::RenderError::InvalidImage(m))) => {
             return refuse(
-                &format!("That picture cannot be used: {m}."),
+                &crate::web::i18n::tr1("profile.unusable", m),
                 StatusCode::BAD_REQUEST,
             );
         }

@@ -66,7 +66,7 @@ pub async fn totp_start_post(
             &state,
             jar,
             &s.user,
-            Extras::error("totp", "Two-factor authentication is already on."),
+            Extras::error("totp", crate::web::i18n::tr("tfa.already_on")),
             StatusCode::CONFLICT,
         );
     }
@@ -104,7 +104,7 @@ pub async fn totp_confirm_post(
             &state,
             jar,
             &s.user,
-            Extras::error("totp", "Two-factor authentication is already on."),
+            Extras::error("totp", crate::web::i18n::tr("tfa.already_on")),
             StatusCode::CONFLICT,
         );
     }
@@ -113,10 +113,7 @@ pub async fn totp_confirm_post(
             &state,
             jar,
             &s.user,
-            Extras::error(
-                "totp",
-                "The set-up expired. Start again and scan the new code.",
-            ),
+            Extras::error("totp", crate::web::i18n::tr("tfa.expired")),
             StatusCode::BAD_REQUEST,
         );
     };
@@ -124,10 +121,7 @@ pub async fn totp_confirm_post(
     let step = totp::totp(secret.clone(), &s.user.email).and_then(|t| t.check(&code, now / 1000));
     let Some(step) = step else {
         let extras = Extras {
-            error: Some((
-                "totp",
-                "That code is not right. Enter the code the app shows now.".to_string(),
-            )),
+            error: Some(("totp", crate::web::i18n::tr("tfa.wrong_code").to_string())),
             totp_setup: totp_setup(&secret, f.pending.clone(), &s.user.email),
             ..Extras::default()
         };
@@ -218,10 +212,7 @@ pub async fn totp_disable_post(
             &state,
             jar,
             &s.user,
-            Extras::error(
-                "totp",
-                "Enter your current password or a current code to turn two-factor off.",
-            ),
+            Extras::error("totp", crate::web::i18n::tr("tfa.off_needs")),
             StatusCode::UNAUTHORIZED,
         );
     }

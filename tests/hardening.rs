@@ -408,7 +408,9 @@ async fn csrf_tokens_are_bound_to_the_session_and_the_exact_origin() {
     let mut victim = Browser::new();
     sign_in(&s, &mut victim, "hana@example.com", "hana's password!").await;
     let page = victim.get(&s.url("/account")).await;
-    let good = form_fields(&page.body, "/account/key");
+    let mut good = form_fields(&page.body, "/account/key");
+    // Replacing an existing default key needs its box ticked (every post after the first).
+    good.push(("confirm".into(), "yes".into()));
     let token = good.iter().find(|(k, _)| k == "csrf").unwrap().1.clone();
     let post =
         |b: &Browser, fields: Vec<(String, String)>, headers: Vec<(&'static str, String)>| {

@@ -8,6 +8,7 @@ use std::process::Command;
 
 fn pictor(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_pictor"))
+        .arg("--init")
         .args(args)
         .output()
         .unwrap()

@@ -114,6 +114,32 @@ pub fn authenticate_access_token(
     })
 }
 
+/// Whether a key's use should be written now: not when a write for it was scheduled within the
+/// hour (a burst of requests with a key whose "last used" is old schedules one write, not one
+/// per request, while the first is still on its way to the store). Bounded: old entries go
+/// when it grows past 10,000 keys.
+fn touch_due(hash: [u8; 32], now: Millis) -> bool {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static SCHEDULED: OnceLock<Mutex<HashMap<[u8; 32], Millis>>> = OnceLock::new();
+    let granularity = crate::store::keys::LAST_USED_GRANULARITY_MS;
+    let mut map = SCHEDULED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if map
+        .get(&hash)
+        .is_some_and(|t| now.saturating_sub(*t) < granularity)
+    {
+        return false;
+    }
+    if map.len() >= 10_000 {
+        map.retain(|_, t| now.saturating_sub(*t) < granularity);
+    }
+    map.insert(hash, now);
+    true
+}
+
 /// Resolves an API key (the default one or a named one) to its (not banned) user. A key's "last
 /// used" is written at most once an hour, off the request's path.
 pub fn authenticate_key(store: &Store, key: &str, now: Millis) -> Result<Principal, AuthError> {
@@ -127,11 +153,15 @@ pub fn authenticate_key(store: &Store, key: &str, now: Millis) -> Result<Princip
     if user.banned {
         return Err(AuthError::Banned);
     }
-    let stale = user.key_meta(&matched).is_none_or(|m| {
+    // Keys issued before keys had dates (no metadata) are not dated now.
+    let stale = user.key_meta(&matched).is_some_and(|m| {
         m.last_used
             .is_none_or(|t| now.saturating_sub(t) >= crate::store::keys::LAST_USED_GRANULARITY_MS)
     });
-    if stale && let Ok(rt) = tokio::runtime::Handle::try_current() {
+    if stale
+        && touch_due(hash, now)
+        && let Ok(rt) = tokio::runtime::Handle::try_current()
+    {
         let (store, id) = (store.clone(), user.id);
         rt.spawn_blocking(move || {
             if let Err(e) = store.touch_api_key(id, &matched, now) {

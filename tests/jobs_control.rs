@@ -280,7 +280,12 @@ async fn progress_rises_and_a_cancel_stops_the_render_between_steps() {
     assert_eq!(ran.len(), 1, "{ran:?}");
     assert!(ran[0] < 400, "stopped after {} of 400 steps", ran[0]);
     // The job's task closes its bookkeeping (the active-job row) just after the render returns.
-    let uid = s2.store().user_by_email("q@example.com").unwrap().unwrap().id;
+    let uid = s2
+        .store()
+        .user_by_email("q@example.com")
+        .unwrap()
+        .unwrap()
+        .id;
     for _ in 0..200 {
         if s2.store().active_job(uid).unwrap().is_none() {
             break;

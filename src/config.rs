@@ -48,6 +48,8 @@ pub struct Config {
     pub metrics_token: Option<String>,
     /// Job notifications (`webhook_url`).
     pub webhooks: WebhookOptions,
+    /// Outgoing mail (password-reset links); `None` unless `smtp.host` is set.
+    pub smtp: Option<crate::mail::SmtpOptions>,
 }
 
 /// How job notifications are delivered (see README "Webhooks").
@@ -90,6 +92,7 @@ impl Config {
             trusted_proxies: crate::net::TrustedProxies::default(),
             metrics_token: None,
             webhooks: WebhookOptions::default(),
+            smtp: None,
         }
     }
 
@@ -232,6 +235,36 @@ pub const KEYS: &[Key] = &[
         name: "webhooks.retry_ms",
         env: "PICTOR_WEBHOOKS_RETRY_MS",
         help: "milliseconds before the first webhook retry (doubled each time, at most 1 h)",
+    },
+    Key {
+        name: "smtp.host",
+        env: "PICTOR_SMTP_HOST",
+        help: "mail server for password-reset mail (unset: no mail; admins hand out reset links)",
+    },
+    Key {
+        name: "smtp.port",
+        env: "PICTOR_SMTP_PORT",
+        help: "mail server port (default 587 for starttls, 465 for tls, 25 for none)",
+    },
+    Key {
+        name: "smtp.security",
+        env: "PICTOR_SMTP_SECURITY",
+        help: "starttls (default), tls, or none (a relay on this machine only)",
+    },
+    Key {
+        name: "smtp.username",
+        env: "PICTOR_SMTP_USERNAME",
+        help: "mail server login (unset: no authentication)",
+    },
+    Key {
+        name: "smtp.password",
+        env: "PICTOR_SMTP_PASSWORD",
+        help: "mail server password (never shown or logged)",
+    },
+    Key {
+        name: "smtp.from",
+        env: "PICTOR_SMTP_FROM",
+        help: "sender of Pictor's mail, e.g. \"Pictor <pictor@example.org>\" (required with smtp.host)",
     },
     Key {
         name: "retention_days",
@@ -511,6 +544,46 @@ fn range(lo: u64, hi: u64) -> impl Fn(&u64) -> Result<(), String> {
     }
 }
 
+/// The `smtp.*` values while they are read, checked together at the end.
+struct SmtpParts {
+    host: Option<String>,
+    port: Option<u16>,
+    security: crate::mail::Security,
+    username: Option<String>,
+    password: Option<String>,
+    from: Option<String>,
+}
+
+impl SmtpParts {
+    fn finish(self) -> Result<Option<crate::mail::SmtpOptions>, ConfigError> {
+        let Some(host) = self.host else {
+            return Ok(None);
+        };
+        let from = self.from.ok_or_else(|| ConfigError::Invalid {
+            key: "smtp.from".into(),
+            value: String::new(),
+            origin: Source::Default,
+            reason: "required when smtp.host is set (the sender of reset mail)".into(),
+        })?;
+        if self.password.is_some() && self.username.is_none() {
+            return Err(ConfigError::Invalid {
+                key: "smtp.username".into(),
+                value: String::new(),
+                origin: Source::Default,
+                reason: "smtp.password is set without smtp.username".into(),
+            });
+        }
+        Ok(Some(crate::mail::SmtpOptions {
+            host,
+            port: self.port,
+            security: self.security,
+            username: self.username,
+            password: self.password,
+            from,
+        }))
+    }
+}
+
 /// Resolves the layers into a `Config` and the list of effective values with their sources.
 pub fn resolve(layers: &Layers) -> Result<(Config, Vec<Effective>), ConfigError> {
     let mut effective = Vec::new();
@@ -534,6 +607,14 @@ pub fn resolve(layers: &Layers) -> Result<(Config, Vec<Effective>), ConfigError>
         }
     };
     let mut config = Config::new(data_dir);
+    let mut smtp = SmtpParts {
+        host: None,
+        port: None,
+        security: crate::mail::Security::StartTls,
+        username: None,
+        password: None,
+        from: None,
+    };
     for key in KEYS.iter().skip(1) {
         let picked = layers.pick(key.name);
         let source = picked.as_ref().map(|p| p.1).unwrap_or(Source::Default);
@@ -644,6 +725,53 @@ pub fn resolve(layers: &Layers) -> Result<(Config, Vec<Effective>), ConfigError>
                 v
             }
             ("webhooks.retry_ms", None) => config.webhooks.retry_base.as_millis().to_string(),
+            ("smtp.host", Some((v, _))) => {
+                smtp.host = Some(v.trim().to_owned()).filter(|h| !h.is_empty());
+                v
+            }
+            ("smtp.host", None) => "(unset: no mail; administrators hand out reset links)".into(),
+            ("smtp.port", Some((v, s))) => {
+                smtp.port = Some(parse::<u16>(key.name, &v, s, |p| {
+                    if *p == 0 {
+                        Err("must be a port number".into())
+                    } else {
+                        Ok(())
+                    }
+                })?);
+                v
+            }
+            ("smtp.security", Some((v, s))) => {
+                smtp.security =
+                    crate::mail::Security::parse(&v).map_err(|reason| ConfigError::Invalid {
+                        key: key.name.into(),
+                        value: v.clone(),
+                        origin: s,
+                        reason,
+                    })?;
+                v
+            }
+            ("smtp.security", None) => "starttls".into(),
+            ("smtp.username", Some((v, _))) => {
+                smtp.username = Some(v.clone()).filter(|u| !u.is_empty());
+                v
+            }
+            ("smtp.password", Some((v, _))) => {
+                smtp.password = Some(v);
+                "(set, hidden)".into()
+            }
+            ("smtp.from", Some((v, s))) => {
+                crate::mail::parse_mailbox(&v).map_err(|reason| ConfigError::Invalid {
+                    key: key.name.into(),
+                    value: v.clone(),
+                    origin: s,
+                    reason,
+                })?;
+                smtp.from = Some(v.clone());
+                v
+            }
+            ("smtp.port" | "smtp.username" | "smtp.password" | "smtp.from", None) => {
+                "(unset)".into()
+            }
             (name, Some((v, s))) => {
                 let n = parse::<u64>(name, &v, s, range(0, 1_000_000))? as u32;
                 if let Some(setting) = setting_for(name) {
@@ -661,12 +789,69 @@ pub fn resolve(layers: &Layers) -> Result<(Config, Vec<Effective>), ConfigError>
     }
     config.backends = layers.backends.clone();
     config.diffusion = layers.diffusion.clone();
+    config.smtp = smtp.finish()?;
     Ok((config, effective))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn smtp_needs_a_sender_and_hides_its_password() {
+        let mut layers = Layers::default();
+        layers
+            .read_file_text(
+                Path::new("c.toml"),
+                "data_dir = \"/d\"\n[smtp]\nhost = \"mail.example.org\"\nusername = \"u\"\npassword = \"s3cret-pass\"\n",
+            )
+            .unwrap();
+        let Err(err) = resolve(&layers) else {
+            panic!("smtp.from is required");
+        };
+        let err = err.to_string();
+        assert!(err.contains("smtp.from"), "{err}");
+        layers
+            .set_flags(&[
+                "smtp.from=Pictor <p@example.org>".into(),
+                "smtp.security=tls".into(),
+            ])
+            .unwrap();
+        let (config, eff) = resolve(&layers).unwrap();
+        let smtp = config.smtp.expect("mail configured");
+        assert_eq!(smtp.security, crate::mail::Security::Tls);
+        assert_eq!(smtp.password.as_deref(), Some("s3cret-pass"));
+        assert!(!format!("{smtp:?}").contains("s3cret"), "Debug hides it");
+        let shown: Vec<String> = eff
+            .iter()
+            .map(|e| format!("{} {}", e.key, e.value))
+            .collect();
+        assert!(
+            shown.contains(&"smtp.password (set, hidden)".to_string()),
+            "{shown:?}"
+        );
+        assert!(!shown.iter().any(|l| l.contains("s3cret")), "{shown:?}");
+        layers
+            .set_flags(&["smtp.from=not an address".into()])
+            .unwrap();
+        assert!(
+            resolve(&layers).is_err(),
+            "a bad sender is refused at start"
+        );
+        layers
+            .set_flags(&[
+                "smtp.from=p@example.org".into(),
+                "smtp.security=ssl3".into(),
+            ])
+            .unwrap();
+        assert!(resolve(&layers).is_err());
+        // No host: no mail, whatever else is set.
+        let mut plain = Layers::default();
+        plain
+            .read_file_text(Path::new("c.toml"), "data_dir = \"/d\"\n")
+            .unwrap();
+        assert!(resolve(&plain).unwrap().0.smtp.is_none());
+    }
 
     #[test]
     fn flags_beat_env_beat_file_beat_defaults() {

@@ -14,6 +14,7 @@ pub mod clock;
 pub mod config;
 pub mod idp;
 pub mod jobs;
+pub mod mail;
 pub mod metrics;
 pub mod models;
 pub mod net;

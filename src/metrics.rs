@@ -10,14 +10,14 @@ use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HttpLabels {
-    pub route: String,
-    pub method: String,
+    pub route: &'static str,
+    pub method: &'static str,
     pub status: u16,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabels {
-    pub route: String,
+    pub route: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -212,18 +212,24 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn observe_http(&self, route: &str, method: &str, status: u16, seconds: f64) {
+    /// One request's count and duration. The labels are static strings (no allocation per
+    /// request): the route's pattern, not its path, and the method's name.
+    pub fn observe_http(
+        &self,
+        route: &'static str,
+        method: &'static str,
+        status: u16,
+        seconds: f64,
+    ) {
         self.http_requests
             .get_or_create(&HttpLabels {
-                route: route.to_string(),
-                method: method.to_string(),
+                route,
+                method,
                 status,
             })
             .inc();
         self.http_seconds
-            .get_or_create(&RouteLabels {
-                route: route.to_string(),
-            })
+            .get_or_create(&RouteLabels { route })
             .observe(seconds);
     }
 
@@ -298,7 +304,24 @@ impl Metrics {
 }
 
 /// A bounded route label for a request path (ids and tokens replaced by placeholders).
-pub fn route_label(path: &str) -> String {
+/// The name of a request method for the metrics' label (`other` for extension methods).
+pub fn method_label(method: &poem::http::Method) -> &'static str {
+    use poem::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "other",
+    }
+}
+
+pub fn route_label(path: &str) -> &'static str {
     let fixed = [
         "/api/pictor/v1/generate",
         "/api/pictor/v1/edit",
@@ -331,7 +354,7 @@ pub fn route_label(path: &str) -> String {
         "/",
     ];
     if let Some(f) = fixed.iter().find(|f| **f == path) {
-        return (*f).to_string();
+        return f;
     }
     for (prefix, label) in [
         ("/api/pictor/v1/jobs/", "/api/pictor/v1/jobs/{job_id}"),
@@ -344,8 +367,8 @@ pub fn route_label(path: &str) -> String {
         ("/admin/", "/admin/{action}"),
     ] {
         if path.starts_with(prefix) {
-            return label.to_string();
+            return label;
         }
     }
-    "other".to_string()
+    "other"
 }

@@ -24,4 +24,6 @@ pub struct AppState {
     /// Identity provider state: signer, secret box, throttles, bot-check challenges.
     pub idp: Arc<IdpState>,
     pub metrics: Arc<Metrics>,
+    /// Outgoing mail, when `smtp.host` is configured ("Forgot password?").
+    pub mailer: Option<Arc<crate::mail::Mailer>>,
 }

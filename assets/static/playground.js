@@ -2,7 +2,9 @@
 // endpoints under /playground/api/ (the image API's validation, prices and job engine):
 // generate and edit, follow the job with long-polls until its picture is ready, keep the
 // balance, the prices and the gallery current. Served as a file because the pages' CSP forbids
-// inline scripts; every text from the server goes into the page with textContent.
+// inline scripts; every text from the server goes into the page with textContent. Its own texts
+// come in the page's language from the page (`data-texts` of #pg: the catalogue's
+// `playground.js.*`); `t(key)` reads one.
 (function () {
   'use strict';
 
@@ -44,10 +46,59 @@
     scene: $('job-scene'),
   };
 
+  // ---- texts ---------------------------------------------------------------------------------
+
+  const LANG = (document.documentElement.lang || 'en').toLowerCase();
+  const TEXTS = (() => {
+    try {
+      const parsed = JSON.parse(root.dataset.texts || '{}');
+      return parsed && typeof parsed === 'object' ? parsed : {};
+    } catch (e) {
+      return {};
+    }
+  })();
+
+  /** The text of `key` (the key itself if the page lacks it), each `{}` replaced by the next arg. */
+  function t(key, ...args) {
+    const text = Object.prototype.hasOwnProperty.call(TEXTS, key) ? String(TEXTS[key]) : key;
+    const parts = text.split('{}');
+    let out = parts[0];
+    for (let i = 1; i < parts.length; i++) {
+      out += (i <= args.length ? String(args[i - 1]) : '{}') + parts[i];
+    }
+    return out;
+  }
+
+  /** The plural form of a count, as the server's: English one/many, Russian one/few/many. */
+  function pluralForm(n) {
+    if (LANG === 'ru') {
+      const d = Math.abs(n) % 10;
+      const h = Math.abs(n) % 100;
+      if (d === 1 && h !== 11) return 'one';
+      if (d >= 2 && d <= 4 && (h < 12 || h > 14)) return 'few';
+      return 'many';
+    }
+    return n === 1 ? 'one' : 'many';
+  }
+
+  const creditsWord = (n) => ({ one: t("credits.one"), few: t("credits.few"), many: t("credits.many") })[pluralForm(n)];
+  const picturesOfWord = (n) => ({ one: t("pictures_of.one"), few: t("pictures_of.few"), many: t("pictures_of.many") })[pluralForm(n)];
+  const credits = (n) => n + ' ' + creditsWord(n);
+  /** A number with one decimal, as the page's language writes it. */
+  function decimal1(x) {
+    try {
+      return new Intl.NumberFormat(LANG, { minimumFractionDigits: 1, maximumFractionDigits: 1, useGrouping: false }).format(x);
+    } catch (e) {
+      return x.toFixed(1);
+    }
+  }
+
+  // The buttons' labels while idle, as the page has them.
+  const GENERATE_LABEL = gen.submit.textContent;
+  const EDIT_LABEL = edit.submit.textContent;
+
   // ---- small helpers -------------------------------------------------------------------------
 
-  const plural = (n, one, many) => (n === 1 ? one : many);
-  const credits = (n) => n + ' ' + plural(n, 'credit', 'credits');
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
   function show(el, on) {
@@ -77,7 +128,7 @@
 
   function modelName(id) {
     const opt = Array.from(gen.model.options).find((o) => o.value === id);
-    return opt ? opt.dataset.name : id === 'edit' ? 'Edit' : id;
+    return opt ? opt.dataset.name : id === 'edit' ? t("edit") : id;
   }
 
   /** Width × height of a generation, as the server computes it (auto is decided from the prompt). */
@@ -104,13 +155,13 @@
     try {
       resp = await fetch(path, { method, headers, body: payload, credentials: 'same-origin', cache: 'no-store' });
     } catch (e) {
-      return { status: 0, body: { ok: false, error_code: 'network', error: 'Pictor could not be reached. Check the connection and try again.' } };
+      return { status: 0, body: { ok: false, error_code: 'network', error: t("network") } };
     }
     let data;
     try {
       data = await resp.json();
     } catch (e) {
-      data = { ok: false, error_code: 'internal_error', error: 'Unexpected answer from the server (HTTP ' + resp.status + ').' };
+      data = { ok: false, error_code: 'internal_error', error: t("unexpected", resp.status) };
     }
     return { status: resp.status, body: data || {} };
   }
@@ -118,11 +169,11 @@
   /** A friendly message for an error body of the image API. */
   function errorText(body) {
     const code = body && body.error_code;
-    const msg = (body && body.error) || 'Something went wrong.';
+    const msg = (body && body.error) || t("error");
     switch (code) {
-      case 'unauthorized': return 'You are signed out. Reload the page to sign in again.';
-      case 'csrf_failed': return 'This page has expired. Reload it and try again.';
-      case 'job_busy': return 'You already have a picture in progress. Wait for it to finish.';
+      case 'unauthorized': return t("error.unauthorized");
+      case 'csrf_failed': return t("error.csrf");
+      case 'job_busy': return t("error.busy");
       default: return msg.charAt(0).toUpperCase() + msg.slice(1);
     }
   }
@@ -131,9 +182,10 @@
 
   function renderStats() {
     $('pg-balance').textContent = String(state.balance);
-    $('pg-balance-unit').textContent = plural(state.balance, 'credit', 'credits');
+    $('pg-balance-unit').textContent = creditsWord(state.balance);
     $('pg-daily-used').textContent = String(state.dailyUsed);
     $('pg-daily-limit').textContent = String(state.dailyLimit);
+    $('pg-daily-unit').textContent = picturesOfWord(state.dailyLimit);
     updateGenerate();
     updateEdit();
   }
@@ -142,31 +194,31 @@
     const opt = gen.model.selectedOptions[0];
     const price = opt ? Number(opt.dataset.price) : 0;
     gen.price.textContent = String(price);
-    gen.unit.textContent = plural(price, 'credit', 'credits');
+    gen.unit.textContent = creditsWord(price);
     const size = opt ? sizeOf(Number(opt.dataset.longSide), gen.ratio.value) : null;
-    gen.size.textContent = size ? ' · ' + size[0] + '×' + size[1] + ' px' : ' · size from the prompt';
+    gen.size.textContent = ' · ' + (size ? t("size", size[0], size[1]) : t("size.auto"));
     let warn = '';
     if (price > state.balance) {
-      warn = 'Not enough credits: this costs ' + credits(price) + ', you have ' + state.balance + '.';
+      warn = t("warn.credits", credits(price), state.balance);
     } else if (state.dailyLimit > 0 && state.dailyUsed >= state.dailyLimit) {
-      warn = 'Daily limit reached: ' + state.dailyUsed + ' of ' + state.dailyLimit + ' pictures today. It resets at 00:00 UTC.';
+      warn = t("warn.daily", state.dailyUsed, state.dailyLimit);
     }
     say(gen.warn, warn);
     gen.submit.disabled = state.busy || !!warn;
-    gen.submit.textContent = state.busy ? 'Working…' : 'Generate';
+    gen.submit.textContent = state.busy ? t("working") : GENERATE_LABEL;
     const chars = Array.from(gen.prompt.value).length;
     gen.count.textContent = chars + ' / ' + MAX_PROMPT;
   }
 
   function updateEdit() {
     edit.price.textContent = String(state.editPrice);
-    edit.unit.textContent = plural(state.editPrice, 'credit', 'credits');
+    edit.unit.textContent = creditsWord(state.editPrice);
     const warn = state.editPrice > state.balance
-      ? 'Not enough credits: an edit costs ' + credits(state.editPrice) + ', you have ' + state.balance + '.'
+      ? t("warn.edit_credits", credits(state.editPrice), state.balance)
       : '';
     say(edit.warn, warn);
     edit.submit.disabled = state.busy || !!warn;
-    edit.submit.textContent = state.busy ? 'Working…' : 'Edit photo';
+    edit.submit.textContent = state.busy ? t("working") : EDIT_LABEL;
   }
 
   /** Re-reads the balance, the daily count and the prices (they are operator settings). */
@@ -195,10 +247,10 @@
   // ---- the job card ----------------------------------------------------------------------------
 
   const STATUS = {
-    queued: ['Queued', 'Starting…'],
-    running: ['Rendering', 'Drawing your picture…'],
-    done: ['Done', 'Your picture is ready.'],
-    failed: ['Failed', 'The job failed.'],
+    queued: [t("status.queued"), t("status.queued.text")],
+    running: [t("status.running"), t("status.running.text")],
+    done: [t("status.done"), t("status.done.text")],
+    failed: [t("status.failed"), t("status.failed.text")],
   };
 
   let ticker = null;
@@ -206,7 +258,7 @@
 
   function tick() {
     const secs = Math.max(0, Math.floor((Date.now() - tickFrom) / 1000));
-    job.elapsed.textContent = secs + ' s';
+    job.elapsed.textContent = t("seconds", secs);
   }
 
   function startTicker(from) {
@@ -250,18 +302,21 @@
     bar.style.width = pct + '%';
   }
 
-  const ordinal = (n) => n + (n % 100 >= 11 && n % 100 <= 13 ? 'th' : ['th', 'st', 'nd', 'rd'][n % 10] || 'th');
-  const roughly = (s) => (s < 1 ? 'under a second' : s < 90 ? 'about ' + Math.round(s) + ' s' : 'about ' + Math.round(s / 60) + ' min');
+  // "2nd", "3rd"… in English; the other languages' texts put the number into words themselves.
+  const ordinal = (n) => (LANG !== 'en' ? String(n)
+    : n + (n % 100 >= 11 && n % 100 <= 13 ? 'th' : ['th', 'st', 'nd', 'rd'][n % 10] || 'th'));
+  const roughly = (s) => (s < 1 ? t("eta.under_second")
+    : s < 90 ? t("eta.seconds", Math.round(s)) : t("eta.minutes", Math.round(s / 60)));
 
   /** The status line and bar for an unfinished job: its place in the queue, or its progress. */
   function showLive(view) {
     if (view.status === 'queued') {
-      let text = 'Starting…';
+      let text = t("status.queued.text");
       if (view.queue_position) {
         text = view.queue_position === 1
-          ? 'Waiting for a free renderer: you are next'
-          : 'Waiting for a free renderer: ' + ordinal(view.queue_position) + ' in line';
-        if (typeof view.eta_seconds === 'number') text += ' (starts in ' + roughly(view.eta_seconds) + ')';
+          ? t("queue.next")
+          : t("queue.place", ordinal(view.queue_position));
+        if (typeof view.eta_seconds === 'number') text += t("queue.starts", roughly(view.eta_seconds));
         text += '.';
       }
       if (job.status.textContent !== text) job.status.textContent = text;
@@ -302,13 +357,13 @@
   }
 
   function describe(dl, view) {
-    fact(dl, view.kind === 'edit' ? 'Instruction' : 'Prompt', view.prompt);
-    if (view.enhanced_prompt) fact(dl, 'Enhanced prompt', view.enhanced_prompt);
+    fact(dl, view.kind === 'edit' ? t("fact.instruction") : t("fact.prompt"), view.prompt);
+    if (view.enhanced_prompt) fact(dl, t("fact.enhanced"), view.enhanced_prompt);
     if (view.kind === 'generate') {
-      fact(dl, 'Model', modelName(view.model) + ' · ratio ' + view.ratio);
-      fact(dl, 'Seed', String(view.seed), 'mono');
+      fact(dl, t("fact.model"), t("fact.model_ratio", modelName(view.model), view.ratio));
+      fact(dl, t("fact.seed"), String(view.seed), 'mono');
     }
-    if (view.width && view.height) fact(dl, 'Size', view.width + '×' + view.height + ' px');
+    if (view.width && view.height) fact(dl, t("fact.size"), t("size", view.width, view.height));
   }
 
   /** Download / Reuse prompt / Edit this for a finished picture. */
@@ -317,10 +372,10 @@
     const dl = el('a', {
       class: 'button', href: view.photo_url, download: 'pictor-' + view.job_id + '.png',
       'aria-describedby': describedBy,
-    }, 'Download');
+    }, t("download"));
     const reuse = el('button', { type: 'button', 'data-act': 'reuse', 'data-job': view.job_id, 'aria-describedby': describedBy },
-      view.kind === 'edit' ? 'Reuse instruction' : 'Reuse prompt');
-    const editThis = el('button', { type: 'button', 'data-act': 'edit', 'data-job': view.job_id, 'aria-describedby': describedBy }, 'Edit this');
+      view.kind === 'edit' ? t("reuse.instruction") : t("reuse.prompt"));
+    const editThis = el('button', { type: 'button', 'data-act': 'edit', 'data-job': view.job_id, 'aria-describedby': describedBy }, t("edit_this"));
     box.append(dl, reuse, editThis);
     return box;
   }
@@ -328,15 +383,15 @@
   function showDone(view) {
     state.jobs.set(view.job_id, view);
     const took = view.finished_at && view.created_at ? (view.finished_at - view.created_at) / 1000 : null;
-    job.elapsed.textContent = took === null ? '' : took < 0.1 ? 'took under 0.1 s' : 'took ' + took.toFixed(1) + ' s';
+    job.elapsed.textContent = took === null ? '' : took < 0.1 ? t("took.instant") : t("took", decimal1(took));
     show(job.elapsed, took !== null);
     describe(job.facts, view);
     show(job.facts, true);
     if (!view.photo_url) {
-      setStatus('done', 'Done, but the picture has been deleted by the server\'s retention policy.');
+      setStatus('done', t("deleted"));
       return;
     }
-    setStatus('done', 'Your picture is ready.');
+    setStatus('done', t("status.done.text"));
     job.img.alt = view.prompt;
     if (view.width && view.height) {
       job.img.width = view.width;
@@ -347,8 +402,7 @@
     // The built-in painter says which named things it could not draw.
     const missing = (view.scene && view.scene.not_drawn) || [];
     job.scene.textContent = missing.length
-      ? 'The built-in painter could not draw: ' + missing.join(', ') +
-        ' — install a diffusion model for these (see “Diffusion models on your disk” in the README).'
+      ? t("not_drawn", missing.join(', '))
       : '';
     show(job.scene, missing.length > 0);
     const actions = actionsFor(view, 'job-status');
@@ -359,15 +413,15 @@
   function showFailed(view) {
     state.jobs.set(view.job_id, view);
     if (view.error_code === 'cancelled') {
-      setStatus('failed', 'You cancelled this job.');
+      setStatus('failed', t("cancelled"));
       say(job.error, '');
-      job.badge.textContent = 'Cancelled';
+      job.badge.textContent = t("status.cancelled");
     } else {
-      setStatus('failed', 'The job failed; your credits were returned.');
+      setStatus('failed', t("failed_refunded"));
       say(job.error, errorText(view));
     }
     describe(job.facts, view);
-    fact(job.facts, 'Credits', 'Returned (balance: ' + credits(view.balance) + ')');
+    fact(job.facts, t("fact.credits"), t("fact.returned", credits(view.balance)));
     show(job.facts, true);
     show(job.elapsed, false);
   }
@@ -403,15 +457,15 @@
         if (status === 'done' || status === 'failed') break;
       } else if (r.status === 401 || r.status === 404) {
         view = null;
-        setStatus('failed', 'The job could not be followed.');
+        setStatus('failed', t("lost_job"));
         say(job.error, errorText(r.body));
         break;
       } else {
         failures += 1;
         if (failures > 6) {
           view = null;
-          setStatus('failed', 'Lost contact with Pictor.');
-          say(job.error, errorText(r.body) + ' Reload the page to see the result.');
+          setStatus('failed', t("lost_contact"));
+          say(job.error, errorText(r.body) + ' ' + t("reload_for_result"));
           break;
         }
         await sleep(Math.min(8000, 500 * 2 ** failures));
@@ -437,7 +491,7 @@
     say(gen.error, '');
     const prompt = gen.prompt.value.trim();
     if (!prompt) {
-      say(gen.error, 'Type a prompt first.');
+      say(gen.error, t("need_prompt"));
       gen.prompt.focus();
       return;
     }
@@ -451,7 +505,7 @@
     const seed = gen.seed.value.trim();
     if (seed !== '') {
       if (!/^\d+$/.test(seed) || Number(seed) > 4294967295) {
-        say(gen.error, 'The seed must be a whole number from 0 to 4294967295, or empty for a random one.');
+        say(gen.error, t("bad_seed"));
         gen.seed.focus();
         return;
       }
@@ -478,17 +532,17 @@
     const source = edit.sourceJob.value;
     const file = edit.file.files && edit.file.files[0];
     if (!source && !file) {
-      say(edit.error, 'Choose a photo to edit.');
+      say(edit.error, t("need_photo"));
       edit.file.focus();
       return;
     }
     if (!source && file.size > MAX_UPLOAD) {
-      say(edit.error, 'The photo is larger than 20 MB. Choose a smaller one.');
+      say(edit.error, t("photo_too_large"));
       edit.file.focus();
       return;
     }
     if (!prompt) {
-      say(edit.error, 'Say what to change in the instruction.');
+      say(edit.error, t("need_instruction"));
       edit.prompt.focus();
       return;
     }
@@ -517,7 +571,7 @@
       edit.prompt.value = view.prompt;
       edit.prompt.focus();
       edit.form.scrollIntoView({ block: 'start', behavior: 'smooth' });
-      announce('Instruction filled in.');
+      announce(t("filled.instruction"));
       return;
     }
     gen.prompt.value = view.prompt;
@@ -530,22 +584,24 @@
     updateGenerate();
     gen.form.scrollIntoView({ block: 'start', behavior: 'smooth' });
     gen.prompt.focus();
-    announce('Prompt, model, ratio and seed filled in.');
+    announce(t("filled.prompt"));
   }
 
   /** "Edit this": the picture becomes the edit's source (sent as source_job, no re-upload). */
   function editThis(view) {
     edit.sourceJob.value = view.job_id;
     edit.sourceImg.src = view.photo_url;
-    edit.sourceImg.alt = 'The picture to edit: ' + view.prompt;
-    edit.sourceText.textContent = 'Editing your picture' + (view.width ? ' (' + view.width + '×' + view.height + ' px)' : '') + '.';
+    edit.sourceImg.alt = t("source.alt", view.prompt);
+    edit.sourceText.textContent = view.width
+      ? t("source.text_sized", view.width, view.height)
+      : t("source.text");
     edit.file.value = '';
     show(edit.source, true);
     show(edit.fileWrap, false);
     say(edit.error, '');
     edit.form.scrollIntoView({ block: 'start', behavior: 'smooth' });
     edit.prompt.focus();
-    announce('The picture is ready to edit. Type an instruction.');
+    announce(t("source.ready"));
   }
 
   function clearSource() {
@@ -568,9 +624,9 @@
     });
     const cap = el('figcaption', { id: capId });
     cap.append(el('span', { class: 'pg-item-prompt' }, view.prompt));
-    const bits = [view.kind === 'edit' ? 'Edit' : modelName(view.model)];
+    const bits = [view.kind === 'edit' ? t("edit") : modelName(view.model)];
     if (view.width) bits.push(view.width + '×' + view.height);
-    if (view.kind === 'generate') bits.push('seed ' + view.seed);
+    if (view.kind === 'generate') bits.push(t("meta.seed", view.seed));
     cap.append(el('span', { class: 'muted pg-item-meta' }, bits.join(' · ')));
     fig.append(img, cap);
     li.append(fig, actionsFor(view, capId));
@@ -590,7 +646,7 @@
     else list.append(...items);
     const status = $('gallery-status');
     if (state.galleryIds.size === 0) {
-      say(status, 'No pictures yet. The ones you make appear here.');
+      say(status, t("gallery.empty"));
     } else {
       say(status, '');
     }
@@ -603,7 +659,7 @@
     const r = await api('GET', '/playground/api/gallery?limit=60' + q);
     more.disabled = false;
     if (r.status !== 200 || !r.body.ok) {
-      say($('gallery-status'), 'Your pictures could not be loaded: ' + errorText(r.body));
+      say($('gallery-status'), t("gallery.failed", errorText(r.body)));
       return;
     }
     const firstNew = r.body.pictures.length ? r.body.pictures[0].job_id : null;

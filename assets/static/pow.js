@@ -66,7 +66,7 @@
     var waiting = false;
     solve(field.value, parseInt(field.getAttribute("data-bits"), 10) || 16, function (nonce) {
       out.value = nonce;
-      if (status) status.textContent = "Bot check done.";
+      if (status) status.textContent = status.getAttribute("data-done") || "Bot check done.";
       if (waiting) form.submit();
     });
     form.addEventListener("submit", function (ev) {
@@ -74,7 +74,7 @@
       ev.preventDefault();
       waiting = true;
       if (button) button.disabled = true;
-      if (status) status.textContent = "Finishing the bot check…";
+      if (status) status.textContent = status.getAttribute("data-finishing") || "Finishing the bot check…";
     });
   });
 })();

@@ -125,7 +125,22 @@ impl Server {
         })
         .await?
         .context("cannot create the token signing key")?;
+        let mailer = match &config.smtp {
+            Some(o) => {
+                if o.security == crate::mail::Security::None && o.username.is_some() {
+                    tracing::warn!(
+                        host = %o.host,
+                        "smtp.security = none: the mail password crosses the network unencrypted"
+                    );
+                }
+                Some(Arc::new(
+                    crate::mail::Mailer::new(o).map_err(anyhow::Error::msg)?,
+                ))
+            }
+            None => None,
+        };
         let state = AppState {
+            mailer,
             metrics,
             idp,
             decode_pool: RenderPool::new(config.decode_workers),

@@ -12,7 +12,7 @@ use rand::RngExt;
 use serde_json::json;
 use tracing::Instrument;
 
-use crate::metrics::{Metrics, ResultLabels, StateLabels, route_label};
+use crate::metrics::{Metrics, ResultLabels, StateLabels, method_label, route_label};
 use crate::state::AppState;
 
 /// A client-supplied `X-Request-Id` is kept when it is short and plain; otherwise a new one is made.
@@ -38,25 +38,22 @@ pub async fn request<E: Endpoint>(
     registry: Arc<Metrics>,
 ) -> poem::Result<Response> {
     let id = request_id(&req);
-    let path = req.uri().path().to_string();
-    let route = route_label(&path);
-    let method = req.method().to_string();
-    let span = tracing::info_span!("request", request_id = %id, method = %method, route = %route);
+    // The URI is shared (`Bytes` inside): kept for the error body and the language switcher
+    // without copying the path on every request.
+    let uri = req.uri().clone();
+    let route = route_label(uri.path());
+    let method = method_label(req.method());
+    let span = tracing::info_span!("request", request_id = %id, method, route);
     let started = Instant::now();
     // The pages' language, for the whole request (page errors included).
     let lang = crate::web::i18n::negotiate(req.headers());
-    let here = req
-        .uri()
-        .path_and_query()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "/".into());
-    let mut resp = crate::web::i18n::scope(lang, here, async {
+    let mut resp = crate::web::i18n::scope(lang, uri.clone(), async {
         match ep.call(req).await {
             Ok(resp) => resp.into_response(),
             // A page's refusal is a page; anything else that escaped becomes the API's JSON.
             Err(err) => match err.downcast_ref::<crate::web::PageError>() {
                 Some(page) => page.render(),
-                None => crate::api::error::error_response(err, &path),
+                None => crate::api::error::error_response(err, uri.path()),
             },
         }
     })
@@ -64,7 +61,7 @@ pub async fn request<E: Endpoint>(
     .await;
     let status = resp.status().as_u16();
     let secs = started.elapsed().as_secs_f64();
-    registry.observe_http(&route, &method, status, secs);
+    registry.observe_http(route, method, status, secs);
     span.in_scope(|| tracing::info!(status, ms = (secs * 1000.0) as u64, "request"));
     if let Ok(v) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert("x-request-id", v);

@@ -10,7 +10,7 @@ use poem::web::cookie::CookieJar;
 use poem::{Request, Response, handler};
 
 use super::crypto::{random_token, sha256};
-use super::{DEFAULT_SCOPES, SCOPES, scope_description};
+use super::{DEFAULT_SCOPES, SCOPES};
 use crate::clock::Millis;
 use crate::state::AppState;
 use crate::store::oauth::{CODE_TTL_MS, ClientRecord, CodeRecord};
@@ -94,8 +94,8 @@ pub fn check(state: &AppState, p: &HashMap<String, String>) -> Checked {
         return Checked::Page(oauth_error_page(
             state,
             StatusCode::BAD_REQUEST,
-            "Missing client",
-            "The request does not say which application is asking (client_id).",
+            crate::web::i18n::tr("oauth.missing_client.title"),
+            crate::web::i18n::tr("oauth.missing_client.message"),
         ));
     };
     let client = match state.store.client(client_id) {
@@ -104,8 +104,8 @@ pub fn check(state: &AppState, p: &HashMap<String, String>) -> Checked {
             return Checked::Page(oauth_error_page(
                 state,
                 StatusCode::BAD_REQUEST,
-                "Unknown application",
-                "This application is not registered with Pictor.",
+                crate::web::i18n::tr("oauth.unknown_app.title"),
+                crate::web::i18n::tr("oauth.unknown_app.message"),
             ));
         }
         Err(e) => {
@@ -113,8 +113,8 @@ pub fn check(state: &AppState, p: &HashMap<String, String>) -> Checked {
             return Checked::Page(oauth_error_page(
                 state,
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "Server error",
-                "Please try again later.",
+                crate::web::i18n::tr("error.server.title"),
+                crate::web::i18n::tr("error.server.message"),
             ));
         }
     };
@@ -122,8 +122,8 @@ pub fn check(state: &AppState, p: &HashMap<String, String>) -> Checked {
         return Checked::Page(oauth_error_page(
             state,
             StatusCode::BAD_REQUEST,
-            "Missing redirect address",
-            "The request has no redirect_uri.",
+            crate::web::i18n::tr("oauth.missing_redirect.title"),
+            crate::web::i18n::tr("oauth.missing_redirect.message"),
         ));
     };
     // Byte-for-byte against the whitelist: no prefix, case or normalisation tricks.
@@ -135,8 +135,8 @@ pub fn check(state: &AppState, p: &HashMap<String, String>) -> Checked {
         return Checked::Page(oauth_error_page(
             state,
             StatusCode::BAD_REQUEST,
-            "Unregistered redirect address",
-            "The application asked to return to an address it has not registered. For your safety Pictor will not send you there.",
+            crate::web::i18n::tr("oauth.bad_redirect.title"),
+            crate::web::i18n::tr("oauth.bad_redirect.message"),
         ));
     }
     let redirect_uri = redirect_uri.to_string();
@@ -337,6 +337,20 @@ async fn issue_code(
     ))
 }
 
+/// What a scope lets the app do, in plain words and the page's language: the consent page and
+/// the account page's list of apps.
+pub fn scope_text(scope: &str) -> &'static str {
+    use crate::web::i18n;
+    match scope {
+        "openid" => i18n::tr("consent.scope.openid"),
+        "profile" => i18n::tr("consent.scope.profile"),
+        "email" => i18n::tr("consent.scope.email"),
+        "images:read" => i18n::tr("consent.scope.images_read"),
+        "images:generate" => i18n::tr("consent.scope.images_generate"),
+        _ => i18n::tr("consent.scope.unknown"),
+    }
+}
+
 #[derive(askama::Template)]
 #[template(path = "consent.html")]
 struct ConsentPage {
@@ -360,7 +374,12 @@ pub async fn authorize_get(req: &Request, state: Data<&AppState>, jar: &CookieJa
     let params = match parse_params(raw) {
         Ok(p) => p,
         Err(e) => {
-            return oauth_error_page(&state, StatusCode::BAD_REQUEST, "Malformed request", &e);
+            return oauth_error_page(
+                &state,
+                StatusCode::BAD_REQUEST,
+                crate::web::i18n::tr("oauth.malformed"),
+                &e,
+            );
         }
     };
     let authz = match check(&state, &params) {
@@ -480,7 +499,7 @@ pub async fn authorize_get(req: &Request, state: Data<&AppState>, jar: &CookieJa
         logo: logo.clone(),
         homepage: profile.homepage.clone(),
         email: me.user.email.clone(),
-        scopes: authz.scopes.iter().map(|s| scope_description(s)).collect(),
+        scopes: authz.scopes.iter().map(|s| scope_text(s)).collect(),
         spending,
         csrf: csrf_token(&state, jar),
         params: carried(&normal),
@@ -507,16 +526,12 @@ pub fn spend_caps(
                 .ok()
                 .filter(|n| *n <= 1_000_000)
                 .map(Some)
-                .ok_or_else(|| {
-                    format!(
-                        "The {what} limit must be a whole number of credits from 0 to 1000000, or empty for no limit."
-                    )
-                }),
+                .ok_or_else(|| what.to_owned()),
         }
     };
     Ok(crate::store::oauth::SpendCaps {
-        daily: read("cap_daily", "daily")?,
-        total: read("cap_total", "total")?,
+        daily: read("cap_daily", crate::web::i18n::tr("oauth.cap.daily_bad"))?,
+        total: read("cap_total", crate::web::i18n::tr("oauth.cap.total_bad"))?,
     })
 }
 
@@ -537,7 +552,12 @@ pub async fn authorize_post(
     let params = match parse_params(&body) {
         Ok(p) => p,
         Err(e) => {
-            return oauth_error_page(&state, StatusCode::BAD_REQUEST, "Malformed request", &e);
+            return oauth_error_page(
+                &state,
+                StatusCode::BAD_REQUEST,
+                crate::web::i18n::tr("oauth.malformed"),
+                &e,
+            );
         }
     };
     let csrf = params.get("csrf").map(String::as_str).unwrap_or_default();
@@ -576,7 +596,7 @@ pub async fn authorize_post(
                         return oauth_error_page(
                             &state,
                             StatusCode::BAD_REQUEST,
-                            "Check the spending limit",
+                            crate::web::i18n::tr("oauth.check_limit"),
                             &message,
                         );
                     }
@@ -609,8 +629,8 @@ pub async fn authorize_post(
         _ => secure_page(oauth_error_page(
             &state,
             StatusCode::BAD_REQUEST,
-            "No decision",
-            "Choose Allow or Deny.",
+            crate::web::i18n::tr("oauth.no_decision.title"),
+            crate::web::i18n::tr("oauth.no_decision.message"),
         )),
     }
 }

@@ -28,6 +28,7 @@ use serde_json::Value;
 
 use super::authorize::{parse_params, with_params};
 use crate::state::AppState;
+use crate::web::i18n;
 use crate::web::oauth_error_page;
 use crate::web::{csrf_ok, csrf_token, end_session, page, redirect, session};
 
@@ -64,7 +65,7 @@ fn refuse(state: &AppState, message: &str) -> Response {
     oauth_error_page(
         state,
         StatusCode::BAD_REQUEST,
-        "This sign-out request cannot be used",
+        i18n::tr("logout.refused.title"),
         message,
     )
 }
@@ -81,10 +82,7 @@ async fn check(state: &AppState, params: &HashMap<String, String>) -> Result<Che
             .flatten()
             .filter(|c| c["iss"].as_str() == Some(state.public_url.as_ref()));
         let Some(claims) = claims else {
-            return Err(refuse(
-                state,
-                "The id_token_hint is not an id_token Pictor issued.",
-            ));
+            return Err(refuse(state, i18n::tr("logout.refused.bad_hint")));
         };
         let aud = match &claims["aud"] {
             Value::String(a) => Some(a.clone()),
@@ -96,10 +94,7 @@ async fn check(state: &AppState, params: &HashMap<String, String>) -> Result<Che
     }
     if let Some(client_id) = get("client_id") {
         if app.as_deref().is_some_and(|a| a != client_id) {
-            return Err(refuse(
-                state,
-                "client_id is not the app the id_token_hint was issued to.",
-            ));
+            return Err(refuse(state, i18n::tr("logout.refused.hint_mismatch")));
         }
         app = Some(client_id.to_string());
     }
@@ -108,13 +103,15 @@ async fn check(state: &AppState, params: &HashMap<String, String>) -> Result<Che
             let (store, name) = (state.store.clone(), name.clone());
             match tokio::task::spawn_blocking(move || store.client(&name)).await {
                 Ok(Ok(Some(c))) => Some(c),
-                Ok(Ok(None)) => return Err(refuse(state, "No app is registered under that name.")),
+                Ok(Ok(None)) => {
+                    return Err(refuse(state, i18n::tr("logout.refused.unknown_app")));
+                }
                 _ => {
                     return Err(oauth_error_page(
                         state,
                         StatusCode::INTERNAL_SERVER_ERROR,
-                        "Something went wrong",
-                        "Try again in a moment.",
+                        i18n::tr("logout.error.title"),
+                        i18n::tr("logout.error.message"),
                     ));
                 }
             }
@@ -125,16 +122,10 @@ async fn check(state: &AppState, params: &HashMap<String, String>) -> Result<Che
         None => None,
         Some(uri) => {
             let Some(client) = &client else {
-                return Err(refuse(
-                    state,
-                    "post_logout_redirect_uri needs the app named by id_token_hint or client_id.",
-                ));
+                return Err(refuse(state, i18n::tr("logout.refused.needs_app")));
             };
             if !client.post_logout_redirect_uris.iter().any(|u| u == uri) {
-                return Err(refuse(
-                    state,
-                    "post_logout_redirect_uri is not one the app registered.",
-                ));
+                return Err(refuse(state, i18n::tr("logout.refused.unregistered")));
             }
             Some(match get("state") {
                 Some(s) => with_params(uri, &[("state", s)]),

@@ -39,18 +39,6 @@ pub const SCOPES: [&str; 5] = [
 /// when the app asks for them by name (and the person consents to them in plain words).
 pub const DEFAULT_SCOPES: [&str; 3] = ["openid", "profile", "email"];
 
-/// A scope in plain words, for the consent page.
-pub fn scope_description(scope: &str) -> &'static str {
-    match scope {
-        "openid" => "Know who you are (a stable user id)",
-        "profile" => "See your name and profile picture",
-        "email" => "See your e-mail address",
-        "images:read" => "See your credit balance and the pictures it made for you",
-        "images:generate" => "Make pictures for you, paid with your credits",
-        _ => "Unknown permission",
-    }
-}
-
 /// Shared state of the identity provider.
 pub struct IdpState {
     pub signer: keys::Signer,

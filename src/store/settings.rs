@@ -210,42 +210,77 @@ fn model_of_key(id: &str) -> Option<Model> {
     Model::ALL.into_iter().find(|m| m.id() == id)
 }
 
+/// What values a setting takes: the store checks it, and pages word their refusal from it in
+/// their own language.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// Credits from `min` to `max`.
+    Credits { min: u32, max: u32 },
+    /// 0 (off) or 1 (on).
+    Flag,
+    /// A number from `min` to `max`.
+    Range { min: u32, max: u32 },
+}
+
+impl Rule {
+    pub fn allows(self, value: u32) -> bool {
+        match self {
+            Rule::Credits { min, max } | Rule::Range { min, max } => (min..=max).contains(&value),
+            Rule::Flag => value <= 1,
+        }
+    }
+}
+
+impl std::fmt::Display for Rule {
+    /// The English wording after "KEY must be".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rule::Credits { min, max } => write!(f, "between {min} and {max} credits"),
+            Rule::Flag => f.write_str("0 or 1"),
+            Rule::Range { min, max } => write!(f, "between {min} and {max}"),
+        }
+    }
+}
+
+/// The rule of a known setting (its canonical name); `None` for an unknown one.
+pub fn rule(key: &str) -> Option<Rule> {
+    if !setting_keys().iter().any(|k| k == key) {
+        return None;
+    }
+    Some(match key {
+        k if k.starts_with("prices.") => Rule::Credits {
+            min: 1,
+            max: 1_000_000,
+        },
+        "app_daily_cap" => Rule::Credits {
+            min: 0,
+            max: 1_000_000,
+        },
+        "registration_open" | "signup_approval" => Rule::Flag,
+        "challenge_bits" => Rule::Range {
+            min: crate::idp::pow::MIN_BITS,
+            max: crate::idp::pow::MAX_BITS,
+        },
+        _ => Rule::Range {
+            min: 0,
+            max: 1_000_000,
+        },
+    })
+}
+
 /// The range check of one setting (its canonical name).
 fn check_setting(key: &str, value: u32) -> Result<(), StoreError> {
-    if !setting_keys().iter().any(|k| k == key) {
+    let Some(rule) = rule(key) else {
         return Err(StoreError::Invalid(format!(
             "unknown setting {key:?}; known settings: {}",
             setting_keys().join(", ")
         )));
+    };
+    if rule.allows(value) {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(format!("{key} must be {rule}")))
     }
-    if key.starts_with("prices.") && !(1..=1_000_000).contains(&value) {
-        return Err(StoreError::Invalid(format!(
-            "{key} must be between 1 and 1000000 credits"
-        )));
-    }
-    if key == "app_daily_cap" && value > 1_000_000 {
-        return Err(StoreError::Invalid(format!(
-            "{key} must be between 0 and 1000000 credits"
-        )));
-    }
-    if matches!(key, "registration_open" | "signup_approval") && value > 1 {
-        return Err(StoreError::Invalid(format!("{key} must be 0 or 1")));
-    }
-    if key == "challenge_bits"
-        && !(crate::idp::pow::MIN_BITS..=crate::idp::pow::MAX_BITS).contains(&value)
-    {
-        return Err(StoreError::Invalid(format!(
-            "{key} must be between {} and {}",
-            crate::idp::pow::MIN_BITS,
-            crate::idp::pow::MAX_BITS
-        )));
-    }
-    if value > 1_000_000 {
-        return Err(StoreError::Invalid(format!(
-            "{key} must be at most 1000000"
-        )));
-    }
-    Ok(())
 }
 
 impl Store {

@@ -89,6 +89,10 @@ pub struct UserRecord {
     pub webhook_secret_prev_enc: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook_secret_prev_until: Option<Millis>,
+    /// The pages' language the person chose (`en`, `ru`), saved when they switch languages while
+    /// signed in and restored at sign-in on any browser; also the language of mail sent to them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lang: Option<String>,
 }
 
 /// What is shown of an API key besides its name: a fingerprint (`vx_…` and its last four
@@ -244,6 +248,7 @@ impl Store {
                 webhook_secret_enc: None,
                 webhook_secret_prev_enc: None,
                 webhook_secret_prev_until: None,
+                lang: None,
             };
             users.insert(id, codec::encode(&user)?.as_slice())?;
             by_email.insert(email.as_str(), id)?;

@@ -53,8 +53,8 @@ impl Lang {
 #[derive(Clone, Debug)]
 struct PageCtx {
     lang: Lang,
-    /// Path and query of the request (where the switcher comes back to).
-    here: String,
+    /// The request's URI (the switcher comes back to its path and query).
+    here: poem::http::Uri,
 }
 
 tokio::task_local! {
@@ -67,8 +67,19 @@ pub fn current() -> Lang {
 }
 
 /// Runs `f` (a request's handling) in `lang`, `here` being its path and query.
-pub async fn scope<F: Future>(lang: Lang, here: String, f: F) -> F::Output {
+pub async fn scope<F: Future>(lang: Lang, here: poem::http::Uri, f: F) -> F::Output {
     CTX.scope(PageCtx { lang, here }, f).await
+}
+
+/// Runs `f` in `lang` outside of a request (tests, mail written off a request).
+pub fn scope_sync<R>(lang: Lang, f: impl FnOnce() -> R) -> R {
+    CTX.sync_scope(
+        PageCtx {
+            lang,
+            here: poem::http::Uri::from_static("/"),
+        },
+        f,
+    )
 }
 
 /// The saved preference, else the best of `Accept-Language`, else English.
@@ -112,7 +123,14 @@ pub fn negotiate(headers: &HeaderMap) -> Lang {
 /// comes back here.
 pub fn switches() -> Vec<(&'static str, &'static str, String)> {
     let (lang, here) = CTX
-        .try_with(|c| (c.lang, c.here.clone()))
+        .try_with(|c| {
+            let here = c
+                .here
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_owned();
+            (c.lang, here)
+        })
         .unwrap_or((Lang::En, "/".into()));
     Lang::ALL
         .into_iter()
@@ -146,8 +164,60 @@ pub fn tr2(key: &str, a: impl std::fmt::Display, b: impl std::fmt::Display) -> S
         .replacen("{}", &b.to_string(), 1)
 }
 
+/// The plural form of a count: English has one and many, Russian one (1, 21…), few (2–4,
+/// 22–24…) and many (0, 5–20, 25…). `playground.js` has the same rule.
+pub enum Plural {
+    One,
+    Few,
+    Many,
+}
+
+pub fn plural(n: i64) -> Plural {
+    match current() {
+        Lang::En if n == 1 => Plural::One,
+        Lang::En => Plural::Many,
+        Lang::Ru => match (n.unsigned_abs() % 10, n.unsigned_abs() % 100) {
+            (1, h) if h != 11 => Plural::One,
+            (2..=4, h) if !(12..=14).contains(&h) => Plural::Few,
+            _ => Plural::Many,
+        },
+    }
+}
+
+/// A count templates pass by value or by reference.
+pub trait Count {
+    fn count(&self) -> i64;
+}
+
+impl Count for i64 {
+    fn count(&self) -> i64 {
+        *self
+    }
+}
+
+impl Count for u32 {
+    fn count(&self) -> i64 {
+        i64::from(*self)
+    }
+}
+
+impl<T: Count> Count for &T {
+    fn count(&self) -> i64 {
+        (**self).count()
+    }
+}
+
+/// "credit" or "credits" (кредит, кредита, кредитов) after `n`.
+pub fn credits(n: impl Count) -> &'static str {
+    match plural(n.count()) {
+        Plural::One => tr("playground.js.credits.one"),
+        Plural::Few => tr("playground.js.credits.few"),
+        Plural::Many => tr("playground.js.credits.many"),
+    }
+}
+
 pub fn tr_in(lang: Lang, key: &str) -> &'static str {
-    match MESSAGES.iter().find(|(k, _, _)| *k == key) {
+    match entries().find(|(k, _, _)| *k == key) {
         Some((_, en, ru)) => match lang {
             Lang::En => en,
             Lang::Ru => ru,
@@ -159,8 +229,21 @@ pub fn tr_in(lang: Lang, key: &str) -> &'static str {
     }
 }
 
-/// `(key, English, Russian)`.
-pub static MESSAGES: &[(&str, &str, &str)] = &[
+mod admin;
+mod pages;
+
+/// The catalogue, in parts so that each area of the site keeps its texts next to each other:
+/// the frame, sign-in and account pages here, the operator pages in `i18n/admin.rs`, the
+/// playground, consent, sign-out and setup pages in `i18n/pages.rs`.
+static CATALOGUE: &[&[(&str, &str, &str)]] = &[MESSAGES, admin::MESSAGES, pages::MESSAGES];
+
+/// Every `(key, English, Russian)` of the catalogue.
+pub fn entries() -> impl Iterator<Item = &'static (&'static str, &'static str, &'static str)> {
+    CATALOGUE.iter().flat_map(|part| part.iter())
+}
+
+/// `(key, English, Russian)`: the frame, sign-in, registration, reset and account pages.
+static MESSAGES: &[(&str, &str, &str)] = &[
     // The frame of every page.
     ("nav.main", "Main", "Основное"),
     ("nav.playground", "Playground", "Мастерская"),
@@ -283,7 +366,6 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
     ("account.title", "Your account", "Ваш кабинет"),
     ("account.api", "Image API", "API картинок"),
     ("account.balance", "Balance", "Баланс"),
-    ("account.credits", "credits", "кредитов"),
     ("account.plan", "Plan", "Тариф"),
     ("account.daily_limit", "Daily limit", "Дневной лимит"),
     ("keys.title", "API keys", "Ключи API"),
@@ -317,7 +399,7 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
     (
         "keys.placeholder",
         "Name, e.g. laptop script",
-        "Название, например «скрипт на ноутбуке»",
+        "Например, «ноутбук»",
     ),
     ("keys.add", "Add a named key", "Добавить именной ключ"),
     ("hooks.title", "Webhooks", "Вебхуки"),
@@ -575,9 +657,9 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "Новые пароли не совпадают.",
     ),
     (
-        "password.policy",
-        "The new password is not accepted: {}.",
-        "Новый пароль не подходит: {}.",
+        "password.length",
+        "The password must be between {} and {} characters.",
+        "Пароль должен быть длиной от {} до {} символов.",
     ),
     (
         "profile.bad_name",
@@ -627,6 +709,137 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
     ("keys.default_label", "Default key", "Основной ключ"),
     ("keys.never", "never", "никогда"),
     ("keys.unknown", "unknown", "неизвестно"),
+    ("account.apps.spent", "Spent", "Потрачено"),
+    (
+        "account.apps.credits_today",
+        "credits today",
+        "кредитов за сегодня",
+    ),
+    ("account.apps.of_cap", "of {}", "(лимит {})"),
+    ("account.apps.in_all", "in all", "за всё время"),
+    // Sign-in, two-factor and registration refusals.
+    (
+        "login.pow_missing",
+        "The bot check was not completed. Wait for it to finish (it needs JavaScript), then sign in again.",
+        "Проверка на бота не завершилась. Дождитесь её окончания (нужен JavaScript) и войдите ещё раз.",
+    ),
+    (
+        "login.wrong",
+        "Wrong e-mail or password.",
+        "Неверная эл. почта или пароль.",
+    ),
+    (
+        "login.blocked",
+        "This account is blocked.",
+        "Эта учётная запись заблокирована.",
+    ),
+    (
+        "totp.wrong",
+        "That code is not right. Try the current code.",
+        "Код неверный. Введите текущий код.",
+    ),
+    (
+        "register.network_quota",
+        "Too many accounts were created from your network in the last hour. Try again in {} minutes, or ask an administrator.",
+        "Из вашей сети за последний час создано слишком много учётных записей. Попробуйте через {} мин. или обратитесь к администратору.",
+    ),
+    (
+        "register.pow_missing",
+        "The bot check was not completed. Wait for it to finish (it needs JavaScript), then create the account again.",
+        "Проверка на бота не завершилась. Дождитесь её окончания (нужен JavaScript) и создайте учётную запись ещё раз.",
+    ),
+    (
+        "register.bad_email",
+        "That is not a valid e-mail address.",
+        "Это не похоже на адрес эл. почты.",
+    ),
+    (
+        "register.taken",
+        "An account with this e-mail already exists. Sign in instead.",
+        "Учётная запись с этой почтой уже есть. Войдите в неё.",
+    ),
+    (
+        "register.not_set_up.title",
+        "Not set up yet",
+        "Ещё не настроено",
+    ),
+    (
+        "register.not_set_up.message",
+        "This Pictor has no administrator yet, so accounts cannot be created here. The owner opens the one-time setup link printed when the server first started, or runs `{}` on the server.",
+        "У этого Pictor ещё нет администратора, поэтому учётные записи здесь создавать нельзя. Владелец открывает одноразовую ссылку настройки, которую сервер напечатал при первом запуске, или выполняет на сервере `{}`.",
+    ),
+    (
+        "register.closed.title",
+        "Registration is closed",
+        "Регистрация закрыта",
+    ),
+    (
+        "register.closed.message",
+        "New accounts are made by an administrator on this Pictor. Ask yours for an account.",
+        "Учётные записи на этом Pictor создаёт администратор. Попросите его создать вам учётную запись.",
+    ),
+    // "Forgot password?" and its mail (only with `smtp.host` set).
+    ("login.forgot", "Forgot password?", "Забыли пароль?"),
+    ("forgot.title", "Forgot password", "Восстановление пароля"),
+    (
+        "forgot.intro",
+        "Give the e-mail of your account: we send a link there to choose a new password.",
+        "Укажите почту своей учётной записи: мы пришлём на неё ссылку для нового пароля.",
+    ),
+    ("forgot.submit", "Send the link", "Прислать ссылку"),
+    ("forgot.back", "Back to sign-in", "Вернуться ко входу"),
+    (
+        "forgot.sent",
+        "If an account uses {}, a link to choose a new password is on its way.",
+        "Если {} — почта учётной записи, ссылка для нового пароля уже отправлена.",
+    ),
+    (
+        "forgot.sent_note",
+        "The link works once, for 24 hours. Nothing came? Look in the spam folder, or ask an administrator for a reset link.",
+        "Ссылка действует один раз в течение 24 часов. Письма нет? Загляните в «Спам» или попросите ссылку у администратора.",
+    ),
+    (
+        "forgot.pow_missing",
+        "The bot check was not completed. Wait for it to finish (it needs JavaScript), then send again.",
+        "Проверка на бота не завершилась. Дождитесь её окончания (нужен JavaScript) и отправьте ещё раз.",
+    ),
+    (
+        "forgot.no_mail.title",
+        "No mail on this Pictor",
+        "Этот Pictor не отправляет почту",
+    ),
+    (
+        "forgot.no_mail.message",
+        "This Pictor sends no mail. Ask an administrator for a password-reset link.",
+        "Этот Pictor не отправляет писем. Попросите у администратора ссылку для смены пароля.",
+    ),
+    (
+        "mail.reset.subject",
+        "Choose a new Pictor password",
+        "Новый пароль для Pictor",
+    ),
+    (
+        "mail.reset.asked",
+        "Someone (we hope you) asked to reset the password of the Pictor account {}.",
+        "Кто-то (надеемся, вы) попросил сменить пароль учётной записи Pictor {}.",
+    ),
+    (
+        "mail.reset.link",
+        "Choose a new password here; the link works once, for 24 hours:",
+        "Выберите новый пароль по ссылке; она действует один раз в течение 24 часов:",
+    ),
+    (
+        "mail.reset.not_you",
+        "If it was not you, ignore this mail: your password stays as it is.",
+        "Если это были не вы, просто не обращайте внимания на письмо: пароль останется прежним.",
+    ),
+    // The bot check's status line (`/static/pow.js` reads them from the page).
+    ("pow.done", "Bot check done.", "Проверка на бота пройдена."),
+    (
+        "pow.finishing",
+        "Finishing the bot check…",
+        "Завершаем проверку на бота…",
+    ),
 ];
 
 #[cfg(test)]
@@ -687,12 +900,84 @@ mod tests {
         );
     }
 
+    /// The visible text a template writes itself: what is left after template code, scripts,
+    /// styles and tags are taken away, plus the texts of `placeholder`, `title`, `alt` and
+    /// `aria-label` attributes. Every word of it must come from the catalogue.
+    fn literal_texts(template: &str) -> Vec<String> {
+        let mut text = template.to_owned();
+        for (open, close) in [
+            ("{#", "#}"),
+            // A class name, not text.
+            ("{% block main_class %}", "{% endblock %}"),
+            ("<script", "</script>"),
+            ("<style", "</style>"),
+            ("{{", "}}"),
+            ("{%", "%}"),
+        ] {
+            while let Some(start) = text.find(open) {
+                let Some(len) = text[start..].find(close) else {
+                    break;
+                };
+                text.replace_range(start..start + len + close.len(), " ");
+            }
+        }
+        let mut found = Vec::new();
+        let mut rest = text.as_str();
+        let mut visible = String::new();
+        while let Some(lt) = rest.find('<') {
+            visible.push_str(&rest[..lt]);
+            visible.push(' ');
+            let end = rest[lt..].find('>').map_or(rest.len(), |e| lt + e + 1);
+            let tag = &rest[lt..end];
+            for attr in ["placeholder=\"", "title=\"", "alt=\"", "aria-label=\""] {
+                if let Some(i) = tag.find(attr) {
+                    let value = &tag[i + attr.len()..];
+                    found.push(value[..value.find('"').unwrap_or(value.len())].to_owned());
+                }
+            }
+            rest = &rest[end..];
+        }
+        visible.push_str(rest);
+        found.extend(visible.split('\n').map(str::to_owned));
+        // Names, not words: the product, protocols and formats read the same in both languages.
+        const NAMES: &[&str] = &[
+            "Pictor", "PRO", "API", "OAuth", "OpenID", "TOTP", "PNG", "JPEG", "CSV", "JSON", "ID",
+            "URL", "amp", "nbsp", "middot", "times", "rarr", "larr", "hellip", "mdash", "ndash",
+        ];
+        found
+            .into_iter()
+            .filter(|t| {
+                t.split(|c: char| !c.is_alphabetic())
+                    .any(|w| w.chars().any(|c| c.is_ascii_alphabetic()) && !NAMES.contains(&w))
+            })
+            .map(|t| t.trim().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn no_template_writes_its_own_text() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/templates");
+        let mut untranslated = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            let texts = literal_texts(&std::fs::read_to_string(&p).unwrap());
+            for t in texts {
+                untranslated.push(format!("{}: {t}", p.file_name().unwrap().to_string_lossy()));
+            }
+        }
+        assert!(
+            untranslated.is_empty(),
+            "texts written in templates instead of the catalogue:\n{}",
+            untranslated.join("\n")
+        );
+    }
+
     /// Every key used by a template or in the source is in the catalogue once, with both texts,
     /// and the Russian is not the English copied.
     #[test]
     fn the_catalogue_is_complete_in_both_languages() {
         let mut seen = std::collections::HashSet::new();
-        for (key, en, ru) in MESSAGES {
+        for (key, en, ru) in entries() {
             assert!(seen.insert(*key), "{key} twice");
             assert!(
                 !en.trim().is_empty() && !ru.trim().is_empty(),
@@ -711,13 +996,20 @@ mod tests {
         }
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut files = Vec::new();
-        let mut dirs = vec![root.join("assets/templates"), root.join("src")];
+        let mut dirs = vec![
+            root.join("assets/templates"),
+            root.join("src"),
+            root.join("assets/static"),
+        ];
         while let Some(dir) = dirs.pop() {
             for e in std::fs::read_dir(&dir).unwrap() {
                 let p = e.unwrap().path();
                 if p.is_dir() {
                     dirs.push(p);
-                } else if matches!(p.extension().and_then(|x| x.to_str()), Some("html" | "rs")) {
+                } else if matches!(
+                    p.extension().and_then(|x| x.to_str()),
+                    Some("html" | "rs" | "js")
+                ) {
                     files.push(p);
                 }
             }
@@ -725,6 +1017,24 @@ mod tests {
         let mut used = 0;
         for f in files {
             let text = std::fs::read_to_string(&f).unwrap();
+            if f.extension().is_some_and(|x| x == "js") {
+                // The playground's script: its own `t("key")` (not a call of a name ending in
+                // `t`) shows the catalogue's `playground.js.key`, which the page hands it.
+                for (at, _) in text.match_indices("t(\"") {
+                    let before = text[..at].chars().next_back();
+                    if before.is_some_and(|c| c.is_alphanumeric() || matches!(c, '_' | '$' | '.')) {
+                        continue;
+                    }
+                    let rest = &text[at + 3..];
+                    let key = format!("playground.js.{}", &rest[..rest.find('"').unwrap()]);
+                    used += 1;
+                    assert!(
+                        entries().any(|(k, _, _)| *k == key),
+                        "{}: the key {key:?} is not in the catalogue",
+                        f.display()
+                    );
+                }
+            }
             for call in [
                 "i18n::tr(\"",
                 "i18n::tr1(\"",
@@ -735,7 +1045,7 @@ mod tests {
                     let key = &part[..part.find('"').unwrap()];
                     used += 1;
                     assert!(
-                        MESSAGES.iter().any(|(k, _, _)| *k == key),
+                        entries().any(|(k, _, _)| *k == key),
                         "{}: the key {key:?} is not in the catalogue",
                         f.display()
                     );

@@ -32,6 +32,8 @@ struct LoginPage {
     return_to_q: String,
     email: String,
     challenge: Option<crate::idp::pow::Challenge>,
+    /// Outgoing mail is configured: "Forgot password?" is offered.
+    forgot: bool,
 }
 
 #[derive(askama::Template)]
@@ -115,6 +117,7 @@ fn login_page(
             return_to_q: query_escape(return_to),
             email: email.to_string(),
             challenge,
+            forgot: state.mailer.is_some(),
         },
         status,
     )
@@ -199,7 +202,7 @@ pub async fn login_post(
         Verdict::Limited(secs) => {
             state.idp.metrics_signin(false);
             return again(
-                &format!("Too many attempts. Try again in {secs} seconds."),
+                &crate::web::i18n::tr1("account.too_many", secs),
                 StatusCode::TOO_MANY_REQUESTS,
             );
         }
@@ -213,7 +216,7 @@ pub async fn login_post(
     {
         state.idp.throttle.cancel(ip, &email);
         return again(
-            "The bot check was not completed. Wait for it to finish (it needs JavaScript), then sign in again.",
+            crate::web::i18n::tr("login.pow_missing"),
             StatusCode::BAD_REQUEST,
         );
     }
@@ -228,10 +231,13 @@ pub async fn login_post(
     let Some(user) = user.filter(|_| ok) else {
         state.idp.metrics_signin(false);
         tracing::info!(account = %sha256_hex(&email)[..12], "sign-in failed");
-        return again("Wrong e-mail or password.", StatusCode::UNAUTHORIZED);
+        return again(
+            crate::web::i18n::tr("login.wrong"),
+            StatusCode::UNAUTHORIZED,
+        );
     };
     if user.banned {
-        return again("This account is blocked.", StatusCode::FORBIDDEN);
+        return again(crate::web::i18n::tr("login.blocked"), StatusCode::FORBIDDEN);
     }
     // An imported (pbkdf2) hash is replaced by Argon2id now that we have the password.
     if user
@@ -275,13 +281,14 @@ pub async fn login_post(
         state.idp.metrics_signin(true);
         release_signup_credits(&state, &user).await;
     }
+    super::restore_language(&state, jar, &user);
     if let Err(e) = start_session(&state, jar, user.id, stage, now).await {
         tracing::error!(error = %e, "starting a session");
         return error_page(
             &state,
             StatusCode::INTERNAL_SERVER_ERROR,
-            "Server error",
-            "Please try again.",
+            crate::web::i18n::tr("error.server.title"),
+            crate::web::i18n::tr("error.server.message"),
         );
     }
     match stage {
@@ -354,17 +361,14 @@ pub async fn totp_post(
     let ip = client_ip(&state, req);
     if let Verdict::Limited(secs) = state.idp.throttle.attempt(ip, &email, now) {
         return retry(
-            &format!("Too many attempts. Try again in {secs} seconds."),
+            &crate::web::i18n::tr1("account.too_many", secs),
             StatusCode::TOO_MANY_REQUESTS,
         );
     }
     let ok = crate::idp::totp::verify_code(&state, &s.user, &f.code, now).await;
     if !ok {
         state.idp.metrics_signin(false);
-        return retry(
-            "That code is not right. Try the current code.",
-            StatusCode::UNAUTHORIZED,
-        );
+        return retry(crate::web::i18n::tr("totp.wrong"), StatusCode::UNAUTHORIZED);
     }
     state.idp.throttle.succeed(ip, &email);
     state.idp.metrics_signin(true);
@@ -375,8 +379,8 @@ pub async fn totp_post(
         return error_page(
             &state,
             StatusCode::INTERNAL_SERVER_ERROR,
-            "Server error",
-            "Please try again.",
+            crate::web::i18n::tr("error.server.title"),
+            crate::web::i18n::tr("error.server.message"),
         );
     }
     redirect(&return_to)

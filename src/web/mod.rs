@@ -13,6 +13,7 @@ pub mod admin;
 pub mod avatar;
 pub mod error;
 pub mod extract;
+pub mod forgot;
 pub mod i18n;
 pub mod login;
 pub mod playground;
@@ -166,6 +167,7 @@ pub fn routes() -> poem::Route {
             get(register::register_get).post(register::register_post),
         )
         .at("/reset", get(reset::reset_get).post(reset::reset_post))
+        .at("/forgot", get(forgot::forgot_get).post(forgot::forgot_post))
         .at("/lang", get(switch_language))
         .at("/avatars/:name", get(avatar::avatar))
         .at(
@@ -196,25 +198,69 @@ pub fn routes() -> poem::Route {
         )
 }
 
-/// `GET /lang?to=ru&back=/account`: saves the language choice in a cookie (a year) and goes
-/// back to the page (a path on this site only).
+/// What a page says when a new password is refused by the policy, in the page's language.
+pub fn password_rule() -> String {
+    i18n::tr2(
+        "password.length",
+        crate::auth::password::MIN_LEN,
+        crate::auth::password::MAX_LEN,
+    )
+}
+
+/// `GET /lang?to=ru&back=/account`: saves the language choice in a cookie (a year) and, for a
+/// signed-in person, on the account (so it follows them to other browsers), then goes back to
+/// the page (a path on this site only). A link, not a form: the worst a forged one can do is
+/// switch someone's language, which the same switcher switches back.
 #[poem::handler]
-fn switch_language(
+async fn switch_language(
     state: poem::web::Data<&AppState>,
     jar: &poem::web::cookie::CookieJar,
     poem::web::Query(q): poem::web::Query<std::collections::HashMap<String, String>>,
 ) -> Response {
     let back = safe_return_to(q.get("back").map(String::as_str));
     if let Some(lang) = q.get("to").and_then(|t| i18n::Lang::parse(t)) {
-        let mut c = poem::web::cookie::Cookie::new_with_str(i18n::LANG_COOKIE, lang.code());
-        c.set_path("/");
-        c.set_same_site(poem::web::cookie::SameSite::Lax);
-        c.set_http_only(true);
-        c.set_secure(state.public_url.starts_with("https://"));
-        c.set_max_age(std::time::Duration::from_secs(365 * 86_400));
-        jar.add(c);
+        set_language_cookie(&state, jar, lang);
+        if let Some(s) = signed_in(&state, jar)
+            && s.user.lang.as_deref() != Some(lang.code())
+        {
+            let uid = s.user.id;
+            let result = state
+                .store
+                .call(move |st| {
+                    st.modify_user(uid, |u| {
+                        u.lang = Some(lang.code().to_owned());
+                        Ok(())
+                    })
+                })
+                .await;
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "saving the language on the account");
+            }
+        }
     }
     redirect(&back)
+}
+
+/// The preference cookie (a year; the account keeps the choice too, see [`switch_language`]).
+pub fn set_language_cookie(state: &AppState, jar: &poem::web::cookie::CookieJar, lang: i18n::Lang) {
+    let mut c = poem::web::cookie::Cookie::new_with_str(i18n::LANG_COOKIE, lang.code());
+    c.set_path("/");
+    c.set_same_site(poem::web::cookie::SameSite::Lax);
+    c.set_http_only(true);
+    c.set_secure(state.public_url.starts_with("https://"));
+    c.set_max_age(std::time::Duration::from_secs(365 * 86_400));
+    jar.add(c);
+}
+
+/// At sign-in: the language saved on the account becomes this browser's.
+pub fn restore_language(
+    state: &AppState,
+    jar: &poem::web::cookie::CookieJar,
+    user: &crate::store::UserRecord,
+) {
+    if let Some(lang) = user.lang.as_deref().and_then(i18n::Lang::parse) {
+        set_language_cookie(state, jar, lang);
+    }
 }
 
 const CSS: &str = include_str!("../../assets/static/pictor.css");

@@ -31,6 +31,7 @@ use crate::jobs::service::{self, Snapshot};
 use crate::render::{Model, Ratio};
 use crate::state::AppState;
 use crate::store::{JobId, JobRecord, JobStatus, UserRecord};
+use crate::web::i18n::{self, Plural};
 use crate::web::{csrf_matches, csrf_token, origin_ok, page};
 
 /// Pictures per gallery page unless the page asks for another count.
@@ -56,6 +57,8 @@ struct ModelOption {
     id: &'static str,
     name: &'static str,
     price: u32,
+    /// "credits" for the price, in the page's language.
+    unit: &'static str,
     long_side: u32,
 }
 
@@ -79,20 +82,52 @@ struct PlaygroundPage {
     daily_used: u32,
     active_job: String,
     max_prompt: usize,
+    /// The words after the numbers ("credits", "pictures"), agreeing with them.
+    balance_unit: &'static str,
+    gen_unit: &'static str,
+    edit_unit: &'static str,
+    daily_unit: &'static str,
+    /// The texts of the script, as a JSON object (the page's `data-texts`, escaped as any
+    /// attribute).
+    texts: String,
 }
 
 fn ratio_label(r: Ratio) -> &'static str {
     match r.as_str() {
-        "1:1" => "1:1 square",
-        "16:9" => "16:9 wide",
-        "9:16" => "9:16 tall (phone)",
-        "3:2" => "3:2 landscape",
-        "2:3" => "2:3 portrait",
-        "4:3" => "4:3 landscape",
-        "3:4" => "3:4 portrait",
-        "auto" => "Auto (from the prompt)",
+        "1:1" => i18n::tr("playground.ratio.square"),
+        "16:9" => i18n::tr("playground.ratio.wide"),
+        "9:16" => i18n::tr("playground.ratio.tall"),
+        "3:2" => i18n::tr("playground.ratio.landscape_3_2"),
+        "2:3" => i18n::tr("playground.ratio.portrait_2_3"),
+        "4:3" => i18n::tr("playground.ratio.landscape_4_3"),
+        "3:4" => i18n::tr("playground.ratio.portrait_3_4"),
+        "auto" => i18n::tr("playground.ratio.auto"),
         other => other,
     }
+}
+
+/// "picture" or "pictures" after "of `n`".
+fn pictures_of_word(n: i64) -> &'static str {
+    match i18n::plural(n) {
+        Plural::One => i18n::tr("playground.js.pictures_of.one"),
+        Plural::Few => i18n::tr("playground.js.pictures_of.few"),
+        Plural::Many => i18n::tr("playground.js.pictures_of.many"),
+    }
+}
+
+/// The catalogue's `playground.js.*` texts in the request's language, keyed without the
+/// prefix, as a JSON object. The page carries it in an attribute rather than a
+/// `<script type="application/json">`: the page has no inline script elements at all.
+fn script_texts() -> String {
+    const PREFIX: &str = "playground.js.";
+    let lang = i18n::current();
+    let texts: serde_json::Map<String, serde_json::Value> = i18n::entries()
+        .filter_map(|(key, _, _)| {
+            let short = key.strip_prefix(PREFIX)?;
+            Some((short.to_owned(), i18n::tr_in(lang, key).into()))
+        })
+        .collect();
+    serde_json::Value::Object(texts).to_string()
 }
 
 /// `GET /playground`: the page, or sign-in first.
@@ -114,6 +149,7 @@ pub async fn playground_get(
             return super::server_error(&state, "reading the playground's settings", e);
         }
     };
+    let daily_limit = settings.daily_limit_for(user.pro, user.daily_limit);
     page(&PlaygroundPage {
         csrf: csrf_token(&state, jar),
         is_admin: user.admin,
@@ -124,6 +160,7 @@ pub async fn playground_get(
                 id: m.id(),
                 name: m.display_name(),
                 price: settings.price(m),
+                unit: i18n::credits(settings.price(m)),
                 long_side: m.long_side(),
             })
             .collect(),
@@ -137,10 +174,15 @@ pub async fn playground_get(
         edit_price: settings.price_edit,
         balance: user.balance,
         pro: user.pro,
-        daily_limit: settings.daily_limit_for(user.pro, user.daily_limit),
+        daily_limit,
         daily_used,
         active_job: active.map(|j| j.to_string()).unwrap_or_default(),
         max_prompt: MAX_PROMPT_CHARS,
+        balance_unit: i18n::credits(user.balance),
+        gen_unit: i18n::credits(Model::ALL.first().map_or(0, |m| settings.price(*m))),
+        edit_unit: i18n::credits(settings.price_edit),
+        daily_unit: pictures_of_word(daily_limit.into()),
+        texts: script_texts(),
     })
 }
 

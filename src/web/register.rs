@@ -95,8 +95,11 @@ fn closed_page(state: &AppState) -> Option<Response> {
         return Some(error_page(
             state,
             StatusCode::FORBIDDEN,
-            "Not set up yet",
-            "This Pictor has no administrator yet, so accounts cannot be created here. The owner opens the one-time setup link printed when the server first started, or runs `pictor user add --email E --admin --password-stdin` on the server.",
+            crate::web::i18n::tr("register.not_set_up.title"),
+            &crate::web::i18n::tr1(
+                "register.not_set_up.message",
+                "pictor user add --email E --admin --password-stdin",
+            ),
         ));
     }
     let open = state
@@ -108,8 +111,8 @@ fn closed_page(state: &AppState) -> Option<Response> {
         error_page(
             state,
             StatusCode::FORBIDDEN,
-            "Registration is closed",
-            "New accounts are made by an administrator on this Pictor. Ask yours for an account.",
+            crate::web::i18n::tr("register.closed.title"),
+            crate::web::i18n::tr("register.closed.message"),
         )
     })
 }
@@ -145,7 +148,7 @@ pub async fn register_post(
     };
     if let Verdict::Limited(secs) = state.idp.throttle.attempt(ip, "register:", now) {
         return again(
-            &format!("Too many attempts. Try again in {secs} seconds."),
+            &crate::web::i18n::tr1("account.too_many", secs),
             StatusCode::TOO_MANY_REQUESTS,
         );
     }
@@ -153,10 +156,7 @@ pub async fn register_post(
     // all pass) and given back below if no account is made.
     if let Verdict::Limited(secs) = state.idp.throttle.signup_reserve(ip, now) {
         return again(
-            &format!(
-                "Too many accounts were created from your network in the last hour. Try again in {} minutes, or ask an administrator.",
-                secs.div_ceil(60)
-            ),
+            &crate::web::i18n::tr1("register.network_quota", secs.div_ceil(60)),
             StatusCode::TOO_MANY_REQUESTS,
         );
     }
@@ -170,22 +170,25 @@ pub async fn register_post(
         .verify(&state.idp.secrets, &f.pow_challenge, &f.pow_nonce, now)
     {
         return again(
-            "The bot check was not completed. Wait for it to finish (it needs JavaScript), then create the account again.",
+            crate::web::i18n::tr("register.pow_missing"),
             StatusCode::BAD_REQUEST,
         );
     }
-    if let Err(e) = crate::store::users::normalize_email(&email) {
-        return again(&e.to_string(), StatusCode::BAD_REQUEST);
+    if crate::store::users::normalize_email(&email).is_err() {
+        return again(
+            crate::web::i18n::tr("register.bad_email"),
+            StatusCode::BAD_REQUEST,
+        );
     }
-    if let Err(e) = password::check_policy(&f.password) {
-        return again(&e.to_string(), StatusCode::BAD_REQUEST);
+    if password::check_policy(&f.password).is_err() {
+        return again(&crate::web::password_rule(), StatusCode::BAD_REQUEST);
     }
     let hash = match password::hash_async(f.password.clone()).await {
         Ok(h) => h,
         Err(e) => {
             tracing::error!(error = %e, "hashing a password");
             return again(
-                "Server error; please try again.",
+                crate::web::i18n::tr("error.server.message"),
                 StatusCode::INTERNAL_SERVER_ERROR,
             );
         }
@@ -209,16 +212,13 @@ pub async fn register_post(
     let user = match state.store.call(move |s| s.create_user(new, now)).await {
         Ok(u) => u,
         Err(StoreError::Conflict(_)) => {
-            return again(
-                "An account with this e-mail already exists. Sign in instead.",
-                StatusCode::CONFLICT,
-            );
+            return again(crate::web::i18n::tr("register.taken"), StatusCode::CONFLICT);
         }
         Err(StoreError::Invalid(m)) => return again(&m, StatusCode::BAD_REQUEST),
         Err(e) => {
             tracing::error!(error = %e, "creating a user");
             return again(
-                "Server error; please try again.",
+                crate::web::i18n::tr("error.server.message"),
                 StatusCode::INTERNAL_SERVER_ERROR,
             );
         }

@@ -105,8 +105,8 @@ pub async fn reset_post(
     if f.new_password != f.new_password2 {
         return refuse(i18n::tr("reset.mismatch").into());
     }
-    if let Err(e) = password::check_policy(&f.new_password) {
-        return refuse(format!("The password is not accepted: {e}."));
+    if password::check_policy(&f.new_password).is_err() {
+        return refuse(crate::web::password_rule());
     }
     let new_hash = password::hash_async(f.new_password.clone())
         .await

@@ -19,10 +19,16 @@ use crate::state::AppState;
 use crate::store::sessions::SessionStage;
 use crate::store::{NewUser, StoreError};
 use crate::web::PageError;
+use crate::web::i18n;
 use crate::web::{csrf_ok, csrf_token, page_with_status, redirect, start_session};
 
 /// Credits the administrator starts with.
 pub const ADMIN_START_CREDITS: u32 = 100;
+
+/// The commands that make the administrator on the server instead: a new account, and an
+/// existing one.
+const CLI_ADD: &str = "pictor user add --email E --admin --password-stdin";
+const CLI_MAKE_ADMIN: &str = "pictor user update --email E --admin true";
 
 pub fn routes() -> Route {
     Route::new().at("/", get(setup_get).post(setup_post))
@@ -38,6 +44,14 @@ struct SetupPage {
     email: String,
 }
 
+impl SetupPage {
+    /// The note on the link and on doing it on the server instead (HTML: the commands in
+    /// `<code>`).
+    fn cli_note(&self) -> String {
+        i18n::tr2("setup.note", CLI_ADD, CLI_MAKE_ADMIN)
+    }
+}
+
 /// Whether `token` is the live setup token and no administrator exists yet.
 fn link_valid(state: &AppState, token: &str) -> bool {
     !token.is_empty() && state.idp.setup_token_matches(token) && !super::setup_done(state)
@@ -47,8 +61,8 @@ fn dead_link(state: &AppState) -> Response {
     error_page(
         state,
         StatusCode::NOT_FOUND,
-        "Setup link not valid",
-        "This setup link was already used or is invalid. Sign in instead. Without an administrator, restart Pictor for a new link (printed at start), or make one on the server with `pictor user update --email E --admin true` (an existing account) or `pictor user add --email E --admin --password-stdin`.",
+        i18n::tr("setup.dead.title"),
+        &i18n::tr2("setup.dead.message", CLI_MAKE_ADMIN, CLI_ADD),
     )
 }
 
@@ -140,18 +154,21 @@ pub async fn setup_post(
             status,
         )
     };
-    if let Err(e) = crate::store::users::normalize_email(&email) {
-        return again(e.to_string(), StatusCode::BAD_REQUEST);
+    if crate::store::users::normalize_email(&email).is_err() {
+        return again(
+            i18n::tr("register.bad_email").into(),
+            StatusCode::BAD_REQUEST,
+        );
     }
-    if let Err(e) = password::check_policy(&f.password) {
-        return again(e.to_string(), StatusCode::BAD_REQUEST);
+    if password::check_policy(&f.password).is_err() {
+        return again(crate::web::password_rule(), StatusCode::BAD_REQUEST);
     }
     let hash = match password::hash_async(f.password.clone()).await {
         Ok(h) => h,
         Err(e) => {
             tracing::error!(error = %e, "hashing a password");
             return again(
-                "Server error; please try again.".into(),
+                i18n::tr("setup.server_error").into(),
                 StatusCode::INTERNAL_SERVER_ERROR,
             );
         }
@@ -189,7 +206,7 @@ pub async fn setup_post(
             restore_token(&state, claimed);
             tracing::error!(error = %e, "creating the administrator");
             return again(
-                "Server error; please try again.".into(),
+                i18n::tr("setup.server_error").into(),
                 StatusCode::INTERNAL_SERVER_ERROR,
             );
         }

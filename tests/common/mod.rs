@@ -15,6 +15,7 @@ use pictor::render::{
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
+pub mod smtp;
 pub mod webdriver;
 
 pub struct TestServer {

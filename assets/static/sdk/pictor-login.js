@@ -3,7 +3,10 @@
  *  client secret: the application's own server exchanges the code.
  *
  *  new PictorLogin({ issuer, appName, redirectUri, display: "redirect" | "popup",
- *                    scope?, state?, nonce?, codeChallenge? }).render(elementOrSelector)
+ *                    scope?, state?, nonce?, codeChallenge?, label?, lang? }).render(elementOrSelector)
+ *  The button reads `label` if given, else "Sign in with Pictor" in the language `lang` names
+ *  ("ru" gives "Войти через Pictor"; other languages get the English), else in the host page's
+ *  <html lang>, else in the browser's (navigator.language).
  *  On the callback page, after the server has handled the code: PictorLogin.finishPopup()
  *  closes the popup and reloads the page that opened it (no-op when not in a popup).
  *  Signing out (RP-initiated logout): login.signOut({ idToken?, postLogoutRedirectUri?, state? })
@@ -27,6 +30,24 @@
     }).join("&");
   }
 
+  /** The button's label in each language the SDK knows (by the primary subtag). */
+  var LABELS = { en: "Sign in with Pictor", ru: "Войти через Pictor" };
+
+  /** The label for `lang` (the option), else the host page's language, else the browser's. */
+  function defaultLabel(lang) {
+    var doc = global.document;
+    var candidates = [
+      lang,
+      doc && doc.documentElement ? doc.documentElement.getAttribute("lang") : null,
+      global.navigator ? global.navigator.language : null
+    ];
+    for (var i = 0; i < candidates.length; i++) {
+      var code = String(candidates[i] || "").trim().toLowerCase().split(/[-_]/)[0];
+      if (code) return LABELS[code] || LABELS.en;
+    }
+    return LABELS.en;
+  }
+
   function PictorLogin(options) {
     if (!(this instanceof PictorLogin)) return new PictorLogin(options);
     options = options || {};
@@ -44,7 +65,7 @@
     this.state = options.state || null;
     this.nonce = options.nonce || null;
     this.codeChallenge = options.codeChallenge || null;
-    this.label = options.label || "Sign in with Pictor";
+    this.label = options.label || defaultLabel(options.lang);
   }
 
   PictorLogin.prototype.authorizeUrl = function () {

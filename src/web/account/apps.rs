@@ -10,7 +10,6 @@ use poem::{Request, Response, handler};
 use serde::Deserialize;
 
 use crate::clock::Millis;
-use crate::idp::scope_description;
 use crate::state::AppState;
 use crate::store::StoreError;
 use crate::web::redirect;
@@ -49,7 +48,7 @@ pub(super) fn apps_of(state: &AppState, user_id: u64, now: Millis) -> Vec<AppVie
         let (app, since) = &mut apps[idx];
         *since = (*since).min(fam.created_at);
         for scope in fam.scope.split(' ').filter(|s| !s.is_empty()) {
-            let words = scope_description(scope);
+            let words = crate::idp::authorize::scope_text(scope);
             if !app.scopes.contains(&words) {
                 app.scopes.push(words);
             }
@@ -64,7 +63,7 @@ pub(super) fn apps_of(state: &AppState, user_id: u64, now: Millis) -> Vec<AppVie
         if let Ok(Some(consent)) = state.store.consent(user_id, &client.name) {
             let mut scopes: Vec<&'static str> = Vec::new();
             for scope in &consent.scopes {
-                let words = scope_description(scope);
+                let words = crate::idp::authorize::scope_text(scope);
                 if !scopes.contains(&words) {
                     scopes.push(words);
                 }

@@ -59,11 +59,8 @@ pub async fn password_post(
             StatusCode::BAD_REQUEST,
         );
     }
-    if let Err(e) = password::check_policy(&f.new_password) {
-        return refuse(
-            &crate::web::i18n::tr1("password.policy", e),
-            StatusCode::BAD_REQUEST,
-        );
+    if password::check_policy(&f.new_password).is_err() {
+        return refuse(&crate::web::password_rule(), StatusCode::BAD_REQUEST);
     }
     let hash = match password::hash_async(f.new_password.clone()).await {
         Ok(h) => h,

@@ -17,6 +17,7 @@ use crate::state::AppState;
 use crate::store::audit::AuditEntry;
 use crate::store::{LedgerEntry, StoreError, UserId, UserRecord};
 use crate::web::account::date_of;
+use crate::web::i18n::Lang;
 use crate::web::{
     Admin, CheckedForm, PageError, csrf_token, page_with_status, redirect, server_error,
 };
@@ -40,9 +41,40 @@ fn datetime(ms: Millis) -> String {
 fn age(ms: Millis) -> String {
     let s = ms / 1000;
     match s {
-        0..60 => format!("{s} s"),
-        60..3600 => format!("{} min", s / 60),
-        _ => format!("{} h", s / 3600),
+        0..60 => crate::web::i18n::tr1("admin.age.s", s),
+        60..3600 => crate::web::i18n::tr1("admin.age.min", s / 60),
+        _ => crate::web::i18n::tr1("admin.age.h", s / 3600),
+    }
+}
+
+/// A job's kind, for the queue page.
+fn kind_text(kind: crate::store::jobs::JobKind) -> &'static str {
+    use crate::store::jobs::JobKind;
+    match kind {
+        JobKind::Generate => crate::web::i18n::tr("admin.queue.kind.generate"),
+        JobKind::Edit => crate::web::i18n::tr("admin.queue.kind.edit"),
+    }
+}
+
+/// A job's status, for the queue page.
+fn status_text(status: crate::store::jobs::JobStatus) -> &'static str {
+    use crate::store::jobs::JobStatus;
+    match status {
+        JobStatus::Queued => crate::web::i18n::tr("admin.queue.status.queued"),
+        JobStatus::Running => crate::web::i18n::tr("admin.queue.status.running"),
+        JobStatus::Done => crate::web::i18n::tr("admin.queue.status.done"),
+        JobStatus::Failed => crate::web::i18n::tr("admin.queue.status.failed"),
+    }
+}
+
+/// A ledger row's reason, for the person's page (the CSV keeps the stored name).
+fn reason_text(reason: crate::store::LedgerReason) -> &'static str {
+    use crate::store::LedgerReason;
+    match reason {
+        LedgerReason::Grant => crate::web::i18n::tr("admin.ledger.grant"),
+        LedgerReason::Charge => crate::web::i18n::tr("admin.ledger.charge"),
+        LedgerReason::Refund => crate::web::i18n::tr("admin.ledger.refund"),
+        LedgerReason::Closed => crate::web::i18n::tr("admin.ledger.closed"),
     }
 }
 
@@ -97,9 +129,9 @@ pub async fn queue_get(
             QueueRow {
                 id: id.to_string(),
                 user: email.get(&j.user_id).cloned().unwrap_or_else(|| "?".into()),
-                kind: j.kind.as_str(),
+                kind: kind_text(j.kind),
                 model: j.model.id(),
-                status: j.status.as_str(),
+                status: status_text(j.status),
                 age: age(now.saturating_sub(j.created_at)),
                 place,
             }
@@ -113,13 +145,21 @@ pub async fn queue_get(
             current: "admin",
             tab: "queue",
             notice: (q.get("done").map(String::as_str) == Some("cancelled"))
-                .then_some("The job was cancelled; its credits were returned."),
+                .then(|| crate::web::i18n::tr("admin.queue.cancelled")),
             rows,
             workers: stats.workers,
             paused: state.jobs.is_paused(),
         },
         StatusCode::OK,
     ))
+}
+
+fn no_such_job() -> PageError {
+    PageError::refused(
+        StatusCode::NOT_FOUND,
+        crate::web::i18n::tr("admin.no_such_job"),
+        crate::web::i18n::tr("admin.no_such_job.message"),
+    )
 }
 
 #[derive(Deserialize)]
@@ -135,25 +175,13 @@ pub async fn queue_cancel_post(
     CheckedForm(f): CheckedForm<JobForm>,
     Admin(me): Admin,
 ) -> Result<Response, PageError> {
-    let id = crate::store::jobs::JobId::parse(&f.job).ok_or_else(|| {
-        PageError::refused(
-            StatusCode::NOT_FOUND,
-            "No such job",
-            "There is no job with that id.",
-        )
-    })?;
+    let id = crate::store::jobs::JobId::parse(&f.job).ok_or_else(no_such_job)?;
     let store = state.store.clone();
     let job = store
         .call(move |s| s.job(id))
         .await
         .map_err(|e| PageError::server("reading a job", e))?
-        .ok_or_else(|| {
-            PageError::refused(
-                StatusCode::NOT_FOUND,
-                "No such job",
-                "There is no job with that id.",
-            )
-        })?;
+        .ok_or_else(no_such_job)?;
     state
         .jobs
         .cancel(id)
@@ -188,7 +216,8 @@ struct AuditRow {
     detail: String,
 }
 
-fn audit_rows(entries: &[AuditEntry], email: &HashMap<u64, String>) -> Vec<AuditRow> {
+/// The rows of `entries`; `lang` names deleted people (English in the CSV).
+fn audit_rows(lang: Lang, entries: &[AuditEntry], email: &HashMap<u64, String>) -> Vec<AuditRow> {
     entries
         .iter()
         .map(|e| AuditRow {
@@ -198,10 +227,13 @@ fn audit_rows(entries: &[AuditEntry], email: &HashMap<u64, String>) -> Vec<Audit
             user: e
                 .user_id
                 .map(|id| {
-                    email
-                        .get(&id)
-                        .cloned()
-                        .unwrap_or_else(|| format!("{} (deleted)", UserId(id)))
+                    email.get(&id).cloned().unwrap_or_else(|| {
+                        crate::web::i18n::tr_in(lang, "admin.audit.deleted").replacen(
+                            "{}",
+                            &UserId(id).to_string(),
+                            1,
+                        )
+                    })
                 })
                 .unwrap_or_default(),
             detail: e.detail.clone(),
@@ -238,8 +270,8 @@ fn find_user(state: &AppState, id: &str) -> Result<UserRecord, PageError> {
         .ok_or_else(|| {
             PageError::refused(
                 StatusCode::NOT_FOUND,
-                "No such user",
-                "There is no account with that id.",
+                crate::web::i18n::tr("admin.no_such_user.title"),
+                crate::web::i18n::tr("admin.no_such_user.message"),
             )
         })
 }
@@ -294,7 +326,7 @@ pub async fn user_get(
     Ok(page_with_status(
         &UserPage {
             notice: (q.get("done").map(String::as_str) == Some("created"))
-                .then_some("The account was created."),
+                .then(|| crate::web::i18n::tr("admin.user.created")),
             csrf: csrf_token(&state, jar),
             is_admin: true,
             current: "admin",
@@ -314,9 +346,12 @@ pub async fn user_get(
                 .iter()
                 .rev()
                 .take(PAGE_ROWS)
-                .map(ledger_row)
+                .map(|e| LedgerRow {
+                    reason: reason_text(e.reason).to_string(),
+                    ..ledger_row(e)
+                })
                 .collect(),
-            audit: audit_rows(&entries, &email),
+            audit: audit_rows(crate::web::i18n::current(), &entries, &email),
         },
         StatusCode::OK,
     ))
@@ -441,7 +476,7 @@ pub async fn audit_get(
             is_admin: true,
             current: "admin",
             tab: "audit",
-            rows: audit_rows(&entries, &email),
+            rows: audit_rows(crate::web::i18n::current(), &entries, &email),
         },
         StatusCode::OK,
     ))
@@ -451,7 +486,7 @@ pub async fn audit_get(
 #[handler]
 pub async fn audit_csv(state: Data<&AppState>, Admin(_me): Admin) -> Result<Response, PageError> {
     let (entries, email) = audit_data(&state, usize::MAX).await?;
-    let rows = audit_rows(&entries, &email);
+    let rows = audit_rows(Lang::En, &entries, &email);
     Ok(csv(
         &["seq", "at_utc", "actor", "action", "user", "detail"],
         entries
@@ -480,17 +515,37 @@ pub async fn settings_post(
     for (key, old) in &current {
         let Some(raw) = form.get(key) else { continue };
         let Ok(value) = raw.trim().parse::<u32>() else {
+            let shown = match crate::web::i18n::current() {
+                Lang::En => format!("{raw:?}"),
+                Lang::Ru => format!("«{raw}»"),
+            };
             return render(
                 &state,
                 jar,
                 &me,
                 Extras::error(
                     "settings",
-                    format!("{key} must be a whole number, not {raw:?}."),
+                    crate::web::i18n::tr2("admin.settings.not_number", key, shown),
                 ),
                 StatusCode::BAD_REQUEST,
             );
         };
+        // Checked here first so the refusal is worded in the page's language (the store checks
+        // again, with the same rule, and would refuse in English).
+        if let Some(rule) = crate::store::settings::rule(key)
+            && !rule.allows(value)
+        {
+            return render(
+                &state,
+                jar,
+                &me,
+                Extras::error(
+                    "settings",
+                    crate::web::i18n::tr1("admin.settings.unchanged", setting_refusal(key, rule)),
+                ),
+                StatusCode::BAD_REQUEST,
+            );
+        }
         if value != *old {
             changes.push((key.clone(), *old, value));
         }
@@ -515,10 +570,27 @@ pub async fn settings_post(
             &state,
             jar,
             &me,
-            Extras::error("settings", format!("Nothing was changed: {m}.")),
+            Extras::error(
+                "settings",
+                crate::web::i18n::tr1("admin.settings.unchanged", m),
+            ),
             StatusCode::BAD_REQUEST,
         ),
         Err(e) => server_error(&state, "saving settings", e),
+    }
+}
+
+/// Why `key` refused its value, in the page's language.
+fn setting_refusal(key: &str, rule: crate::store::settings::Rule) -> String {
+    use crate::store::settings::Rule;
+    match rule {
+        Rule::Credits { min, max } => crate::web::i18n::tr1("admin.settings.range_credits", key)
+            .replacen("{}", &min.to_string(), 1)
+            .replacen("{}", &max.to_string(), 1),
+        Rule::Range { min, max } => crate::web::i18n::tr1("admin.settings.range", key)
+            .replacen("{}", &min.to_string(), 1)
+            .replacen("{}", &max.to_string(), 1),
+        Rule::Flag => crate::web::i18n::tr1("admin.settings.zero_or_one", key),
     }
 }
 
@@ -561,14 +633,14 @@ pub async fn create_user_post(
         "" => 0,
         c => match c.parse::<u32>() {
             Ok(n) if n <= 1_000_000 => n,
-            _ => return refuse("Credits must be a whole number from 0 to 1000000.".into()),
+            _ => return refuse(crate::web::i18n::tr("admin.create.bad_credits").into()),
         },
     };
     let password_hash = if f.password.is_empty() {
         None
     } else {
-        if let Err(e) = crate::auth::password::check_policy(&f.password) {
-            return refuse(format!("The password is not accepted: {e}."));
+        if crate::auth::password::check_policy(&f.password).is_err() {
+            return refuse(crate::web::password_rule());
         }
         match crate::auth::password::hash_async(f.password.clone()).await {
             Ok(h) => Some(h),
@@ -607,7 +679,42 @@ pub async fn create_user_post(
 
 #[cfg(test)]
 mod tests {
-    use super::csv_field;
+    use super::{Lang, csv_field, setting_refusal};
+
+    /// The refusals read as the store's in English and are put in Russian.
+    #[test]
+    fn setting_refusals_are_translated() {
+        use crate::store::settings::rule;
+        let en = |key: &str| {
+            let r = rule(key).unwrap();
+            crate::web::i18n::scope_sync(Lang::En, || setting_refusal(key, r))
+        };
+        let ru = |key: &str| {
+            let r = rule(key).unwrap();
+            crate::web::i18n::scope_sync(Lang::Ru, || setting_refusal(key, r))
+        };
+        for key in [
+            "prices.edit",
+            "app_daily_cap",
+            "signup_approval",
+            "challenge_bits",
+            "limits.daily",
+        ] {
+            assert_eq!(en(key), format!("{key} must be {}", rule(key).unwrap()));
+        }
+        assert_eq!(
+            ru("challenge_bits"),
+            "значение challenge_bits должно быть от 8 до 28"
+        );
+        assert_eq!(
+            ru("prices.edit"),
+            "значение prices.edit должно быть от 1 до 1000000 кредитов"
+        );
+        assert_eq!(
+            ru("signup_approval"),
+            "значение signup_approval должно быть 0 или 1"
+        );
+    }
 
     #[test]
     fn csv_fields_are_quoted_and_formulas_defused() {

@@ -208,7 +208,7 @@ fn render(
                     s.entries()
                         .into_iter()
                         .map(|(k, v)| {
-                            let help = crate::store::settings::describe(&k);
+                            let help = setting_help(crate::web::i18n::current(), &k);
                             (k, v, help)
                         })
                         .collect()
@@ -219,15 +219,35 @@ fn render(
     )
 }
 
+/// What a setting does, in a few words, in `lang` (the settings form). The English is the
+/// store's [`describe`](crate::store::settings::describe), which a test keeps equal.
+fn setting_help(lang: crate::web::i18n::Lang, key: &str) -> &'static str {
+    match key {
+        "prices.edit" => crate::web::i18n::tr_in(lang, "admin.setting.prices.edit"),
+        "limits.daily" => crate::web::i18n::tr_in(lang, "admin.setting.limits.daily"),
+        "limits.daily_pro" => crate::web::i18n::tr_in(lang, "admin.setting.limits.daily_pro"),
+        "signup_credits" => crate::web::i18n::tr_in(lang, "admin.setting.signup_credits"),
+        "registration_open" => crate::web::i18n::tr_in(lang, "admin.setting.registration_open"),
+        "signup_approval" => crate::web::i18n::tr_in(lang, "admin.setting.signup_approval"),
+        "challenge_bits" => crate::web::i18n::tr_in(lang, "admin.setting.challenge_bits"),
+        "app_daily_cap" => crate::web::i18n::tr_in(lang, "admin.setting.app_daily_cap"),
+        k if k.starts_with("prices.") => {
+            crate::web::i18n::tr_in(lang, "admin.setting.prices.model")
+        }
+        // A setting newer than this list: its English description.
+        k => crate::store::settings::describe(k),
+    }
+}
+
 fn notice_for(done: Option<&str>) -> Option<&'static str> {
     Some(match done? {
-        "client-removed" => "The app was removed; everything issued to it was revoked.",
-        "credits" => "The balance was updated.",
-        "pro" => "The PRO flag was updated.",
-        "banned" => "The user was banned and signed out everywhere.",
-        "unbanned" => "The user was unbanned.",
-        "deleted" => "The account was deleted, with its pictures and keys.",
-        "settings" => "The settings were saved.",
+        "client-removed" => crate::web::i18n::tr("admin.notice.client_removed"),
+        "credits" => crate::web::i18n::tr("admin.notice.credits"),
+        "pro" => crate::web::i18n::tr("admin.notice.pro"),
+        "banned" => crate::web::i18n::tr("admin.notice.banned"),
+        "unbanned" => crate::web::i18n::tr("admin.notice.unbanned"),
+        "deleted" => crate::web::i18n::tr("admin.notice.deleted"),
+        "settings" => crate::web::i18n::tr("admin.notice.settings"),
         _ => return None,
     })
 }
@@ -301,13 +321,13 @@ pub async fn add_client_post(
     };
     if uris.is_empty() {
         return refuse(
-            "Give at least one redirect URI (one per line).".into(),
+            crate::web::i18n::tr("admin.client.no_uris").into(),
             StatusCode::BAD_REQUEST,
         );
     }
     if uris.len() > MAX_REDIRECT_URIS {
         return refuse(
-            format!("Give at most {MAX_REDIRECT_URIS} redirect URIs."),
+            crate::web::i18n::tr1("admin.client.too_many_uris", MAX_REDIRECT_URIS),
             StatusCode::BAD_REQUEST,
         );
     }
@@ -356,10 +376,7 @@ fn unconfirmed(
         state,
         jar,
         me,
-        Extras::error(
-            section,
-            "Tick the confirmation box first: this cannot be undone.",
-        ),
+        Extras::error(section, crate::web::i18n::tr("admin.unconfirmed")),
         StatusCode::BAD_REQUEST,
     )
 }
@@ -436,7 +453,7 @@ fn target_user(
             state,
             jar,
             &me,
-            Extras::error("users", "There is no such user."),
+            Extras::error("users", crate::web::i18n::tr("admin.no_such_user")),
             StatusCode::NOT_FOUND,
         ))),
     }
@@ -464,10 +481,7 @@ pub async fn credits_post(
         |msg: String, status| render(&state, jar, &me, Extras::error("users", msg), status);
     let Ok(amount) = f.amount.trim().trim_start_matches('+').parse::<i64>() else {
         return refuse(
-            format!(
-                "The amount for {} must be a whole number, like 50 or -10.",
-                target.email
-            ),
+            crate::web::i18n::tr1("admin.bad_amount", &target.email),
             StatusCode::BAD_REQUEST,
         );
     };
@@ -530,7 +544,7 @@ pub async fn pro_post(
             &state,
             jar,
             &me,
-            Extras::error("users", "Choose PRO on or off."),
+            Extras::error("users", crate::web::i18n::tr("admin.pro_choice")),
             StatusCode::BAD_REQUEST,
         );
     };
@@ -575,10 +589,16 @@ pub async fn ban_post(
     };
     let refuse = |msg: &str, status| render(&state, jar, &me, Extras::error("users", msg), status);
     let Some(banned) = parse_flag(&f.value) else {
-        return refuse("Choose ban or unban.", StatusCode::BAD_REQUEST);
+        return refuse(
+            crate::web::i18n::tr("admin.ban_choice"),
+            StatusCode::BAD_REQUEST,
+        );
     };
     if banned && target.id == me.id {
-        return refuse("You cannot ban yourself.", StatusCode::BAD_REQUEST);
+        return refuse(
+            crate::web::i18n::tr("admin.ban_self"),
+            StatusCode::BAD_REQUEST,
+        );
     }
     if banned && f.confirm != "yes" {
         return unconfirmed(&state, jar, &me, "users");
@@ -698,7 +718,7 @@ pub async fn delete_user_post(
             &state,
             jar,
             &me,
-            Extras::error("users", "Delete your own account on your account page."),
+            Extras::error("users", crate::web::i18n::tr("admin.delete_self")),
             StatusCode::BAD_REQUEST,
         );
     }
@@ -740,5 +760,26 @@ pub async fn delete_user_post(
             StatusCode::CONFLICT,
         ),
         Err(e) => server_error(&state, "deleting an account", e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::web::i18n::Lang;
+
+    /// The settings form's English is the store's own description of every setting.
+    #[test]
+    fn setting_help_in_english_is_the_stores_description() {
+        for key in crate::store::settings::setting_keys() {
+            assert_eq!(
+                super::setting_help(Lang::En, &key),
+                crate::store::settings::describe(&key),
+                "{key}"
+            );
+            assert_ne!(
+                super::setting_help(Lang::Ru, &key),
+                super::setting_help(Lang::En, &key)
+            );
+        }
     }
 }

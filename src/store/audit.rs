@@ -29,6 +29,32 @@ pub struct AuditEntry {
 /// Oldest entries kept: the log is trimmed to this many.
 pub const MAX_AUDIT_ENTRIES: u64 = 100_000;
 
+/// Appends one entry inside `txn`: the change and its record commit together.
+pub(super) fn append_audit(
+    txn: &redb::WriteTransaction,
+    actor: &str,
+    action: &str,
+    user_id: Option<u64>,
+    detail: &str,
+    now: Millis,
+) -> Result<(), StoreError> {
+    let seq = next_counter(txn, "audit_seq")?;
+    let entry = AuditEntry {
+        seq,
+        at: now,
+        actor: actor.to_string(),
+        action: action.to_string(),
+        user_id,
+        detail: detail.to_string(),
+    };
+    let mut t = txn.open_table(AUDIT)?;
+    t.insert(seq, codec::encode(&entry)?.as_slice())?;
+    if seq > MAX_AUDIT_ENTRIES {
+        t.remove(seq - MAX_AUDIT_ENTRIES)?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Appends one entry (its own commit: written after the change it records succeeded).
     pub fn audit(
@@ -40,22 +66,7 @@ impl Store {
         now: Millis,
     ) -> Result<(), StoreError> {
         let txn = self.begin_write()?;
-        {
-            let seq = next_counter(&txn, "audit_seq")?;
-            let entry = AuditEntry {
-                seq,
-                at: now,
-                actor: actor.to_string(),
-                action: action.to_string(),
-                user_id,
-                detail: detail.to_string(),
-            };
-            let mut t = txn.open_table(AUDIT)?;
-            t.insert(seq, codec::encode(&entry)?.as_slice())?;
-            if seq > MAX_AUDIT_ENTRIES {
-                t.remove(seq - MAX_AUDIT_ENTRIES)?;
-            }
-        }
+        append_audit(&txn, actor, action, user_id, detail, now)?;
         self.commit(txn)
     }
 

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::tables::SETTINGS;
 use super::{Store, StoreError, codec};
 use crate::catalog::Model;
+use crate::clock::Millis;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -300,6 +301,16 @@ impl Store {
 
     /// Sets several settings at once, all or none: every name and value is checked first.
     pub fn set_settings(&self, changes: &[(String, u32)]) -> Result<Settings, StoreError> {
+        self.set_settings_as(changes, None)
+    }
+
+    /// [`Store::set_settings`], and, when `audit` names who did it and when, one audit entry
+    /// per changed value (`KEY old → new`) in the same transaction.
+    pub fn set_settings_as(
+        &self,
+        changes: &[(String, u32)],
+        audit: Option<(&str, Millis)>,
+    ) -> Result<Settings, StoreError> {
         let changes: Vec<(String, u32)> = changes
             .iter()
             .map(|(k, v)| {
@@ -316,12 +327,25 @@ impl Store {
                 None => Settings::default(),
             };
             for (key, value) in &changes {
+                let old = settings.get(key);
                 settings.set(key, *value).ok_or_else(|| {
                     StoreError::Invalid(format!(
                         "unknown setting {key:?}; known settings: {}",
                         setting_keys().join(", ")
                     ))
                 })?;
+                if let (Some((actor, now)), Some(old)) = (audit, old)
+                    && old != *value
+                {
+                    super::audit::append_audit(
+                        &txn,
+                        actor,
+                        "settings.set",
+                        None,
+                        &format!("{key} {old} → {value}"),
+                        now,
+                    )?;
+                }
             }
             table.insert("settings", codec::encode(&settings)?.as_slice())?;
             settings
@@ -334,6 +358,38 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The admin page's save: every value and its audit entry in one commit; a refused value
+    /// leaves both unchanged.
+    #[test]
+    fn audited_settings_commit_with_their_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.redb")).unwrap();
+        let before = store.settings().unwrap();
+        let bad = [
+            ("prices.fast".to_string(), 5),
+            ("registration_open".to_string(), 7),
+        ];
+        assert!(
+            store
+                .set_settings_as(&bad, Some(("usr_x (a@b)", 1)))
+                .is_err()
+        );
+        assert_eq!(store.settings().unwrap().entries(), before.entries());
+        assert!(store.audit_log(None, 10).unwrap().is_empty());
+        let old = before.price(Model::Fast);
+        let good = [
+            ("prices.fast".to_string(), old + 1),
+            ("limits.daily".to_string(), before.daily_limit),
+        ];
+        store
+            .set_settings_as(&good, Some(("usr_x (a@b)", 2)))
+            .unwrap();
+        let log = store.audit_log(None, 10).unwrap();
+        assert_eq!(log.len(), 1, "only the value that changed: {log:?}");
+        assert_eq!(log[0].detail, format!("prices.fast {old} → {}", old + 1));
+        assert_eq!((log[0].actor.as_str(), log[0].at), ("usr_x (a@b)", 2));
+    }
 
     #[test]
     fn prices_written_before_the_map_are_still_read() {

@@ -173,6 +173,17 @@ pub fn oauth_error_page(
     PageError::oauth(status, title.to_string(), message.to_string()).render()
 }
 
+/// A store or admin-operation message ("only administrator…") as a sentence on a page: first
+/// letter capital, a full stop at the end.
+pub fn sentence(m: &str) -> String {
+    let m = m.trim().trim_end_matches('.');
+    let mut c = m.chars();
+    match c.next() {
+        Some(first) => format!("{}{}.", first.to_uppercase(), c.as_str()),
+        None => String::new(),
+    }
+}
+
 /// [`error_page`] for middleware that runs before the app's state is at hand.
 pub fn error_page_plain(status: StatusCode, title: &str, message: &str) -> Response {
     PageError::refused(status, title.to_string(), message.to_string()).render()

@@ -71,12 +71,7 @@ pub async fn delete_post(
             redirect("/login?done=deleted")
         }
         Err(StoreError::Conflict(m)) => {
-            let mut c = m.chars();
-            let m = c
-                .next()
-                .map(|f| format!("{}{}.", f.to_uppercase(), c.as_str()))
-                .unwrap_or_default();
-            refuse(&m, StatusCode::CONFLICT)
+            refuse(&crate::web::error::sentence(&m), StatusCode::CONFLICT)
         }
         Err(e) => server_error(&state, "deleting an account", e),
     }

@@ -101,7 +101,7 @@ pub async fn named_key_post(
             &state,
             jar,
             &s.user,
-            Extras::error("keys", capitalized(&m)),
+            Extras::error("keys", crate::web::error::sentence(&m)),
             StatusCode::BAD_REQUEST,
         ),
         Err(e) => server_error(&state, "making a named API key", e),
@@ -134,14 +134,6 @@ pub async fn revoke_key_post(
         // Already gone (a second click, another tab): nothing to do.
         Ok(None) => redirect("/account?done=key-revoked"),
         Err(e) => server_error(&state, "revoking an API key", e),
-    }
-}
-
-fn capitalized(m: &str) -> String {
-    let mut c = m.chars();
-    match c.next() {
-        Some(first) => format!("{}{}.", first.to_uppercase(), c.as_str()),
-        None => String::new(),
     }
 }
 

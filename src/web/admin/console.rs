@@ -10,9 +10,9 @@ use poem::web::{Data, Path};
 use poem::{IntoResponse, Response, handler};
 use serde::Deserialize;
 
-use super::{Extras, actor_of, audit, render};
+use super::{Extras, audit, render};
 use crate::clock::Millis;
-use crate::ops::{self, AdminRequest, OpError};
+use crate::ops::{AdminRequest, OpError};
 use crate::state::AppState;
 use crate::store::audit::AuditEntry;
 use crate::store::{LedgerEntry, StoreError, UserId, UserRecord};
@@ -110,11 +110,15 @@ pub async fn queue_get(
     Admin(_me): Admin,
 ) -> Result<Response, PageError> {
     let store = state.store.clone();
-    let (jobs, users) = store
-        .call(|s| Ok::<_, StoreError>((s.pending_jobs()?, s.users()?)))
+    // The page refreshes every few seconds: only the owners of the listed jobs are read.
+    let (jobs, email) = store
+        .call(|s| {
+            let jobs = s.pending_jobs()?;
+            let email = emails_of(s, jobs.iter().map(|j| j.user_id))?;
+            Ok::<_, StoreError>((jobs, email))
+        })
         .await
         .map_err(|e| PageError::server("reading the queue", e))?;
-    let email: HashMap<u64, String> = users.into_iter().map(|u| (u.id, u.email)).collect();
     let now = state.clock.now();
     let rows = jobs
         .into_iter()
@@ -452,14 +456,30 @@ async fn audit_data(
     limit: usize,
 ) -> Result<(Vec<AuditEntry>, HashMap<u64, String>), PageError> {
     let store = state.store.clone();
-    let (entries, users) = store
-        .call(move |s| Ok::<_, StoreError>((s.audit_log(None, limit)?, s.users()?)))
+    store
+        .call(move |s| {
+            let entries = s.audit_log(None, limit)?;
+            let email = emails_of(s, entries.iter().filter_map(|e| e.user_id))?;
+            Ok::<_, StoreError>((entries, email))
+        })
         .await
-        .map_err(|e| PageError::server("reading the audit log", e))?;
-    Ok((
-        entries,
-        users.into_iter().map(|u| (u.id, u.email)).collect(),
-    ))
+        .map_err(|e| PageError::server("reading the audit log", e))
+}
+
+/// The e-mails of the accounts `ids` (each read once; deleted accounts are left out).
+fn emails_of(
+    store: &crate::store::Store,
+    ids: impl Iterator<Item = u64>,
+) -> Result<HashMap<u64, String>, StoreError> {
+    let mut email = HashMap::new();
+    for id in ids {
+        if let std::collections::hash_map::Entry::Vacant(slot) = email.entry(id)
+            && let Some(u) = store.user(id)?
+        {
+            slot.insert(u.email);
+        }
+    }
+    Ok(email)
 }
 
 /// `GET /admin/audit`: the newest changes administrators made.
@@ -547,25 +567,18 @@ pub async fn settings_post(
             );
         }
         if value != *old {
-            changes.push((key.clone(), *old, value));
+            changes.push((key.clone(), value));
         }
     }
-    let pairs: Vec<(String, u32)> = changes.iter().map(|(k, _, v)| (k.clone(), *v)).collect();
+    let pairs: Vec<(String, u32)> = changes;
+    let (actor, now) = (super::actor_of(&me), state.clock.now());
     let store = state.store.clone();
-    match store.call(move |s| s.set_settings(&pairs)).await {
-        Ok(_) => {
-            for (key, old, new) in changes {
-                audit(
-                    &state,
-                    &me,
-                    "settings.set",
-                    None,
-                    format!("{key} {old} → {new}"),
-                )
-                .await;
-            }
-            redirect("/admin?done=settings#settings")
-        }
+    // The values and their audit entries commit together.
+    match store
+        .call(move |s| s.set_settings_as(&pairs, Some((&actor, now))))
+        .await
+    {
+        Ok(_) => redirect("/admin?done=settings#settings"),
         Err(StoreError::Invalid(m)) => render(
             &state,
             jar,
@@ -655,25 +668,13 @@ pub async fn create_user_post(
         pro: f.pro == "yes",
         credits,
     };
-    let (now, secrets, actor) = (state.clock.now(), state.idp.secrets.clone(), actor_of(&me));
-    let made = state
-        .store
-        .call(move |s| Ok::<_, StoreError>(ops::execute_as(s, &secrets, req, now, &actor)))
-        .await;
-    match made {
-        Ok(Ok(v)) => redirect(&format!(
+    match super::run_as(&state, &me, req).await {
+        Ok(v) => redirect(&format!(
             "/admin/users/{}?done=created",
             v["user_id"].as_str().unwrap_or_default()
         )),
-        Ok(Err(OpError::Invalid(m))) => {
-            let mut c = m.chars();
-            let m = c
-                .next()
-                .map(|f| format!("{}{}.", f.to_uppercase(), c.as_str()))
-                .unwrap_or_default();
-            refuse(m)
-        }
-        Ok(Err(OpError::Store(e))) | Err(e) => server_error(&state, "creating an account", e),
+        Err(OpError::Invalid(m)) => refuse(crate::web::error::sentence(&m)),
+        Err(OpError::Store(e)) => server_error(&state, "creating an account", e),
     }
 }
 

@@ -420,6 +420,21 @@ fn actor_of(me: &UserRecord) -> String {
     format!("{} ({})", me.user_id(), me.email)
 }
 
+/// Runs an admin operation on the store (off the async threads) as the CLI would, audited in
+/// `me`'s name.
+async fn run_as(
+    state: &AppState,
+    me: &UserRecord,
+    req: ops::AdminRequest,
+) -> Result<serde_json::Value, OpError> {
+    let (now, secrets, actor) = (state.clock.now(), state.idp.secrets.clone(), actor_of(me));
+    state
+        .store
+        .call(move |s| Ok::<_, StoreError>(ops::execute_as(s, &secrets, req, now, &actor)))
+        .await
+        .unwrap_or_else(|e| Err(OpError::Store(e)))
+}
+
 /// Writes an admin page's change to the audit log (after the change succeeded).
 async fn audit(
     state: &AppState,
@@ -657,29 +672,8 @@ pub async fn reset_link_post(
         Ok(t) => t,
         Err(r) => return *r,
     };
-    let (email, now, secrets) = (
-        target.email.clone(),
-        state.clock.now(),
-        state.idp.secrets.clone(),
-    );
-    let actor = actor_of(&me);
-    let made = state
-        .store
-        .call(move |st| {
-            ops::execute_as(
-                st,
-                &secrets,
-                ops::AdminRequest::UserResetLink { email },
-                now,
-                &actor,
-            )
-            .map_err(|e| match e {
-                OpError::Invalid(m) => StoreError::Invalid(m),
-                OpError::Store(e) => e,
-            })
-        })
-        .await;
-    match made {
+    let email = target.email.clone();
+    match run_as(&state, &me, ops::AdminRequest::UserResetLink { email }).await {
         Ok(mut v) => {
             ops::complete_urls(&mut v, &state.public_url);
             let link = v["reset_url"].as_str().unwrap_or_default().to_string();
@@ -725,38 +719,17 @@ pub async fn delete_user_post(
     if f.confirm != "yes" {
         return unconfirmed(&state, jar, &me, "users");
     }
-    let (email, now, secrets) = (
-        target.email.clone(),
-        state.clock.now(),
-        state.idp.secrets.clone(),
-    );
-    let actor = actor_of(&me);
-    let result = state
-        .store
-        .call(move |st| {
-            ops::execute_as(
-                st,
-                &secrets,
-                ops::AdminRequest::UserRemove { email },
-                now,
-                &actor,
-            )
-            .map_err(|e| match e {
-                OpError::Invalid(m) => StoreError::Conflict(m),
-                OpError::Store(e) => e,
-            })
-        })
-        .await;
-    match result {
+    let email = target.email.clone();
+    match run_as(&state, &me, ops::AdminRequest::UserRemove { email }).await {
         Ok(_) => {
             tracing::info!(admin = %me.user_id(), user = %target.user_id(), "account deleted from the admin page");
             redirect("/admin?done=deleted")
         }
-        Err(StoreError::Conflict(m)) => render(
+        Err(OpError::Invalid(m)) => render(
             &state,
             jar,
             &me,
-            Extras::error("users", m),
+            Extras::error("users", crate::web::error::sentence(&m)),
             StatusCode::CONFLICT,
         ),
         Err(e) => server_error(&state, "deleting an account", e),

@@ -21,11 +21,9 @@ async fn signed_in_admin(s: &TestServer) -> Browser {
         credits: 0,
     });
     let mut b = Browser::new();
-    let page = b.get(&s.url("/login")).await;
-    let mut fields = form_fields(&page.body, "/login");
-    set_field(&mut fields, "email", "op@example.com");
-    set_field(&mut fields, "password", "the operator's password");
-    let r = b.post(&s.url("/login"), &fields).await;
+    let r = b
+        .sign_in(&s.base, "op@example.com", "the operator's password")
+        .await;
     assert_eq!(r.status, 303, "sign-in failed: {}", r.body);
     b
 }
@@ -37,11 +35,7 @@ async fn submit(
     action: &str,
     changes: &[(&str, &str)],
 ) -> Page {
-    let mut fields = form_fields(&page.body, action);
-    for (k, v) in changes {
-        set_field(&mut fields, k, v);
-    }
-    b.post(&s.url(action), &fields).await
+    b.submit(&s.base, page, action, changes).await
 }
 
 fn assert_has(body: &str, needles: &[&str]) {

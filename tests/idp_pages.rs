@@ -36,12 +36,7 @@ fn csrf_of(html: &str) -> String {
 }
 
 async fn sign_in(s: &TestServer, b: &mut Browser, email: &str, password: &str) -> Page {
-    let page = b.get(&s.url("/login")).await;
-    assert_eq!(page.status, 200, "{}", page.body);
-    let mut fields = form_fields(&page.body, "/login");
-    set_field(&mut fields, "email", email);
-    set_field(&mut fields, "password", password);
-    b.post(&s.url("/login"), &fields).await
+    b.sign_in(&s.base, email, password).await
 }
 
 async fn signed_in_browser(s: &TestServer, email: &str, password: &str) -> Browser {
@@ -65,11 +60,7 @@ async fn submit(
     action: &str,
     changes: &[(&str, &str)],
 ) -> Page {
-    let mut fields = form_fields(&page.body, action);
-    for (k, v) in changes {
-        set_field(&mut fields, k, v);
-    }
-    b.post(&s.url(action), &fields).await
+    b.submit(&s.base, page, action, changes).await
 }
 
 async fn sign_out(s: &TestServer, b: &mut Browser) {

@@ -15,11 +15,7 @@ use common::smtp::*;
 use common::*;
 
 async fn sign_in(s: &TestServer, b: &mut Browser, email: &str, password: &str) -> Page {
-    let page = b.get(&s.url("/login")).await;
-    let mut fields = form_fields(&page.body, "/login");
-    set_field(&mut fields, "email", email);
-    set_field(&mut fields, "password", password);
-    b.post(&s.url("/login"), &fields).await
+    b.sign_in(&s.base, email, password).await
 }
 
 /// Asks for a reset mail on `/forgot` (bot check solved) and returns the answer page.

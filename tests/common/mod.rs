@@ -679,6 +679,35 @@ impl Browser {
         self.finish(r).await
     }
 
+    /// Submits the first form with `action` on `page` (its hidden fields included), after
+    /// applying `changes`.
+    pub async fn submit(
+        &mut self,
+        base: &str,
+        page: &Page,
+        action: &str,
+        changes: &[(&str, &str)],
+    ) -> Page {
+        let mut fields = form_fields(&page.body, action);
+        for (k, v) in changes {
+            set_field(&mut fields, k, v);
+        }
+        self.post(&format!("{base}{action}"), &fields).await
+    }
+
+    /// Signs in on `/login`; the answer is a 303 when it worked.
+    pub async fn sign_in(&mut self, base: &str, email: &str, password: &str) -> Page {
+        let page = self.get(&format!("{base}/login")).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        self.submit(
+            base,
+            &page,
+            "/login",
+            &[("email", email), ("password", password)],
+        )
+        .await
+    }
+
     /// Follows same-origin redirects (relative or starting with `base`) until a page or a redirect
     /// elsewhere; returns the last response.
     pub async fn follow(&mut self, base: &str, mut page: Page) -> Page {

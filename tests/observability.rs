@@ -45,6 +45,19 @@ async fn metrics_and_health() {
         .unwrap();
     let generated = r.headers()["x-request-id"].to_str().unwrap().to_string();
     assert!(generated.len() == 16 && generated.bytes().all(|b| b.is_ascii_hexdigit()));
+    // The prepared documents (answered above the router) are observed like any request.
+    for path in ["/oauth/jwks", "/.well-known/openid-configuration"] {
+        let r = s
+            .client
+            .get(s.url(path))
+            .header("x-request-id", "doc-1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["x-request-id"], "doc-1");
+        assert!(r.headers().contains_key("etag"));
+    }
 
     let r = s
         .client
@@ -63,6 +76,8 @@ async fn metrics_and_health() {
     for needle in [
         "pictor_http_requests_total{route=\"/api/pictor/v1/generate\",method=\"POST\",status=\"202\"} 1",
         "pictor_http_requests_total{route=\"other\",method=\"GET\",status=\"404\"} 1",
+        "pictor_http_requests_total{route=\"/oauth/jwks\",method=\"GET\",status=\"200\"} 1",
+        "pictor_http_requests_total{route=\"/.well-known/openid-configuration\",method=\"GET\",status=\"200\"} 1",
         "pictor_http_request_duration_seconds_bucket{le=",
         "pictor_jobs_created_total{model=\"fast\"} 1",
         "pictor_jobs_finished_total{kind=\"generate\",status=\"done\",code=\"\"} 1",

@@ -189,9 +189,8 @@ impl Server {
             .data(state.clone())
             .with(poem::middleware::CookieJarManager::new())
             .around(limits::limit_body);
-        let metrics_for_requests = state.metrics.clone();
-        let app =
-            app.around(move |ep, req| observe::request(ep, req, metrics_for_requests.clone()));
+        let state_for_requests = Arc::new(state.clone());
+        let app = app.around(move |ep, req| observe::request(ep, req, state_for_requests.clone()));
         let admin_app = admin::routes(state.clone(), admin_token);
 
         let (maint_stop, maint_rx) = tokio::sync::watch::channel(false);

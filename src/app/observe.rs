@@ -12,7 +12,7 @@ use rand::RngExt;
 use serde_json::json;
 use tracing::Instrument;
 
-use crate::metrics::{Metrics, ResultLabels, StateLabels, method_label, route_label};
+use crate::metrics::{ResultLabels, StateLabels, method_label, route_label};
 use crate::state::AppState;
 
 /// A client-supplied `X-Request-Id` is kept when it is short and plain; otherwise a new one is made.
@@ -35,8 +35,9 @@ fn request_id(req: &Request) -> String {
 pub async fn request<E: Endpoint>(
     ep: Arc<E>,
     req: Request,
-    registry: Arc<Metrics>,
+    state: Arc<AppState>,
 ) -> poem::Result<Response> {
+    let registry = &state.metrics;
     let id = request_id(&req);
     // The URI is shared (`Bytes` inside): kept for the error body and the language switcher
     // without copying the path on every request.
@@ -45,20 +46,27 @@ pub async fn request<E: Endpoint>(
     let method = method_label(req.method());
     let span = tracing::info_span!("request", request_id = %id, method, route);
     let started = Instant::now();
-    // The pages' language, for the whole request (page errors included).
-    let lang = crate::web::i18n::negotiate(req.headers());
-    let mut resp = crate::web::i18n::scope(lang, uri.clone(), async {
-        match ep.call(req).await {
-            Ok(resp) => resp.into_response(),
-            // A page's refusal is a page; anything else that escaped becomes the API's JSON.
-            Err(err) => match err.downcast_ref::<crate::web::PageError>() {
-                Some(page) => page.render(),
-                None => crate::api::error::error_response(err, uri.path()),
-            },
+    let mut resp = match crate::idp::discovery::prepared_response(&state, &req) {
+        // The discovery document and the JWKS, prepared: no layer below is needed.
+        Some(resp) => resp,
+        None => {
+            // The pages' language, for the whole request (page errors included).
+            let lang = crate::web::i18n::negotiate(req.headers());
+            crate::web::i18n::scope(lang, uri.clone(), async {
+                match ep.call(req).await {
+                    Ok(resp) => resp.into_response(),
+                    // A page's refusal is a page; anything else that escaped becomes the API's
+                    // JSON.
+                    Err(err) => match err.downcast_ref::<crate::web::PageError>() {
+                        Some(page) => page.render(),
+                        None => crate::api::error::error_response(err, uri.path()),
+                    },
+                }
+            })
+            .instrument(span.clone())
+            .await
         }
-    })
-    .instrument(span.clone())
-    .await;
+    };
     let status = resp.status().as_u16();
     let secs = started.elapsed().as_secs_f64();
     registry.observe_http(route, method, status, secs);

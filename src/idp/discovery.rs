@@ -44,12 +44,36 @@ fn cached_json(req: &Request, body: &bytes::Bytes, etag: &str) -> Response {
 
 #[handler]
 pub async fn openid_configuration(req: &Request, state: Data<&AppState>) -> Response {
+    discovery_response(&state, req)
+}
+
+fn discovery_response(state: &AppState, req: &Request) -> Response {
     let (body, etag) = state.idp.discovery.get_or_init(|| {
         let text = discovery_document(state.public_url.as_ref()).to_string();
         let etag = format!("\"{}\"", hex::encode(&super::crypto::sha256(&text)[..12]));
         (bytes::Bytes::from(text), etag)
     });
     cached_json(req, body, etag)
+}
+
+/// The answer to a `GET` of the discovery document or of the JWKS when it is prepared, for the
+/// outermost layer to send without the router, cookie jar and state layers underneath: these
+/// two are fetched by every relying party, often, and their answer depends on nothing but the
+/// prepared bytes and `If-None-Match`. `None`: another request, or a JWKS not prepared yet
+/// (the router's handler builds it).
+pub fn prepared_response(state: &AppState, req: &Request) -> Option<Response> {
+    if req.method() != poem::http::Method::GET {
+        return None;
+    }
+    match req.uri().path() {
+        "/.well-known/openid-configuration" => Some(discovery_response(state, req)),
+        "/oauth/jwks" => state
+            .idp
+            .signer
+            .prepared(&state.store)
+            .map(|set| cached_json(req, &set.jwks, &set.etag)),
+        _ => None,
+    }
 }
 
 fn discovery_document(base: &str) -> serde_json::Value {

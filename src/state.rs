@@ -10,8 +10,26 @@ use crate::metrics::Metrics;
 use crate::render::RenderPool;
 use crate::store::Store;
 
+/// Handlers get it by reference (`Data<&AppState>`); every request's state layer clones it,
+/// which costs one reference count, not one per part.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<AppParts>);
+
+impl AppState {
+    pub fn new(parts: AppParts) -> AppState {
+        AppState(Arc::new(parts))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = AppParts;
+    fn deref(&self) -> &AppParts {
+        &self.0
+    }
+}
+
+/// What [`AppState`] holds.
+pub struct AppParts {
     pub config: Arc<Config>,
     pub store: Store,
     pub jobs: JobEngine,

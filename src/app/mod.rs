@@ -139,7 +139,7 @@ impl Server {
             }
             None => None,
         };
-        let state = AppState {
+        let state = AppState::new(crate::state::AppParts {
             mailer,
             metrics,
             idp,
@@ -149,7 +149,7 @@ impl Server {
             jobs: engine.clone(),
             clock,
             public_url: public_url.clone().into(),
-        };
+        });
 
         // The link stays valid until an administrator exists (not merely a user: registration
         // is closed until then, and an account made by someone else must not kill the link).
@@ -189,7 +189,7 @@ impl Server {
             .data(state.clone())
             .with(poem::middleware::CookieJarManager::new())
             .around(limits::limit_body);
-        let state_for_requests = Arc::new(state.clone());
+        let state_for_requests = state.clone();
         let app = app.around(move |ep, req| observe::request(ep, req, state_for_requests.clone()));
         let admin_app = admin::routes(state.clone(), admin_token);
 

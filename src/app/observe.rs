@@ -35,7 +35,7 @@ fn request_id(req: &Request) -> String {
 pub async fn request<E: Endpoint>(
     ep: Arc<E>,
     req: Request,
-    state: Arc<AppState>,
+    state: AppState,
 ) -> poem::Result<Response> {
     let registry = &state.metrics;
     let id = request_id(&req);

@@ -56,11 +56,12 @@ fn discovery_response(state: &AppState, req: &Request) -> Response {
     cached_json(req, body, etag)
 }
 
-/// The answer to a `GET` of the discovery document or of the JWKS when it is prepared, for the
-/// outermost layer to send without the router, cookie jar and state layers underneath: these
-/// two are fetched by every relying party, often, and their answer depends on nothing but the
-/// prepared bytes and `If-None-Match`. `None`: another request, or a JWKS not prepared yet
-/// (the router's handler builds it).
+/// The answer to a `GET` of the discovery document, of the JWKS when it is prepared, or of
+/// userinfo, for the outermost layer to send without the router, cookie jar, body limit and
+/// state layers underneath (together they cost about as much as a JWKS answer itself). These
+/// are the identity provider's hot reads, called by every relying party, often; none of them
+/// reads a cookie or a body or waits for anything. `None`: another request, or a JWKS not
+/// prepared yet (the router's handler builds it).
 pub fn prepared_response(state: &AppState, req: &Request) -> Option<Response> {
     if req.method() != poem::http::Method::GET {
         return None;
@@ -72,6 +73,7 @@ pub fn prepared_response(state: &AppState, req: &Request) -> Option<Response> {
             .signer
             .prepared(&state.store)
             .map(|set| cached_json(req, &set.jwks, &set.etag)),
+        "/oauth/userinfo" => Some(super::userinfo::userinfo_response(state, req)),
         _ => None,
     }
 }

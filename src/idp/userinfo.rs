@@ -27,6 +27,12 @@ fn invalid_token(description: &str) -> Response {
 
 #[handler]
 pub async fn userinfo(req: &Request, state: Data<&AppState>) -> Response {
+    userinfo_response(&state, req)
+}
+
+/// The answer (two reads of the store's cache, no write, nothing to wait for): also served by
+/// the outermost layer for `GET` (see [`super::discovery::prepared_response`]).
+pub fn userinfo_response(state: &AppState, req: &Request) -> Response {
     let token = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -47,5 +53,5 @@ pub async fn userinfo(req: &Request, state: Data<&AppState>) -> Response {
     if user.banned {
         return invalid_token("the account is blocked");
     }
-    no_store(Json(user_claims(&state, &user, &access.scope)).into_response())
+    no_store(Json(user_claims(state, &user, &access.scope)).into_response())
 }

@@ -219,6 +219,24 @@ async fn the_operator_console_works_in_a_browser() {
         "{log}"
     );
     d.screenshot(&shot("admin-audit")).await;
+
+    // The same console in Russian, from the header's switcher.
+    d.click("nav.langs a[lang=ru]").await;
+    d.wait_text("Журнал аудита").await;
+    assert_eq!(
+        d.execute("return document.documentElement.lang;", vec![])
+            .await,
+        "ru"
+    );
+    d.screenshot(&shot("admin-audit-ru")).await;
+    d.goto(&s.url("/admin")).await;
+    d.execute(
+        "document.getElementById('settings').scrollIntoView();",
+        vec![],
+    )
+    .await;
+    assert!(text(&d, "#settings-h").await.starts_with("Настройки"));
+    d.screenshot(&shot("admin-settings-ru")).await;
     s.stop().await;
 }
 

@@ -82,8 +82,9 @@ pub fn parse_mailbox(s: &str) -> Result<(), String> {
 
 #[derive(Debug, thiserror::Error)]
 pub enum MailError {
-    #[error("the address {0:?} cannot receive mail")]
-    Address(String),
+    /// (The address is not in the message: errors are logged.)
+    #[error("the recipient's address cannot receive mail")]
+    Address,
     #[error("the mail server refused or could not be reached: {0}")]
     Send(String),
 }
@@ -142,7 +143,7 @@ impl Mailer {
 
     /// Sends a plain-text mail.
     pub async fn send(&self, to: &str, subject: &str, body: String) -> Result<(), MailError> {
-        let to: Mailbox = to.parse().map_err(|_| MailError::Address(to.to_owned()))?;
+        let to: Mailbox = to.parse().map_err(|_| MailError::Address)?;
         let message = Message::builder()
             .from(self.from.clone())
             .to(to)

@@ -60,6 +60,16 @@ async fn forgot_password_mails_a_link_in_the_accounts_language() {
     assert!(r.body.contains("id=\"forgot-sent\""), "{}", r.body);
     let unknown_answer = r.body.replace("nobody@example.com", "X");
 
+    // An administrator already gave Ivan a link; a stranger asking for his address by mail
+    // must not kill it.
+    let admin_link = s.url(
+        s.admin(pictor::ops::AdminRequest::UserResetLink {
+            email: email.into(),
+        })["reset_path"]
+            .as_str()
+            .unwrap(),
+    );
+
     // Ivan's address: the same page, and a mail in Russian with the link.
     let r = ask_for_link(&s, &mut stranger, email).await;
     assert_eq!(r.status, 200);
@@ -92,7 +102,13 @@ async fn forgot_password_mails_a_link_in_the_accounts_language() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(mails.try_recv().is_err(), "one mail per address per 5 min");
 
-    // The link works once and ends the sessions.
+    assert_eq!(
+        Browser::new().get(&admin_link).await.status,
+        200,
+        "the administrator's link still works beside the mailed one"
+    );
+
+    // The link works once, ends the sessions and the person's other links.
     let mut c = Browser::new();
     let page = c.get(&link).await;
     assert_eq!(page.status, 200, "{}", page.body);
@@ -102,6 +118,11 @@ async fn forgot_password_mails_a_link_in_the_accounts_language() {
     let r = c.post(&s.url("/reset"), &fields).await;
     assert_eq!(r.status, 303, "{}", r.body);
     assert_eq!(c.get(&link).await.status, 410, "used once");
+    assert_eq!(
+        c.get(&admin_link).await.status,
+        410,
+        "the other link ended with it"
+    );
     assert_eq!(b.get(&s.url("/account")).await.status, 303, "signed out");
     assert_eq!(
         sign_in(&s, &mut Browser::new(), email, new_pw).await.status,

@@ -127,6 +127,11 @@ impl Server {
         .context("cannot create the token signing key")?;
         let mailer = match &config.smtp {
             Some(o) => {
+                if config.public_url.is_none() {
+                    tracing::warn!(
+                        "smtp.host is set but public_url is not: reset links in mail will point at http://{local_addr}"
+                    );
+                }
                 if o.security == crate::mail::Security::None && o.username.is_some() {
                     tracing::warn!(
                         host = %o.host,

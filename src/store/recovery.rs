@@ -13,6 +13,10 @@ use crate::clock::Millis;
 /// How long a reset link works.
 pub const RESET_TTL_MS: Millis = 24 * 60 * 60 * 1000;
 
+/// Live links one person may have at once when they come by mail (see
+/// [`Store::add_password_reset`]).
+pub const MAX_LIVE_LINKS: usize = 3;
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ResetRecord {
     pub user_id: u64,
@@ -42,6 +46,51 @@ impl Store {
                     stale.push(k.value().to_vec());
                 }
             }
+            for k in stale {
+                resets.remove(k.as_slice())?;
+            }
+            let record = ResetRecord {
+                user_id,
+                created_at: now,
+                expires_at: now + RESET_TTL_MS,
+            };
+            resets.insert(token_hash.as_slice(), codec::encode(&record)?.as_slice())?;
+            record
+        };
+        self.commit(txn)?;
+        Ok(record)
+    }
+
+    /// Adds a reset link for `user_id` beside the live ones (the person's newest
+    /// [`MAX_LIVE_LINKS`]), for links anyone can ask for by mail: asking again must not kill a
+    /// link the person already has (one an administrator gave them, or the previous mail).
+    /// Using any of them ends all of them.
+    pub fn add_password_reset(
+        &self,
+        user_id: u64,
+        token_hash: [u8; 32],
+        now: Millis,
+    ) -> Result<ResetRecord, StoreError> {
+        let txn = self.begin_write()?;
+        let record = {
+            if txn.open_table(USERS)?.get(user_id)?.is_none() {
+                return Err(StoreError::NotFound("no such user".into()));
+            }
+            let mut resets = txn.open_table(PASSWORD_RESETS)?;
+            let mut stale = Vec::new();
+            let mut live = Vec::new();
+            for row in resets.iter()? {
+                let (k, v) = row?;
+                let r: ResetRecord = codec::decode(v.value())?;
+                if r.expires_at <= now {
+                    stale.push(k.value().to_vec());
+                } else if r.user_id == user_id {
+                    live.push((r.created_at, k.value().to_vec()));
+                }
+            }
+            live.sort();
+            let excess = (live.len() + 1).saturating_sub(MAX_LIVE_LINKS);
+            stale.extend(live.into_iter().take(excess).map(|(_, k)| k));
             for k in stale {
                 resets.remove(k.as_slice())?;
             }
@@ -115,6 +164,17 @@ impl Store {
                         u.password_hash = Some(password_hash);
                         u.password_needs_rehash = false;
                         users.insert(u.id, codec::encode(&u)?.as_slice())?;
+                        // The person's other links die with this one.
+                        let mut others = Vec::new();
+                        for row in resets.iter()? {
+                            let (k, v) = row?;
+                            if codec::decode::<ResetRecord>(v.value())?.user_id == u.id {
+                                others.push(k.value().to_vec());
+                            }
+                        }
+                        for k in others {
+                            resets.remove(k.as_slice())?;
+                        }
                         Some(u)
                     }
                     None => None,

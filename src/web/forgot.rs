@@ -5,8 +5,9 @@
 //!
 //! The page answers the same whether or not the account exists, and the mail is sent after the
 //! answer (so neither the words nor the timing tell who has an account). Every request passes
-//! the bot check and counts against the address's attempts; one address gets at most one mail
-//! per five minutes.
+//! the bot check and counts against the sender's attempts; one address gets at most one mail
+//! per five minutes. A mailed link is added beside the person's live links (at most three), so
+//! asking for someone's address does not kill the link they have; using one ends them all.
 
 use poem::http::StatusCode;
 use poem::web::Data;
@@ -141,7 +142,9 @@ async fn send_reset_mail(
             if user.banned {
                 return Ok(None);
             }
-            let record = s.issue_password_reset(user.id, hash, now)?;
+            // Beside the person's live links: a stranger asking for this address must not
+            // be able to kill the link they already have.
+            let record = s.add_password_reset(user.id, hash, now)?;
             Ok::<_, crate::store::StoreError>(Some((user, record)))
         })
         .await;

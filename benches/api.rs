@@ -430,11 +430,99 @@ async fn bench_job_overhead(dir: &Path) {
         task.await.unwrap();
     }
     let total = users * per_user;
+    let (flushes, commits) = store.commit_counts();
     println!(
-        "job throughput (no-op renderer, {users} users, {total} jobs): {:.0} jobs/s",
+        "job throughput (no-op renderer, {users} users, {total} jobs): {:.0} jobs/s; store since start: {flushes} fsyncs for {commits} commits",
         total as f64 / t.elapsed().as_secs_f64()
     );
     handle.shutdown().await;
+}
+
+/// The store alone: 32 threads each running create → start → finish back to back (the three
+/// durable state changes of a job, no HTTP, no render), the ceiling the job engine works under.
+fn bench_store_jobs(dir: &Path) {
+    use pictor::store::{FinishOutcome, JobId, JobModel, NewJob, Store};
+    let store = Store::open(&dir.join("pictor.redb")).unwrap();
+    let clock = Clock::default();
+    let (threads, per_thread) = (32, 100);
+    let mut ids = Vec::new();
+    for i in 0..threads {
+        let user = store
+            .create_user(
+                pictor::store::NewUser {
+                    email: format!("s{i}@example.com"),
+                    name: None,
+                    password_hash: None,
+                    admin: false,
+                    pro: true,
+                    credits: 1_000_000,
+                    pending_credits: 0,
+                },
+                clock.now(),
+            )
+            .unwrap();
+        store
+            .update_user(
+                &user.email,
+                pictor::store::UserPatch {
+                    daily_limit: Some(Some(1_000_000)),
+                    ..Default::default()
+                },
+                clock.now(),
+            )
+            .unwrap();
+        ids.push(user.id);
+    }
+    let before = store.commit_counts();
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        for &user_id in &ids {
+            let (store, clock) = (&store, &clock);
+            s.spawn(move || {
+                for _ in 0..per_thread {
+                    let job = store
+                        .create_job(
+                            NewJob {
+                                id: JobId::new(),
+                                user_id,
+                                model: JobModel::Generate(pictor::catalog::Model::Fast),
+                                ratio: "1:1".into(),
+                                prompt: "x".into(),
+                                enhance: false,
+                                enhanced_prompt: None,
+                                seed: 1,
+                                noise: None,
+                                webhook_url: None,
+                                client: None,
+                            },
+                            clock.now(),
+                        )
+                        .unwrap();
+                    store.start_job(job.job_id(), clock.now()).unwrap();
+                    store
+                        .finish_job(
+                            job.job_id(),
+                            FinishOutcome::Done {
+                                photo_token: "t".into(),
+                                width: 1,
+                                height: 1,
+                                scene: None,
+                            },
+                            clock.now(),
+                        )
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let total = threads * per_thread;
+    let after = store.commit_counts();
+    println!(
+        "store alone ({threads} threads, {total} jobs of 3 durable commits): {:.0} jobs/s, {} fsyncs for {} commits",
+        total as f64 / t.elapsed().as_secs_f64(),
+        after.0 - before.0,
+        after.1 - before.1
+    );
 }
 
 fn main() {
@@ -463,6 +551,9 @@ fn main() {
         }
         if wanted("waiters") {
             bench_waiters(tempfile::tempdir().unwrap().path(), 10_000).await;
+        }
+        if wanted("store") {
+            bench_store_jobs(tempfile::tempdir().unwrap().path());
         }
         if wanted("jobs") {
             bench_job_overhead(tempfile::tempdir().unwrap().path()).await;

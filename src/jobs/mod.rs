@@ -400,7 +400,7 @@ fn sync_dir_shared(dir: &Path) {
         .clone();
     // This writer's rename happened before it takes its ticket.
     let ticket = sync.ticket();
-    let _ = sync.wait(ticket, || {
+    let _ = sync.wait(ticket, |_| {
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();
         }

@@ -3,6 +3,7 @@
 //! for it, and those who arrive while it runs share the next one. The store's group commit
 //! (one fsync for the transactions committed meanwhile) and the picture folder's fsync use it.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 
@@ -42,8 +43,14 @@ impl GroupSync {
 
     /// Returns once a flush that began after ticket `seq` was taken has succeeded, running
     /// `flush` itself when none is running; the error of the flush that was to cover it
-    /// otherwise. `flush` runs at most once, outside the lock.
-    pub fn wait(&self, seq: u64, flush: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    /// otherwise. `flush` runs at most once, outside the lock. It covers the tickets taken
+    /// before it was called, or, if it calls [`Cover::from_here`], those taken before that call
+    /// (a flush that first waits its turn covers the changes made while it waited).
+    pub fn wait(
+        &self,
+        seq: u64,
+        flush: impl FnOnce(&Cover<'_>) -> Result<(), String>,
+    ) -> Result<(), String> {
         let mut flush = Some(flush);
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
@@ -62,8 +69,12 @@ impl GroupSync {
             st.running = true;
             drop(st);
             // Every ticket taken so far was taken after its change, so the flush covers it.
-            let target = self.taken.load(Ordering::SeqCst);
-            let result = run();
+            let cover = Cover {
+                sync: self,
+                target: Cell::new(self.taken.load(Ordering::SeqCst)),
+            };
+            let result = run(&cover);
+            let target = cover.target.get();
             self.flushes.fetch_add(1, Ordering::Relaxed);
             st = self.state.lock().unwrap_or_else(|e| e.into_inner());
             st.running = false;
@@ -73,6 +84,20 @@ impl GroupSync {
             }
             self.done.notify_all();
         }
+    }
+}
+
+/// What a running flush covers (see [`GroupSync::wait`]).
+pub struct Cover<'a> {
+    sync: &'a GroupSync,
+    target: Cell<u64>,
+}
+
+impl Cover<'_> {
+    /// The flush persists every change made before this call: it covers the tickets taken so
+    /// far (each was taken after its change), not only those taken before it began.
+    pub fn from_here(&self) {
+        self.target.set(self.sync.taken.load(Ordering::SeqCst));
     }
 }
 
@@ -91,7 +116,7 @@ mod tests {
                 std::thread::spawn(move || {
                     for _ in 0..50 {
                         let t = g.ticket();
-                        g.wait(t, || {
+                        g.wait(t, |_| {
                             std::thread::sleep(std::time::Duration::from_millis(1));
                             Ok(())
                         })
@@ -108,11 +133,11 @@ mod tests {
         assert!(flushes < taken, "{flushes} flushes for {taken} tickets");
         let t = g.ticket();
         assert_eq!(
-            g.wait(t, || Err("disk full".into())),
+            g.wait(t, |_| Err("disk full".into())),
             Err("disk full".into())
         );
         assert_eq!(
-            g.wait(t, || Ok(())),
+            g.wait(t, |_| Ok(())),
             Err("disk full".into()),
             "not covered later"
         );

@@ -8,8 +8,11 @@
 //! (redb `Durability::None`), then waits in [`GroupCommit`] until a durable commit covers it:
 //! the first waiter makes one empty `Durability::Immediate` commit (one fsync), which persists
 //! every transaction committed before it, and wakes all of them. Operations that arrive while
-//! that fsync runs queue behind redb's single writer, commit in memory one after another, and
-//! share the next fsync. So each caller still has its own transaction (its own success or
+//! that fsync runs queue for the writer, commit in memory one after another, and share the next
+//! fsync. The writer is taken in arrival order (a fair turn in front of redb's own lock, which
+//! lets the thread that just committed take it again at once): so the next flush queues behind
+//! every operation already waiting and covers them all, instead of overtaking them with one
+//! commit each. So each caller still has its own transaction (its own success or
 //! failure, compare-and-set and ledger row inside it), nothing returns before it is durable,
 //! and a crash loses only transactions nobody was told about. Why not one transaction with a
 //! savepoint per operation: redb restores a savepoint only with no table open, and a failing
@@ -123,6 +126,12 @@ pub struct Store {
 pub struct GroupCommit {
     /// The state as of the last durable commit.
     view: RwLock<Arc<ReadTransaction>>,
+    /// The writer's turn, taken before redb's own writer lock and handed on in arrival order
+    /// (`unlock_fair`). redb's lock lets a thread that just committed take the writer again at
+    /// once; a caller whose flush followed its own commit did, and covered only its own
+    /// transaction (9,300 fsyncs for 9,600 commits with 32 writers). In arrival order, a flush
+    /// runs after every writer that queued before it, and covers them all.
+    turn: Arc<parking_lot::Mutex<()>>,
     /// One ticket per non-durable commit; a durable commit covers the tickets taken before it.
     /// A failed one stays failed: redb refuses further writes after a failed durable commit, so
     /// no later flush makes those commits durable behind the callers' backs.
@@ -134,6 +143,7 @@ impl GroupCommit {
         Ok(GroupCommit {
             view: RwLock::new(Arc::new(db.begin_read()?)),
             sync: group::GroupSync::default(),
+            turn: Arc::default(),
         })
     }
 
@@ -145,8 +155,8 @@ impl GroupCommit {
     /// else is; a successful one publishes the state it persisted for readers.
     fn wait(&self, seq: u64, db: &Database) -> Result<(), StoreError> {
         self.sync
-            .wait(seq, || {
-                let view = flush(db).map_err(|e| e.to_string())?;
+            .wait(seq, |cover| {
+                let view = flush(db, self.turn.lock_arc(), cover).map_err(|e| e.to_string())?;
                 *self.view.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(view);
                 Ok(())
             })
@@ -154,14 +164,47 @@ impl GroupCommit {
     }
 }
 
-/// One empty durable commit: its fsync persists every non-durable commit before it. Returns the
-/// state it persisted, read while it held the writer.
-fn flush(db: &Database) -> Result<ReadTransaction, StoreError> {
+/// One empty durable commit: its fsync persists every non-durable commit before it, including
+/// those made while it waited for the writer (they are in its cover). Returns the state it
+/// persisted, read while it held the writer.
+fn flush(
+    db: &Database,
+    turn: Turn,
+    cover: &group::Cover<'_>,
+) -> Result<ReadTransaction, StoreError> {
     let mut txn = db.begin_write()?;
+    // Holding the writer: no commit is in progress, and every ticket taken so far belongs to a
+    // commit made before this point (a ticket is taken before its writer hands on the turn).
+    cover.from_here();
     let view = db.begin_read()?;
     txn.set_durability(Durability::Immediate)?;
     txn.commit()?;
+    Turn::unlock_fair(turn);
     Ok(view)
+}
+
+/// The writer's turn (see [`GroupCommit::turn`]).
+type Turn = parking_lot::ArcMutexGuard<parking_lot::RawMutex, ()>;
+
+/// A write transaction holding the writer's turn; dereferences to redb's transaction.
+/// Dropped without a commit, the transaction aborts and then the turn goes to the next writer.
+pub(crate) struct WriteTxn {
+    // Field order matters: the transaction ends (and releases redb's writer) before the turn.
+    txn: WriteTransaction,
+    turn: Turn,
+}
+
+impl std::ops::Deref for WriteTxn {
+    type Target = WriteTransaction;
+    fn deref(&self) -> &WriteTransaction {
+        &self.txn
+    }
+}
+
+impl std::ops::DerefMut for WriteTxn {
+    fn deref_mut(&mut self) -> &mut WriteTransaction {
+        &mut self.txn
+    }
 }
 
 impl Store {
@@ -211,24 +254,30 @@ impl Store {
     }
 
     /// A write transaction whose commit goes through [`Store::commit`].
-    pub(crate) fn begin_write(&self) -> Result<WriteTransaction, StoreError> {
+    pub(crate) fn begin_write(&self) -> Result<WriteTxn, StoreError> {
+        let turn = self.group.turn.lock_arc();
         let mut txn = self.db.begin_write()?;
         txn.set_durability(Durability::None)?;
-        Ok(txn)
+        Ok(WriteTxn { txn, turn })
     }
 
     /// Commits `txn` and returns once it is durable (group commit: one fsync for every
     /// transaction committed meanwhile).
-    pub(crate) fn commit(&self, txn: WriteTransaction) -> Result<(), StoreError> {
+    pub(crate) fn commit(&self, txn: WriteTxn) -> Result<(), StoreError> {
         let seq = self.commit_deferred(txn)?;
         self.group.wait(seq, &self.db)
     }
 
     /// Commits `txn` without waiting for the disk; returns its number for
     /// [`Store::wait_durable`]. Only for changes nobody is told of until a later durable commit.
-    pub(crate) fn commit_deferred(&self, txn: WriteTransaction) -> Result<u64, StoreError> {
+    pub(crate) fn commit_deferred(&self, txn: WriteTxn) -> Result<u64, StoreError> {
+        let WriteTxn { txn, turn } = txn;
         txn.commit()?;
-        Ok(self.group.sync.ticket())
+        // The ticket is taken before the turn is handed on, so a flush that gets the turn next
+        // counts this commit (see `flush`).
+        let seq = self.group.sync.ticket();
+        Turn::unlock_fair(turn);
+        Ok(seq)
     }
 
     /// Returns once commit number `seq` (from a deferred commit) is durable.

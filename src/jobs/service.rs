@@ -252,12 +252,17 @@ pub async fn get(
     wait: Option<(Duration, WaitFor)>,
 ) -> Result<Snapshot, JobError> {
     let id = JobId::parse(job_id).ok_or(JobError::NotFound)?;
-    // Subscribe before reading, so a change between the read and the wait is not missed.
-    let mut sub = state.jobs.watchers().subscribe(id);
-    let mut job = owned(state, user_id, id)?;
     let Some((wait, what)) = wait else {
-        return snapshot(state, job);
+        return snapshot(state, owned(state, user_id, id)?);
     };
+    // Subscribe before reading, so a change between the read and the wait is not missed; to
+    // the finish alone when only the finish ends the wait.
+    let watchers = state.jobs.watchers();
+    let mut sub = match what {
+        WaitFor::Finish => watchers.subscribe_finish(id),
+        WaitFor::Change { .. } => watchers.subscribe(id),
+    };
+    let mut job = owned(state, user_id, id)?;
     let deadline = tokio::time::Instant::now() + wait;
     match what {
         WaitFor::Finish => {

@@ -332,7 +332,7 @@ async fn register_with_the_bot_check_then_credits_at_first_sign_in() {
     let ledger = s.store().ledger(user.id).unwrap();
     assert_eq!(ledger.len(), 1);
     assert_eq!(ledger[0].delta, i64::from(credits));
-    assert!(page.body.contains("0 of 25 pictures used today"));
+    assert!(page.body.contains("Pictures today (UTC): 0 of 25"));
     assert!(!page.body.contains("href=\"/admin\""), "no admin link");
     assert!(page.body.contains("href=\"/api/pictor/docs\""));
     s.stop().await;

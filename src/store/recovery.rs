@@ -1,6 +1,7 @@
 //! Account recovery without a mail server: an administrator issues a one-time password-reset
 //! link (`pictor user reset-link`, the admin page). Only the token's SHA-256 is stored; a link
-//! lasts [`RESET_TTL_MS`], works once, and a newer link for the same person replaces the older.
+//! lasts [`RESET_TTL_MS`], works once, and a newer link for the same person replaces the older
+//! (by mail: joins them, up to [`MAX_LIVE_LINKS`]); using one ends them all.
 
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
@@ -32,33 +33,7 @@ impl Store {
         token_hash: [u8; 32],
         now: Millis,
     ) -> Result<ResetRecord, StoreError> {
-        let txn = self.begin_write()?;
-        let record = {
-            if txn.open_table(USERS)?.get(user_id)?.is_none() {
-                return Err(StoreError::NotFound("no such user".into()));
-            }
-            let mut resets = txn.open_table(PASSWORD_RESETS)?;
-            let mut stale = Vec::new();
-            for row in resets.iter()? {
-                let (k, v) = row?;
-                let r: ResetRecord = codec::decode(v.value())?;
-                if r.user_id == user_id || r.expires_at <= now {
-                    stale.push(k.value().to_vec());
-                }
-            }
-            for k in stale {
-                resets.remove(k.as_slice())?;
-            }
-            let record = ResetRecord {
-                user_id,
-                created_at: now,
-                expires_at: now + RESET_TTL_MS,
-            };
-            resets.insert(token_hash.as_slice(), codec::encode(&record)?.as_slice())?;
-            record
-        };
-        self.commit(txn)?;
-        Ok(record)
+        self.store_password_reset(user_id, token_hash, 0, now)
     }
 
     /// Adds a reset link for `user_id` beside the live ones (the person's newest
@@ -69,6 +44,18 @@ impl Store {
         &self,
         user_id: u64,
         token_hash: [u8; 32],
+        now: Millis,
+    ) -> Result<ResetRecord, StoreError> {
+        self.store_password_reset(user_id, token_hash, MAX_LIVE_LINKS - 1, now)
+    }
+
+    /// Stores a new link for `user_id`, keeping at most `keep` of the person's newest live links
+    /// beside it; expired links of anyone go in the same transaction.
+    fn store_password_reset(
+        &self,
+        user_id: u64,
+        token_hash: [u8; 32],
+        keep: usize,
         now: Millis,
     ) -> Result<ResetRecord, StoreError> {
         let txn = self.begin_write()?;
@@ -88,8 +75,9 @@ impl Store {
                     live.push((r.created_at, k.value().to_vec()));
                 }
             }
+            // Oldest first: those beyond the newest `keep` go.
             live.sort();
-            let excess = (live.len() + 1).saturating_sub(MAX_LIVE_LINKS);
+            let excess = live.len().saturating_sub(keep);
             stale.extend(live.into_iter().take(excess).map(|(_, k)| k));
             for k in stale {
                 resets.remove(k.as_slice())?;

@@ -86,8 +86,8 @@ impl<'a, T: DeserializeOwned> FromRequest<'a> for CheckedForm<T> {
             .map_err(|e| {
                 PageError::refused(
                     poem::http::StatusCode::BAD_REQUEST,
-                    "Malformed form",
-                    format!("The form could not be read: {e}."),
+                    crate::web::i18n::tr("error.malformed_form.title"),
+                    crate::web::i18n::tr1("error.malformed_form.message", e),
                 )
                 .into()
             })

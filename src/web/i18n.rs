@@ -255,6 +255,16 @@ static MESSAGES: &[(&str, &str, &str)] = &[
     // Error pages.
     ("error.form_expired.title", "Form expired", "Форма устарела"),
     (
+        "error.malformed_form.title",
+        "Malformed form",
+        "Форма не читается",
+    ),
+    (
+        "error.malformed_form.message",
+        "The form could not be read: {}.",
+        "Не удалось прочитать форму: {}.",
+    ),
+    (
         "error.form_expired.message",
         "The page was open too long, or the form came from another site. Reload the page and try again.",
         "Страница была открыта слишком долго или форма пришла с другого сайта. Обновите страницу и попробуйте ещё раз.",
@@ -515,8 +525,8 @@ static MESSAGES: &[(&str, &str, &str)] = &[
     ),
     (
         "delete.intro",
-        "Your profile, API keys, sign-ins, the apps you allowed, and every picture you made are deleted for good; your remaining {} credits are forfeited. This cannot be undone.",
-        "Профиль, ключи API, входы, разрешённые приложения и все ваши картинки удаляются насовсем; оставшиеся {} кредитов сгорают. Это нельзя отменить.",
+        "Your profile, API keys, sign-ins, the apps you allowed, and every picture you made are deleted for good; your remaining credits ({}) are forfeited. This cannot be undone.",
+        "Профиль, ключи API, входы, разрешённые приложения и все ваши картинки удаляются насовсем; оставшиеся кредиты ({}) сгорают. Это нельзя отменить.",
     ),
     ("delete.password", "Your password", "Ваш пароль"),
     (
@@ -556,18 +566,18 @@ static MESSAGES: &[(&str, &str, &str)] = &[
     ),
     (
         "account.pending_approval",
-        "+{} welcome credits once an administrator approves your account",
-        "+{} приветственных кредитов, когда администратор подтвердит учётную запись",
+        "Welcome credits: +{} once an administrator approves your account",
+        "Приветственные кредиты: +{}, когда администратор подтвердит учётную запись",
     ),
     (
         "account.pending_signin",
-        "+{} welcome credits the next time you sign in",
-        "+{} приветственных кредитов при следующем входе",
+        "Welcome credits: +{} the next time you sign in",
+        "Приветственные кредиты: +{} при следующем входе",
     ),
     (
         "account.daily_used",
-        "{} of {} pictures used today (UTC)",
-        "Сегодня (UTC) использовано {} из {} картинок",
+        "Pictures today (UTC): {} of {}",
+        "Картинок сегодня (UTC): {} из {}",
     ),
     (
         "keys.new_named",
@@ -638,7 +648,7 @@ static MESSAGES: &[(&str, &str, &str)] = &[
     ),
     (
         "account.too_many",
-        "Too many attempts. Try again in {} seconds.",
+        "Too many attempts. Try again in {} s.",
         "Слишком много попыток. Попробуйте снова через {} с.",
     ),
     (

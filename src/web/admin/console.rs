@@ -531,6 +531,15 @@ pub async fn settings_post(
         Ok(s) => s.entries(),
         Err(e) => return server_error(&state, "reading settings", e),
     };
+    let refuse = |m: String| {
+        render(
+            &state,
+            jar,
+            &me,
+            Extras::error("settings", m),
+            StatusCode::BAD_REQUEST,
+        )
+    };
     let mut changes = Vec::new();
     for (key, old) in &current {
         let Some(raw) = form.get(key) else { continue };
@@ -539,32 +548,21 @@ pub async fn settings_post(
                 Lang::En => format!("{raw:?}"),
                 Lang::Ru => format!("«{raw}»"),
             };
-            return render(
-                &state,
-                jar,
-                &me,
-                Extras::error(
-                    "settings",
-                    crate::web::i18n::tr2("admin.settings.not_number", key, shown),
-                ),
-                StatusCode::BAD_REQUEST,
-            );
+            return refuse(crate::web::i18n::tr2(
+                "admin.settings.not_number",
+                key,
+                shown,
+            ));
         };
         // Checked here first so the refusal is worded in the page's language (the store checks
         // again, with the same rule, and would refuse in English).
         if let Some(rule) = crate::store::settings::rule(key)
             && !rule.allows(value)
         {
-            return render(
-                &state,
-                jar,
-                &me,
-                Extras::error(
-                    "settings",
-                    crate::web::i18n::tr1("admin.settings.unchanged", setting_refusal(key, rule)),
-                ),
-                StatusCode::BAD_REQUEST,
-            );
+            return refuse(crate::web::i18n::tr1(
+                "admin.settings.unchanged",
+                setting_refusal(key, rule),
+            ));
         }
         if value != *old {
             changes.push((key.clone(), value));
@@ -579,16 +577,7 @@ pub async fn settings_post(
         .await
     {
         Ok(_) => redirect("/admin?done=settings#settings"),
-        Err(StoreError::Invalid(m)) => render(
-            &state,
-            jar,
-            &me,
-            Extras::error(
-                "settings",
-                crate::web::i18n::tr1("admin.settings.unchanged", m),
-            ),
-            StatusCode::BAD_REQUEST,
-        ),
+        Err(StoreError::Invalid(m)) => refuse(crate::web::i18n::tr1("admin.settings.unchanged", m)),
         Err(e) => server_error(&state, "saving settings", e),
     }
 }

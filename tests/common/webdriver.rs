@@ -222,7 +222,25 @@ impl Driver {
 }
 
 impl Drop for Driver {
+    /// Ends the WebDriver session first (chromedriver then quits chromium and waits for it), so
+    /// chromium is gone before the profile directory is removed; killing chromedriver alone left
+    /// chromium writing into the profile while it was deleted, and the directory stayed behind.
     fn drop(&mut self) {
+        use std::io::{Read, Write};
+        let addr = self.base.trim_start_matches("http://").to_string();
+        if let Ok(addr) = addr.parse::<std::net::SocketAddr>()
+            && let Ok(mut conn) =
+                std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        {
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+            let request = format!(
+                "DELETE /session/{} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                self.session
+            );
+            if conn.write_all(request.as_bytes()).is_ok() {
+                let _ = conn.read_to_end(&mut Vec::new());
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -415,7 +415,9 @@ async fn bench_job_overhead(dir: &Path) {
         percentile(&lat, 0.99)
     );
     // Throughput: 32 users each running jobs back to back.
-    let per_user = 60;
+    let per_user = 150;
+    let before = store.commit_counts();
+    let cpu_before = process_cpu_seconds();
     let t = Instant::now();
     let mut tasks = Vec::new();
     for key in keys.clone() {
@@ -430,10 +432,15 @@ async fn bench_job_overhead(dir: &Path) {
         task.await.unwrap();
     }
     let total = users * per_user;
+    let elapsed = t.elapsed().as_secs_f64();
+    let cpu = process_cpu_seconds() - cpu_before;
     let (flushes, commits) = store.commit_counts();
+    let (flushes, commits) = (flushes - before.0, commits - before.1);
     println!(
-        "job throughput (no-op renderer, {users} users, {total} jobs): {:.0} jobs/s; store since start: {flushes} fsyncs for {commits} commits",
-        total as f64 / t.elapsed().as_secs_f64()
+        "job throughput (no-op renderer, {users} users, {total} jobs): {:.0} jobs/s; {flushes} fsyncs for {commits} commits; client and server together {:.2} CPU-ms per job ({:.2} cores busy)",
+        total as f64 / elapsed,
+        cpu * 1000.0 / total as f64,
+        cpu / elapsed
     );
     handle.shutdown().await;
 }
@@ -559,4 +566,22 @@ fn main() {
             bench_job_overhead(tempfile::tempdir().unwrap().path()).await;
         }
     });
+}
+
+/// CPU time (user + system) this process has used so far, from `/proc/self/stat` (0 elsewhere).
+fn process_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    // utime and stime are fields 14 and 15 (1-based), i.e. 11 and 12 after the name.
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
+        .sum();
+    ticks / 100.0
 }

@@ -933,3 +933,136 @@ async fn a_generated_picture_is_edited_by_what_it_contains() {
     s.assert_books_balanced();
     s.stop().await;
 }
+
+/// Renders at once until `block` is set; then waits (up to 10 s) for its job to be cancelled.
+#[derive(Default)]
+struct UntilCancelled {
+    block: std::sync::atomic::AtomicBool,
+    saw_cancel: std::sync::atomic::AtomicBool,
+}
+
+impl pictor::render::Renderer for UntilCancelled {
+    fn generate(
+        &self,
+        _: &pictor::render::GenerateSpec,
+    ) -> Result<pictor::render::Picture, pictor::render::RenderError> {
+        unreachable!("the engine calls generate_with")
+    }
+    fn edit(
+        &self,
+        _: &pictor::render::EditSpec,
+    ) -> Result<pictor::render::Picture, pictor::render::RenderError> {
+        unreachable!("no edits here")
+    }
+    fn generate_with(
+        &self,
+        spec: &pictor::render::GenerateSpec,
+        control: &pictor::render::RenderControl,
+    ) -> Result<pictor::render::Picture, pictor::render::RenderError> {
+        use std::sync::atomic::Ordering;
+        if self.block.load(Ordering::SeqCst) {
+            let until = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < until {
+                if control.is_cancelled() {
+                    self.saw_cancel.store(true, Ordering::SeqCst);
+                    return Err(pictor::render::RenderError::Cancelled);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        let (w, h) = spec.model.dimensions(spec.ratio);
+        Ok(flat_picture(w, h, [10, 20, 30, 255]))
+    }
+}
+
+/// The render begins beside the job's start (the charge); a start that fails stops it and
+/// nothing of it is kept: no picture file, no charge, the failure reported as the start's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_that_fails_stops_the_render_begun_beside_it() {
+    use std::sync::atomic::Ordering;
+    let renderer = Arc::new(UntilCancelled::default());
+    let s = TestServer::with_renderer(renderer.clone()).await;
+    let (email, key) = s.user("beside@example.com", 10, false);
+    s.admin(AdminRequest::UserUpdate {
+        email,
+        pro: None,
+        banned: None,
+        daily_limit: Some(1),
+        admin: None,
+        approve: false,
+    });
+    let (_, c) = s.generate(&key, json!({"prompt": "one"})).await;
+    let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "done", "{done}");
+    let balance = done["balance"].clone();
+    let pictures = || {
+        std::fs::read_dir(s.data_dir().join("images"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(pictures().len(), 1, "{:?}", pictures());
+
+    renderer.block.store(true, Ordering::SeqCst);
+    let t = Instant::now();
+    let (st, c) = s.generate(&key, json!({"prompt": "two"})).await;
+    assert_eq!(st, 202, "{c}");
+    let failed = s.finish(&key, c["job_id"].as_str().unwrap()).await;
+    assert_eq!(failed["error_code"], "daily_limit", "{failed}");
+    assert_eq!(failed["balance"], balance, "not charged");
+    // The render saw the cancel long before its own 10 s limit.
+    while !renderer.saw_cancel.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(15) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        renderer.saw_cancel.load(Ordering::SeqCst) && t.elapsed() < Duration::from_secs(8),
+        "the render was not stopped ({:?})",
+        t.elapsed()
+    );
+    // The user can go on at once (the slot and the active job are free), and no file was
+    // written for the failed job.
+    assert_eq!(s.me(&key).await["active_job"], json!(null));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(pictures().len(), 1, "{:?}", pictures());
+    s.assert_books_balanced();
+    s.stop().await;
+}
+
+/// The watermark is decided when the job starts: an account made PRO while its job waited gets
+/// a picture without it, although the render (begun beside the start) began with the
+/// watermark the job had when it was created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watermark_is_decided_at_the_start() {
+    let gate = Gate::default();
+    let s = TestServer::with_renderer(Arc::new(gate.clone())).await;
+    let (_, first) = s.user("first@example.com", 10, true);
+    let (upgraded_email, upgraded) = s.user("upgraded@example.com", 10, false);
+    let (_, free) = s.user("free@example.com", 10, false);
+    let (_, j1) = s.generate(&first, json!({"prompt": "one"})).await;
+    s.wait_for_job(&first, j1["job_id"].as_str().unwrap(), "running", |v| {
+        v["status"] == "running"
+    })
+    .await;
+    let (_, j2) = s.generate(&upgraded, json!({"prompt": "two"})).await;
+    let (_, j3) = s.generate(&free, json!({"prompt": "three"})).await;
+    s.admin(AdminRequest::UserUpdate {
+        email: upgraded_email,
+        pro: Some(true),
+        banned: None,
+        daily_limit: None,
+        admin: None,
+        approve: false,
+    });
+    gate.open();
+    s.finish(&first, j1["job_id"].as_str().unwrap()).await;
+    let flat = |img: &image::RgbaImage| img.pixels().all(|p| p.0 == [40, 90, 160, 255]);
+    let two = s.finish(&upgraded, j2["job_id"].as_str().unwrap()).await;
+    let two = s.download(two["photo_url"].as_str().unwrap()).await;
+    assert!(flat(&two), "PRO at the start: no watermark");
+    let three = s.finish(&free, j3["job_id"].as_str().unwrap()).await;
+    let three = s.download(three["photo_url"].as_str().unwrap()).await;
+    assert!(!flat(&three), "not PRO: watermarked");
+    s.assert_books_balanced();
+    s.stop().await;
+}

@@ -545,67 +545,226 @@ fn fail_open(
     write_job(txn, job)
 }
 
+/// [`Store::create_job`]'s transaction (see `write_combined`: it may run twice).
+fn create_in(
+    txn: &WriteTransaction,
+    new: NewJob,
+    now: Millis,
+) -> Result<JobRecord, CreateJobError> {
+    let now = super::ordered_stamp(txn, now)?;
+
+    let user = read_user(txn, new.user_id)?.ok_or(CreateJobError::NoUser)?;
+    if user.banned {
+        return Err(CreateJobError::Banned);
+    }
+    let mut active = txn.open_table(ACTIVE_BY_USER)?;
+    if let Some(existing) = active.get(user.id)?.map(|v| v.value()) {
+        return Err(CreateJobError::Busy(JobId(existing)));
+    }
+    let cost = new.model.price(&read_settings(txn)?);
+    if user.balance < cost as i64 {
+        return Err(CreateJobError::InsufficientCredits {
+            cost,
+            balance: user.balance,
+        });
+    }
+    let job = JobRecord {
+        id: new.id.0,
+        user_id: user.id,
+        kind: new.model.kind(),
+        status: JobStatus::Queued,
+        model: new.model,
+        ratio: new.ratio,
+        prompt: new.prompt,
+        enhance: new.enhance,
+        enhanced_prompt: new.enhanced_prompt,
+        seed: new.seed,
+        noise: new.noise,
+        cost,
+        charged: false,
+        refunded: false,
+        daily_day: None,
+        watermark: !user.pro,
+        error_code: None,
+        error: None,
+        photo_token: None,
+        width: None,
+        height: None,
+        created_at: now,
+        started_at: None,
+        finished_at: None,
+        attempts: 0,
+        photo_deleted_at: None,
+        webhook: new.webhook_url.map(super::Webhook::new),
+        scene: None,
+        client: new.client,
+    };
+    active.insert(user.id, job.id)?;
+    write_job(txn, &job)?;
+    txn.open_table(JOBS_BY_USER)?
+        .insert((user.id, job.id), ())?;
+    txn.open_table(PENDING_JOBS)?.insert(job.id, ())?;
+    Ok(job)
+}
+
+/// [`Store::start_job_deferred`]'s transaction (see `write_combined`: it may run twice).
+fn start_in(txn: &WriteTransaction, id: JobId, now: Millis) -> Result<StartOutcome, StoreError> {
+    let now = super::ordered_stamp(txn, now)?;
+    let mut job = read_job(txn, id.0)?;
+    if job.status != JobStatus::Queued {
+        return Ok(StartOutcome::NotQueued(job));
+    }
+    let outcome = if job.charged {
+        job.status = JobStatus::Running;
+        job.started_at = Some(now);
+        job.attempts += 1;
+        write_job(txn, &job)?;
+        StartOutcome::Started(job)
+    } else {
+        let Some(mut user) = read_user(txn, job.user_id)? else {
+            let code = FailCode::failed(job.kind);
+            fail_in(
+                txn,
+                &mut job,
+                code,
+                "the account no longer exists".into(),
+                now,
+            )?;
+            return Ok(StartOutcome::Failed(job));
+        };
+        let settings = read_settings(txn)?;
+        let day = clock::day_of(now);
+        let used = {
+            let usage = txn.open_table(DAILY_USAGE)?;
+            usage.get((user.id, day))?.map(|v| v.value()).unwrap_or(0)
+        };
+        let limit = settings.daily_limit_for(user.pro, user.daily_limit);
+        if user.balance < job.cost as i64 {
+            let message = format!(
+                "not enough credits: the job costs {}, the balance is {}",
+                job.cost, user.balance
+            );
+            fail_in(txn, &mut job, FailCode::InsufficientCredits, message, now)?;
+            StartOutcome::Failed(job)
+        } else if job.kind == JobKind::Generate && used >= limit {
+            let message = format!(
+                "daily photo limit reached: {used} of {limit} generations today (resets at 00:00 UTC)"
+            );
+            fail_in(txn, &mut job, FailCode::DailyLimit, message, now)?;
+            StartOutcome::Failed(job)
+        } else if let Some(message) = app_over_cap(txn, &job, day)? {
+            fail_in(txn, &mut job, FailCode::AppLimit, message, now)?;
+            StartOutcome::Failed(job)
+        } else {
+            ledger::apply_for(
+                txn,
+                &mut user,
+                -(job.cost as i64),
+                LedgerReason::Charge,
+                Some(job.id),
+                job.client.as_deref(),
+                now,
+            )?;
+            if job.kind == JobKind::Generate {
+                txn.open_table(DAILY_USAGE)?
+                    .insert((user.id, day), used + 1)?;
+                job.daily_day = Some(day);
+            }
+            if let Some(client) = &job.client {
+                add_app_spend(txn, user.id, client, day, job.cost as i64)?;
+            }
+            job.charged = true;
+            job.watermark = !user.pro;
+            job.status = JobStatus::Running;
+            job.started_at = Some(now);
+            job.attempts += 1;
+            write_job(txn, &job)?;
+            StartOutcome::Started(job)
+        }
+    };
+    Ok(outcome)
+}
+
+/// [`Store::finish_job`]'s transaction (see `write_combined`: it may run twice).
+fn finish_in(
+    txn: &WriteTransaction,
+    id: JobId,
+    outcome: FinishOutcome,
+    now: Millis,
+) -> Result<(JobRecord, bool), StoreError> {
+    let now = super::ordered_stamp(txn, now)?;
+    let mut job = read_job(txn, id.0)?;
+    if job.status.is_terminal() {
+        // Cancelled while it rendered: the render has stopped now, so the user's active
+        // slot goes (a no-op when it is gone already).
+        close_job(txn, &job)?;
+        return Ok((job, false));
+    }
+    match outcome {
+        FinishOutcome::Done {
+            photo_token,
+            width,
+            height,
+            scene,
+        } => {
+            if job.status != JobStatus::Running {
+                return Err(StoreError::Conflict(format!(
+                    "{} is not running",
+                    job.job_id()
+                )));
+            }
+            job.status = JobStatus::Done;
+            job.photo_token = Some(photo_token);
+            job.width = Some(width);
+            job.height = Some(height);
+            job.scene = scene;
+            job.finished_at = Some(now);
+            super::webhooks::enqueue(txn, &mut job, now)?;
+            write_job(txn, &job)?;
+            close_job(txn, &job)?;
+        }
+        FinishOutcome::Failed { code, message } => {
+            fail_in(txn, &mut job, code, message, now)?;
+        }
+    }
+    Ok((job, true))
+}
+
+/// [`Store::cancel_job`]'s transaction (see `write_combined`: it may run twice).
+fn cancel_in(txn: &WriteTransaction, id: JobId, now: Millis) -> Result<CancelOutcome, StoreError> {
+    let now = super::ordered_stamp(txn, now)?;
+    let mut job = read_job(txn, id.0)?;
+    let outcome = match job.status {
+        JobStatus::Failed if job.error_code == Some(FailCode::Cancelled) => {
+            return Ok(CancelOutcome::AlreadyCancelled(job));
+        }
+        JobStatus::Done | JobStatus::Failed => return Ok(CancelOutcome::Finished(job)),
+        JobStatus::Queued => {
+            let message = if job.charged {
+                "cancelled by its owner; credits returned"
+            } else {
+                "cancelled by its owner before it started; nothing was charged"
+            };
+            fail_in(txn, &mut job, FailCode::Cancelled, message.into(), now)?;
+            CancelOutcome::Cancelled(job)
+        }
+        // Refunded now; the user's active slot is released when the render has stopped
+        // (`finish_job`), so a cancelled render never runs beside the user's next job.
+        JobStatus::Running => {
+            let message = "cancelled by its owner; credits returned".to_string();
+            fail_open(txn, &mut job, FailCode::Cancelled, message, now)?;
+            CancelOutcome::Cancelled(job)
+        }
+    };
+    Ok(outcome)
+}
+
 impl Store {
     /// Creates a queued job. In the same transaction: the user exists and is not banned, has no
     /// active job, and can pay the price now (the charge itself happens at start).
     pub fn create_job(&self, new: NewJob, now: Millis) -> Result<JobRecord, CreateJobError> {
-        let txn = self.begin_write()?;
-        let now = super::ordered_stamp(&txn, now)?;
-        let job = {
-            let user = read_user(&txn, new.user_id)?.ok_or(CreateJobError::NoUser)?;
-            if user.banned {
-                return Err(CreateJobError::Banned);
-            }
-            let mut active = txn.open_table(ACTIVE_BY_USER)?;
-            if let Some(existing) = active.get(user.id)?.map(|v| v.value()) {
-                return Err(CreateJobError::Busy(JobId(existing)));
-            }
-            let cost = new.model.price(&read_settings(&txn)?);
-            if user.balance < cost as i64 {
-                return Err(CreateJobError::InsufficientCredits {
-                    cost,
-                    balance: user.balance,
-                });
-            }
-            let job = JobRecord {
-                id: new.id.0,
-                user_id: user.id,
-                kind: new.model.kind(),
-                status: JobStatus::Queued,
-                model: new.model,
-                ratio: new.ratio,
-                prompt: new.prompt,
-                enhance: new.enhance,
-                enhanced_prompt: new.enhanced_prompt,
-                seed: new.seed,
-                noise: new.noise,
-                cost,
-                charged: false,
-                refunded: false,
-                daily_day: None,
-                watermark: !user.pro,
-                error_code: None,
-                error: None,
-                photo_token: None,
-                width: None,
-                height: None,
-                created_at: now,
-                started_at: None,
-                finished_at: None,
-                attempts: 0,
-                photo_deleted_at: None,
-                webhook: new.webhook_url.map(super::Webhook::new),
-                scene: None,
-                client: new.client,
-            };
-            active.insert(user.id, job.id)?;
-            write_job(&txn, &job)?;
-            txn.open_table(JOBS_BY_USER)?
-                .insert((user.id, job.id), ())?;
-            txn.open_table(PENDING_JOBS)?.insert(job.id, ())?;
-            job
-        };
-        self.commit(txn)?;
+        let (job, seq) = self.write_combined(move |txn| create_in(txn, new.clone(), now))?;
+        self.wait_durable(seq)?;
         Ok(job)
     }
 
@@ -630,87 +789,15 @@ impl Store {
         id: JobId,
         now: Millis,
     ) -> Result<(StartOutcome, Option<u64>), StoreError> {
-        let txn = self.begin_write()?;
-        let now = super::ordered_stamp(&txn, now)?;
-        let mut job = read_job(&txn, id.0)?;
-        if job.status != JobStatus::Queued {
-            return Ok((StartOutcome::NotQueued(job), None));
-        }
-        let outcome = if job.charged {
-            job.status = JobStatus::Running;
-            job.started_at = Some(now);
-            job.attempts += 1;
-            write_job(&txn, &job)?;
-            StartOutcome::Started(job)
-        } else {
-            let Some(mut user) = read_user(&txn, job.user_id)? else {
-                let code = FailCode::failed(job.kind);
-                fail_in(
-                    &txn,
-                    &mut job,
-                    code,
-                    "the account no longer exists".into(),
-                    now,
-                )?;
-                self.commit(txn)?;
-                return Ok((StartOutcome::Failed(job), None));
-            };
-            let settings = read_settings(&txn)?;
-            let day = clock::day_of(now);
-            let used = {
-                let usage = txn.open_table(DAILY_USAGE)?;
-                usage.get((user.id, day))?.map(|v| v.value()).unwrap_or(0)
-            };
-            let limit = settings.daily_limit_for(user.pro, user.daily_limit);
-            if user.balance < job.cost as i64 {
-                let message = format!(
-                    "not enough credits: the job costs {}, the balance is {}",
-                    job.cost, user.balance
-                );
-                fail_in(&txn, &mut job, FailCode::InsufficientCredits, message, now)?;
-                StartOutcome::Failed(job)
-            } else if job.kind == JobKind::Generate && used >= limit {
-                let message = format!(
-                    "daily photo limit reached: {used} of {limit} generations today (resets at 00:00 UTC)"
-                );
-                fail_in(&txn, &mut job, FailCode::DailyLimit, message, now)?;
-                StartOutcome::Failed(job)
-            } else if let Some(message) = app_over_cap(&txn, &job, day)? {
-                fail_in(&txn, &mut job, FailCode::AppLimit, message, now)?;
-                StartOutcome::Failed(job)
-            } else {
-                ledger::apply_for(
-                    &txn,
-                    &mut user,
-                    -(job.cost as i64),
-                    LedgerReason::Charge,
-                    Some(job.id),
-                    job.client.as_deref(),
-                    now,
-                )?;
-                if job.kind == JobKind::Generate {
-                    txn.open_table(DAILY_USAGE)?
-                        .insert((user.id, day), used + 1)?;
-                    job.daily_day = Some(day);
-                }
-                if let Some(client) = &job.client {
-                    add_app_spend(&txn, user.id, client, day, job.cost as i64)?;
-                }
-                job.charged = true;
-                job.watermark = !user.pro;
-                job.status = JobStatus::Running;
-                job.started_at = Some(now);
-                job.attempts += 1;
-                write_job(&txn, &job)?;
-                StartOutcome::Started(job)
+        let (outcome, seq) = self.write_combined(move |txn| start_in(txn, id, now))?;
+        match outcome {
+            StartOutcome::Started(_) => Ok((outcome, Some(seq))),
+            StartOutcome::Failed(_) => {
+                self.wait_durable(seq)?;
+                Ok((outcome, None))
             }
-        };
-        if matches!(outcome, StartOutcome::Started(_)) {
-            let seq = self.commit_deferred(txn)?;
-            return Ok((outcome, Some(seq)));
+            StartOutcome::NotQueued(_) => Ok((outcome, None)),
         }
-        self.commit(txn)?;
-        Ok((outcome, None))
     }
 
     /// `running → done | failed` (and `queued → failed` for jobs that never got a render slot).
@@ -723,77 +810,20 @@ impl Store {
         outcome: FinishOutcome,
         now: Millis,
     ) -> Result<(JobRecord, bool), StoreError> {
-        let txn = self.begin_write()?;
-        let now = super::ordered_stamp(&txn, now)?;
-        let mut job = read_job(&txn, id.0)?;
-        if job.status.is_terminal() {
-            // Cancelled while it rendered: the render has stopped now, so the user's active
-            // slot goes (a no-op when it is gone already).
-            close_job(&txn, &job)?;
-            self.commit(txn)?;
-            return Ok((job, false));
-        }
-        match outcome {
-            FinishOutcome::Done {
-                photo_token,
-                width,
-                height,
-                scene,
-            } => {
-                if job.status != JobStatus::Running {
-                    return Err(StoreError::Conflict(format!(
-                        "{} is not running",
-                        job.job_id()
-                    )));
-                }
-                job.status = JobStatus::Done;
-                job.photo_token = Some(photo_token);
-                job.width = Some(width);
-                job.height = Some(height);
-                job.scene = scene;
-                job.finished_at = Some(now);
-                super::webhooks::enqueue(&txn, &mut job, now)?;
-                write_job(&txn, &job)?;
-                close_job(&txn, &job)?;
-            }
-            FinishOutcome::Failed { code, message } => {
-                fail_in(&txn, &mut job, code, message, now)?;
-            }
-        }
-        self.commit(txn)?;
-        Ok((job, true))
+        let (finished, seq) =
+            self.write_combined(move |txn| finish_in(txn, id, outcome.clone(), now))?;
+        self.wait_durable(seq)?;
+        Ok(finished)
     }
 
     /// Cancels a queued or running job (`failed` with `cancelled`), returning its credits and
     /// daily slot if it had been charged. Compare-and-set like every transition: of a cancel and
     /// a finish racing, exactly one commits its change.
     pub fn cancel_job(&self, id: JobId, now: Millis) -> Result<CancelOutcome, StoreError> {
-        let txn = self.begin_write()?;
-        let now = super::ordered_stamp(&txn, now)?;
-        let mut job = read_job(&txn, id.0)?;
-        let outcome = match job.status {
-            JobStatus::Failed if job.error_code == Some(FailCode::Cancelled) => {
-                return Ok(CancelOutcome::AlreadyCancelled(job));
-            }
-            JobStatus::Done | JobStatus::Failed => return Ok(CancelOutcome::Finished(job)),
-            JobStatus::Queued => {
-                let message = if job.charged {
-                    "cancelled by its owner; credits returned"
-                } else {
-                    "cancelled by its owner before it started; nothing was charged"
-                };
-                fail_in(&txn, &mut job, FailCode::Cancelled, message.into(), now)?;
-                CancelOutcome::Cancelled(job)
-            }
-            // Refunded now; the user's active slot is released when the render has stopped
-            // (`finish_job`), so a cancelled render never runs beside the user's next job.
-            JobStatus::Running => {
-                let message = "cancelled by its owner; credits returned".to_string();
-                fail_open(&txn, &mut job, FailCode::Cancelled, message, now)?;
-                CancelOutcome::Cancelled(job)
-            }
-        };
-        self.commit(txn)?;
+        let (outcome, seq) = self.write_combined(move |txn| cancel_in(txn, id, now))?;
+        if let CancelOutcome::Cancelled(_) = outcome {
+            self.wait_durable(seq)?;
+        }
         Ok(outcome)
     }
 

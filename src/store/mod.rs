@@ -14,10 +14,15 @@
 //! every operation already waiting and covers them all, instead of overtaking them with one
 //! commit each. So each caller still has its own transaction (its own success or
 //! failure, compare-and-set and ledger row inside it), nothing returns before it is durable,
-//! and a crash loses only transactions nobody was told about. Why not one transaction with a
-//! savepoint per operation: redb restores a savepoint only with no table open, and a failing
-//! operation would roll back through every later one's savepoint; separate transactions keep
-//! failures apart at no extra cost, since a non-durable commit is an in-memory page swap.
+//! and a crash loses only transactions nobody was told about.
+//!
+//! **Combined writes.** The job engine's operations go through [`combine`]: those that arrive
+//! while the writer is busy share one transaction, each with its own result; if one fails, the
+//! transaction is dropped and each runs again alone (a non-durable commit and the writer's
+//! hand-over cost more than such an operation: 32 writers of create → start → finish made
+//! 9,600 transactions, now ≈600). Why not a savepoint per operation: redb creates savepoints
+//! only in a transaction that has written nothing, so a failing operation cannot be undone in
+//! the middle of a shared one.
 //!
 //! **Reads see only what is durable.** Each flush takes a read transaction while it holds the
 //! writer, i.e. exactly the state its fsync persists, and publishes it once the fsync succeeded;
@@ -29,6 +34,7 @@
 
 pub mod audit;
 mod codec;
+mod combine;
 pub mod erase;
 pub mod group;
 pub mod jobs;
@@ -61,7 +67,7 @@ pub use settings::Settings;
 pub use users::{KeyMeta, NamedKey, NewUser, UserId, UserPatch, UserRecord};
 pub use webhooks::{Webhook, WebhookStatus};
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// Another process (normally the running server) has the file open.
     #[error("the database is in use by another process (is the server running?)")]
@@ -136,6 +142,8 @@ pub struct GroupCommit {
     /// A failed one stays failed: redb refuses further writes after a failed durable commit, so
     /// no later flush makes those commits durable behind the callers' backs.
     sync: group::GroupSync,
+    /// Write operations waiting to share a transaction (see [`combine`]).
+    combiner: combine::Combiner,
 }
 
 impl GroupCommit {
@@ -144,6 +152,7 @@ impl GroupCommit {
             view: RwLock::new(Arc::new(db.begin_read()?)),
             sync: group::GroupSync::default(),
             turn: Arc::default(),
+            combiner: combine::Combiner::default(),
         })
     }
 
@@ -198,12 +207,6 @@ impl std::ops::Deref for WriteTxn {
     type Target = WriteTransaction;
     fn deref(&self) -> &WriteTransaction {
         &self.txn
-    }
-}
-
-impl std::ops::DerefMut for WriteTxn {
-    fn deref_mut(&mut self) -> &mut WriteTransaction {
-        &mut self.txn
     }
 }
 

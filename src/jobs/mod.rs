@@ -662,6 +662,10 @@ async fn run(
     finish(inner, id, outcome).await;
 }
 
+/// How long a job's start may wait for a flush made by others before it flushes itself (see
+/// [`Store::durable_soon`]): displays see `running` at most this late.
+const START_PATIENCE: Duration = Duration::from_millis(20);
+
 /// Reports the job's start (see `run`): `Some` with the started record if it started (watchers
 /// hear of it once it is durable); `None` if it did not (failed at start: reported here; no
 /// longer queued; or the store failed).
@@ -677,7 +681,7 @@ fn on_start(
             let (store, watchers) = (inner.store.clone(), inner.watchers.clone());
             tokio::spawn(async move {
                 if let Some(seq) = pending
-                    && store.call(move |s| s.wait_durable(seq)).await.is_err()
+                    && store.durable_soon(seq, START_PATIENCE).await.is_err()
                 {
                     return;
                 }

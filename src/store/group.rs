@@ -11,6 +11,9 @@ use std::sync::{Condvar, Mutex};
 pub struct GroupSync {
     /// Tickets taken, numbered from 1.
     taken: AtomicU64,
+    /// The last ticket covered, for async waiters that wait without flushing
+    /// ([`GroupSync::covered_watch`]).
+    covered_tx: tokio::sync::watch::Sender<u64>,
     /// Flushes run.
     flushes: AtomicU64,
     state: Mutex<State>,
@@ -31,6 +34,11 @@ impl GroupSync {
     /// A ticket for a change made before this call.
     pub fn ticket(&self) -> u64 {
         self.taken.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Follows the last ticket covered: for waiters that let others' flushes cover them.
+    pub fn covered_watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.covered_tx.subscribe()
     }
 
     /// (flushes run, tickets taken).
@@ -79,7 +87,10 @@ impl GroupSync {
             st = self.state.lock().unwrap_or_else(|e| e.into_inner());
             st.running = false;
             match result {
-                Ok(()) => st.covered = st.covered.max(target),
+                Ok(()) => {
+                    st.covered = st.covered.max(target);
+                    self.covered_tx.send_replace(st.covered);
+                }
                 Err(e) => st.failed = Some((target, e)),
             }
             self.done.notify_all();

@@ -53,6 +53,7 @@ pub mod webhooks;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use redb::{
     Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, WriteTransaction,
@@ -288,6 +289,23 @@ impl Store {
     /// Returns once commit number `seq` (from a deferred commit) is durable.
     pub fn wait_durable(&self, seq: u64) -> Result<(), StoreError> {
         self.group.wait(seq, &self.db)
+    }
+
+    /// Returns once commit number `seq` is durable, like [`Store::wait_durable`], but first lets
+    /// the flushes others make anyway cover it, for up to `patience`; only then does it flush.
+    /// For changes nobody waits on (a job's start): when jobs come and go quickly their
+    /// finishes' flushes cover it and no thread is taken, and a long render's start still
+    /// becomes visible within `patience`.
+    pub async fn durable_soon(&self, seq: u64, patience: Duration) -> Result<(), StoreError> {
+        let mut covered = self.group.sync.covered_watch();
+        let passive = matches!(
+            tokio::time::timeout(patience, covered.wait_for(|c| *c >= seq)).await,
+            Ok(Ok(_))
+        );
+        if passive {
+            return Ok(());
+        }
+        self.call(move |s| s.wait_durable(seq)).await
     }
 
     /// Changes with every commit that may have changed the signing keys (in this process).

@@ -1066,3 +1066,66 @@ async fn the_watermark_is_decided_at_the_start() {
     s.assert_books_balanced();
     s.stop().await;
 }
+
+/// Counts its renders; says it is a remote engine (as the inference-server backends do).
+#[derive(Default)]
+struct RemoteCounting {
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl pictor::render::Renderer for RemoteCounting {
+    fn generate(
+        &self,
+        spec: &pictor::render::GenerateSpec,
+    ) -> Result<pictor::render::Picture, pictor::render::RenderError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let (w, h) = spec.model.dimensions(spec.ratio);
+        Ok(flat_picture(w, h, [10, 20, 30, 255]))
+    }
+    fn edit(
+        &self,
+        _: &pictor::render::EditSpec,
+    ) -> Result<pictor::render::Picture, pictor::render::RenderError> {
+        unreachable!("no edits here")
+    }
+    fn engine(&self, _: pictor::render::Model) -> String {
+        "a1111".into()
+    }
+}
+
+/// A remote server's render is billed or queued upstream once sent, so for a remote engine the
+/// start comes first: a job refused at start never reaches the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_render_is_sent_only_after_the_start() {
+    use std::sync::atomic::Ordering;
+    let renderer = Arc::new(RemoteCounting::default());
+    let s = TestServer::with_renderer(renderer.clone()).await;
+    let (email, key) = s.user("remote@example.com", 10, false);
+    s.admin(AdminRequest::UserUpdate {
+        email,
+        pro: None,
+        banned: None,
+        daily_limit: Some(1),
+        admin: None,
+        approve: false,
+    });
+    let (_, c) = s.generate(&key, json!({"prompt": "one"})).await;
+    assert_eq!(
+        s.finish(&key, c["job_id"].as_str().unwrap()).await["status"],
+        "done"
+    );
+    assert_eq!(renderer.calls.load(Ordering::SeqCst), 1);
+    for prompt in ["two", "three"] {
+        let (st, c) = s.generate(&key, json!({"prompt": prompt})).await;
+        assert_eq!(st, 202, "{c}");
+        let failed = s.finish(&key, c["job_id"].as_str().unwrap()).await;
+        assert_eq!(failed["error_code"], "daily_limit", "{failed}");
+    }
+    assert_eq!(
+        renderer.calls.load(Ordering::SeqCst),
+        1,
+        "refused jobs were sent"
+    );
+    s.assert_books_balanced();
+    s.stop().await;
+}

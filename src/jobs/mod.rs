@@ -546,6 +546,9 @@ async fn run(
     // waits; with one slot and fast renders, that wait was most of the slot's time. Nothing of
     // the render is kept unless the job started: a start that fails cancels it at its next
     // checkpoint, and the picture is written only after the start is known.
+    // The watermark is decided at the start: the render reads it when it gets to the watermark
+    // (after drawing), and uses the job's own until the start has said.
+    let decided = Arc::new(std::sync::OnceLock::<bool>::new());
     let start = async {
         let now = inner.clock.now();
         let started = inner
@@ -553,14 +556,16 @@ async fn run(
             .call(move |s| s.start_job_deferred(id, now))
             .await;
         let started = on_start(inner, id, started);
-        if started.is_none() {
-            control.cancel();
+        match &started {
+            Some(job) => {
+                let _ = decided.set(job.watermark);
+            }
+            None => control.cancel(),
         }
         started
     };
     let kind = job.kind;
     let model = job.model;
-    let began = Instant::now();
     let render = async {
         let source = match kind {
             JobKind::Generate => None,
@@ -573,28 +578,51 @@ async fn run(
             },
         };
         let (renderer, job, control) = (inner.renderer.clone(), job.clone(), control.clone());
-        Ok(inner
+        let decided = decided.clone();
+        let began = Instant::now();
+        let rendered = inner
             .pool
             .run(slot, move || {
-                render_job(renderer.as_ref(), &job, source, &control)
+                render_job(renderer.as_ref(), &job, source, &control, &decided)
             })
-            .await)
+            .await;
+        Ok((rendered, began.elapsed()))
     };
-    let (started_job, rendered) = tokio::join!(start, render);
+    // Only the local engines render beside the start: a remote server's render is billed or
+    // queued upstream once sent, so for those (and for edits) the start comes first, as a job
+    // refused at start (daily limit, credits, an app's cap) must cost nothing.
+    let beside = match job.model {
+        JobModel::Generate(m) => {
+            let engine = inner.renderer.engine(m);
+            engine == "procedural" || engine.starts_with("diffusion:")
+        }
+        JobModel::Edit => false,
+    };
+    let (started_job, rendered) = if beside {
+        tokio::join!(start, render)
+    } else {
+        match start.await {
+            // Dropping the render that never ran gives its slot back.
+            None => return,
+            started => (started, render.await),
+        }
+    };
     // The slot is free again.
     let Some(started_job) = started_job else {
         return;
     };
-    let rendered = match rendered {
+    let (rendered, mut took) = match rendered {
         Ok(rendered) => rendered,
         Err(failure) => {
             finish(inner, id, failure).await;
             return;
         }
     };
-    // The watermark is decided at the start; if the account's PRO status changed since the job
-    // was created, the picture is made again as the start decided (rare).
-    let rendered = if started_job.watermark != job.watermark && matches!(rendered, Ok(Ok(_))) {
+    // A render that got to its watermark before the start had decided it used the job's own; if
+    // the account's PRO status changed since the job was created, the picture is made again
+    // (rare), waiting for a slot like any job.
+    let stale = matches!(&rendered, Ok(Ok(e)) if e.watermark != started_job.watermark);
+    let rendered = if stale {
         let source = match kind {
             JobKind::Generate => None,
             JobKind::Edit => match read_source(inner, id).await {
@@ -605,11 +633,25 @@ async fn run(
                 }
             },
         };
+        let Ok(slot) = acquire_in_turn(inner, id).await else {
+            let message = format!(
+                "the job waited more than {} s for a render slot; credits returned",
+                inner.queue_timeout.as_secs()
+            );
+            let code = FailCode::TokensExhausted;
+            finish(inner, id, FinishOutcome::Failed { code, message }).await;
+            return;
+        };
         let renderer = inner.renderer.clone();
-        inner
+        let began = Instant::now();
+        let rendered = inner
             .pool
-            .spawn(move || render_job(renderer.as_ref(), &started_job, source, &control))
-            .await
+            .run(slot, move || {
+                render_job(renderer.as_ref(), &started_job, source, &control, &decided)
+            })
+            .await;
+        took = began.elapsed();
+        rendered
     } else {
         rendered
     };
@@ -651,14 +693,14 @@ async fn run(
             }
         }
     };
-    let seconds = began.elapsed().as_secs_f64();
+    let seconds = took.as_secs_f64();
     inner.metrics.observe_render(model.id(), seconds);
     if matches!(outcome, FinishOutcome::Done { .. }) {
         let mut durations = lock(&inner.durations);
         let average = durations.entry(model.id()).or_insert(seconds);
         *average += DURATION_WEIGHT * (seconds - *average);
     }
-    info!(job = %id, ms = began.elapsed().as_millis() as u64, "render finished");
+    info!(job = %id, ms = took.as_millis() as u64, "render finished");
     finish(inner, id, outcome).await;
 }
 
@@ -773,6 +815,8 @@ enum RenderFailure {
 /// A rendered, encoded picture on its way to the disk.
 struct Encoded {
     png: Vec<u8>,
+    /// Whether it carries the watermark.
+    watermark: bool,
     width: u32,
     height: u32,
     scene: Option<crate::store::JobScene>,
@@ -786,6 +830,7 @@ fn render_job(
     job: &JobRecord,
     source: Option<Vec<u8>>,
     control: &RenderControl,
+    decided: &std::sync::OnceLock<bool>,
 ) -> Result<Encoded, RenderFailure> {
     let rendered_prompt = job
         .enhanced_prompt
@@ -834,9 +879,11 @@ fn render_job(
         scene: control.scene(),
     };
     let (width, height) = (picture.width(), picture.height());
-    let png = render::finish(picture, job.watermark, &params).map_err(RenderFailure::Render)?;
+    let watermark = decided.get().copied().unwrap_or(job.watermark);
+    let png = render::finish(picture, watermark, &params).map_err(RenderFailure::Render)?;
     Ok(Encoded {
         png,
+        watermark,
         width,
         height,
         scene: params.scene.map(|s| crate::store::JobScene {

@@ -73,7 +73,14 @@ where
     F: Fn(&WriteTransaction) -> Result<T, E> + Send + Sync,
 {
     fn run(&self, txn: &WriteTransaction) -> bool {
-        let result = (self.f)(txn);
+        // A panicking operation fails alone (its transaction is then dropped and the others
+        // run again without it), instead of unwinding through the combiner's caller.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.f)(txn)))
+            .unwrap_or_else(|_| {
+                Err(E::from(StoreError::Task(
+                    "a store operation panicked".into(),
+                )))
+            });
         let ok = result.is_ok();
         *lock(&self.slot) = Slot::Ran(result);
         ok
@@ -155,6 +162,9 @@ impl Store {
     fn run_batch(&self, combiner: &Combiner) {
         let txn = self.begin_write();
         let batch = std::mem::take(&mut lock(&combiner.state).queue);
+        if batch.is_empty() {
+            return;
+        }
         let txn = match txn {
             Ok(txn) => txn,
             Err(e) => {

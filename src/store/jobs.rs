@@ -763,7 +763,15 @@ impl Store {
     /// Creates a queued job. In the same transaction: the user exists and is not banned, has no
     /// active job, and can pay the price now (the charge itself happens at start).
     pub fn create_job(&self, new: NewJob, now: Millis) -> Result<JobRecord, CreateJobError> {
-        let (job, seq) = self.write_combined(move |txn| create_in(txn, new.clone(), now))?;
+        // A refusal (busy, credits, banned) is the inner error: it writes nothing that matters
+        // (the clock stamp), so it does not make the operations combined with it run again.
+        let (created, seq) = self.write_combined(move |txn| {
+            Ok::<_, CreateJobError>(match create_in(txn, new.clone(), now) {
+                Err(CreateJobError::Store(e)) => return Err(CreateJobError::Store(e)),
+                other => other,
+            })
+        })?;
+        let job = created?;
         self.wait_durable(seq)?;
         Ok(job)
     }
@@ -821,9 +829,8 @@ impl Store {
     /// a finish racing, exactly one commits its change.
     pub fn cancel_job(&self, id: JobId, now: Millis) -> Result<CancelOutcome, StoreError> {
         let (outcome, seq) = self.write_combined(move |txn| cancel_in(txn, id, now))?;
-        if let CancelOutcome::Cancelled(_) = outcome {
-            self.wait_durable(seq)?;
-        }
+        // Also when it changed nothing: what it read may be an end committed in the same batch.
+        self.wait_durable(seq)?;
         Ok(outcome)
     }
 

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use poem::IntoResponse;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
@@ -11,7 +12,8 @@ use super::ApiTags;
 use super::error::{ApiError, CancelErrors, Errors, GetJobErrors, ListErrors, codes};
 use super::schema::Referenced;
 use super::security::{ApiAuth, GenerateAuth};
-use crate::jobs::service::{self, HISTORY_MAX, HistoryQuery, Snapshot, WaitFor};
+use crate::app::serve::ParkSlot;
+use crate::jobs::service::{self, Got, HISTORY_MAX, HistoryQuery, Snapshot, WaitFor};
 use crate::state::AppState;
 use crate::store::{JobId, JobKind, JobStatus};
 
@@ -19,7 +21,7 @@ use crate::store::{JobId, JobKind, JobStatus};
 /// `failed`; `error_code` and `error` then name the cause (`insufficient_credits`,
 /// `daily_limit`, `tokens_exhausted`, `generation_failed`, `edit_failed`, `source_missing`,
 /// `cancelled`, `app_limit`).
-#[derive(Object, Debug)]
+#[derive(Object, Debug, Default)]
 #[oai(skip_serializing_if_is_none)]
 pub struct JobView {
     pub ok: bool,
@@ -229,6 +231,7 @@ impl JobsApi {
         &self,
         auth: ApiAuth,
         state: poem::web::Data<&AppState>,
+        req: &poem::Request,
         /// The job id from the create response.
         job_id: Path<String>,
         /// Seconds to wait for the job to finish, 1 to 90.
@@ -241,21 +244,31 @@ impl JobsApi {
         #[oai(validator(max_length = 64))]
         since: Query<Option<String>>,
     ) -> Result<Json<JobView>, Errors<GetJobErrors>> {
-        let wait = wait.0.map(|w| w.to_string());
-        let wait_for = match wait_for.0 {
-            Some(WaitForParam::Progress) => "progress",
-            _ => "finish",
+        let what = match wait_for.0 {
+            Some(WaitForParam::Progress) => WaitFor::Change { since: since.0 },
+            _ => WaitFor::Finish,
         };
-        let view = job_for_user(
-            &state,
-            auth.0.user.id,
-            &job_id.0,
-            wait.as_deref(),
-            Some(wait_for),
-            since.0,
-        )
-        .await?;
-        Ok(Json(view))
+        let wait = wait.0.map(|s| (Duration::from_secs(s.into()), what));
+        let snap = match service::get_or_wait(&state, auth.0.user.id, &job_id.0, wait)? {
+            Got::Now(snap) => snap,
+            Got::Wait(waiter) => match req.extensions().get::<ParkSlot>() {
+                // Parked: the request's layers are let go while the job is waited for; the
+                // server sends the parked answer with this placeholder's headers.
+                Some(slot) => {
+                    let waiter = waiter.until(slot.stopping());
+                    let state = AppState::clone(&state);
+                    slot.park(Box::pin(async move {
+                        match waiter.finish().await {
+                            Ok(snap) => Json(job_view(&state, &snap)).into_response(),
+                            Err(e) => Errors::<GetJobErrors>::from(e).into_response(),
+                        }
+                    }));
+                    return Ok(Json(JobView::default()));
+                }
+                None => waiter.finish().await?,
+            },
+        };
+        Ok(Json(job_view(&state, &snap)))
     }
 
     /// Cancel a job

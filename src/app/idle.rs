@@ -8,39 +8,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use poem::http::uri::Scheme;
-use poem::listener::Acceptor;
-use poem::web::{LocalAddr, RemoteAddr};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
-
-pub struct IdleGuard<A> {
-    pub inner: A,
-    pub idle: Duration,
-}
-
-impl<A: Acceptor> Acceptor for IdleGuard<A> {
-    type Io = IdleIo<A::Io>;
-
-    fn local_addr(&self) -> Vec<LocalAddr> {
-        self.inner.local_addr()
-    }
-
-    async fn accept(&mut self) -> IoResult<(Self::Io, LocalAddr, RemoteAddr, Scheme)> {
-        let (io, local, remote, scheme) = self.inner.accept().await?;
-        let deadline = Box::pin(tokio::time::sleep(self.idle));
-        Ok((
-            IdleIo {
-                inner: io,
-                idle: self.idle,
-                deadline,
-            },
-            local,
-            remote,
-            scheme,
-        ))
-    }
-}
 
 pub struct IdleIo<T> {
     inner: T,
@@ -49,6 +18,14 @@ pub struct IdleIo<T> {
 }
 
 impl<T> IdleIo<T> {
+    pub fn new(inner: T, idle: Duration) -> IdleIo<T> {
+        IdleIo {
+            inner,
+            idle,
+            deadline: Box::pin(tokio::time::sleep(idle)),
+        }
+    }
+
     fn touch(&mut self) {
         self.deadline.as_mut().reset(Instant::now() + self.idle);
     }

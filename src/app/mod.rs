@@ -7,6 +7,7 @@ pub mod idle;
 pub mod limits;
 pub mod maintenance;
 pub mod observe;
+pub mod serve;
 pub mod webhooks;
 
 use std::net::SocketAddr;
@@ -86,15 +87,10 @@ impl Server {
             }
         }
 
-        let acceptor = TcpListener::bind(config.listen)
-            .into_acceptor()
+        let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
-        let local_addr = acceptor
-            .local_addr()
-            .first()
-            .and_then(|a| a.as_socket_addr().copied())
-            .context("listener has no address")?;
+        let local_addr = listener.local_addr().context("listener has no address")?;
         let public_url = config
             .public_url
             .clone()
@@ -217,22 +213,16 @@ impl Server {
                     )
                     .await;
             });
-            let acceptor = idle::IdleGuard {
-                inner: acceptor,
-                idle: idle_timeout,
-            };
-            let result = poem::Server::new_with_acceptor(acceptor)
-                .run_with_graceful_shutdown(
-                    app,
-                    async {
-                        let _ = stop_rx.await;
-                    },
-                    Some(Duration::from_secs(5)),
-                )
-                .await;
-            if let Err(e) = result {
-                warn!(error = %e, "server stopped with an error");
-            }
+            serve::run(
+                listener,
+                app,
+                idle_timeout,
+                async {
+                    let _ = stop_rx.await;
+                },
+                Duration::from_secs(5),
+            )
+            .await;
             let _ = admin_stop_tx.send(());
             let _ = admin_task.await;
             let _ = maint_stop.send(true);

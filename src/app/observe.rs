@@ -37,7 +37,7 @@ pub async fn request<E: Endpoint>(
     req: Request,
     state: AppState,
 ) -> poem::Result<Response> {
-    let registry = &state.metrics;
+    let registry = state.metrics.clone();
     let id = request_id(&req);
     // The URI is shared (`Bytes` inside): kept for the error body and the language switcher
     // without copying the path on every request.
@@ -46,6 +46,7 @@ pub async fn request<E: Endpoint>(
     let method = method_label(req.method());
     let span = tracing::info_span!("request", request_id = %id, method, route);
     let started = Instant::now();
+    let slot = req.extensions().get::<super::serve::ParkSlot>().cloned();
     let mut resp = match crate::idp::discovery::prepared_response(&state, &req) {
         // The discovery document and the JWKS, prepared: no layer below is needed.
         Some(resp) => resp,
@@ -67,10 +68,24 @@ pub async fn request<E: Endpoint>(
             .await
         }
     };
-    let status = resp.status().as_u16();
-    let secs = started.elapsed().as_secs_f64();
-    registry.observe_http(route, method, status, secs);
-    span.in_scope(|| tracing::info!(status, ms = (secs * 1000.0) as u64, "request"));
+    let log = move |resp: &Response| {
+        let status = resp.status().as_u16();
+        let secs = started.elapsed().as_secs_f64();
+        registry.observe_http(route, method, status, secs);
+        span.in_scope(|| tracing::info!(status, ms = (secs * 1000.0) as u64, "request"));
+    };
+    // A parked long-poll is timed and logged when it is answered (the server adds this
+    // placeholder's headers, the request id among them, to the answer).
+    match slot {
+        Some(slot) if slot.is_parked() => slot.wrap(move |answer| {
+            Box::pin(async move {
+                let resp = answer.await;
+                log(&resp);
+                resp
+            })
+        }),
+        _ => log(&resp),
+    }
     if let Ok(v) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert("x-request-id", v);
     }

@@ -251,56 +251,142 @@ pub async fn get(
     job_id: &str,
     wait: Option<(Duration, WaitFor)>,
 ) -> Result<Snapshot, JobError> {
+    match get_or_wait(state, user_id, job_id, wait)? {
+        Got::Now(snap) => Ok(snap),
+        Got::Wait(waiter) => waiter.finish().await,
+    }
+}
+
+/// What [`get_or_wait`] found: the answer, or a wait that gives it.
+pub enum Got {
+    Now(Snapshot),
+    Wait(Waiter),
+}
+
+/// [`get`] up to its wait: the answer when it is known at once (no `wait`, a finished job, a
+/// state that already differs from `since`), otherwise the wait, to be awaited where the caller
+/// likes (the server parks it outside the request's layers: see `app::serve::ParkSlot`).
+pub fn get_or_wait(
+    state: &AppState,
+    user_id: u64,
+    job_id: &str,
+    wait: Option<(Duration, WaitFor)>,
+) -> Result<Got, JobError> {
     let id = JobId::parse(job_id).ok_or(JobError::NotFound)?;
     let Some((wait, what)) = wait else {
-        return snapshot(state, owned(state, user_id, id)?);
+        return snapshot(state, owned(state, user_id, id)?).map(Got::Now);
     };
     // Subscribe before reading, so a change between the read and the wait is not missed; to
     // the finish alone when only the finish ends the wait.
     let watchers = state.jobs.watchers();
-    let mut sub = match what {
+    let sub = match what {
         WaitFor::Finish => watchers.subscribe_finish(id),
         WaitFor::Change { .. } => watchers.subscribe(id),
     };
-    let mut job = owned(state, user_id, id)?;
-    let deadline = tokio::time::Instant::now() + wait;
-    match what {
-        WaitFor::Finish => {
-            if !job.status.is_terminal()
-                && tokio::time::timeout_at(deadline, sub.finished())
-                    .await
-                    .is_ok()
-            {
-                job = owned(state, user_id, id)?;
-            }
-            snapshot(state, job)
+    let job = owned(state, user_id, id)?;
+    match &what {
+        WaitFor::Finish if job.status.is_terminal() => {
+            return snapshot(state, job).map(Got::Now);
         }
+        WaitFor::Finish => {}
         WaitFor::Change { since } => {
-            let mut woke = false;
-            loop {
-                let snap = snapshot(state, job)?;
-                let differs = match &since {
-                    Some(seen) => snap.state_token() != *seen,
-                    None => woke,
-                };
-                if snap.job.status.is_terminal() || differs {
-                    return Ok(snap);
-                }
-                // A wake-up may change nothing shown (an ETA); then wait on. Once the task has
-                // ended no change follows (a job the store could not finish stays as it is).
-                match tokio::time::timeout_at(deadline, sub.changed()).await {
-                    Err(_) => return Ok(snap),
-                    Ok(ended) => {
-                        woke = true;
-                        job = owned(state, user_id, id)?;
-                        if ended {
-                            return snapshot(state, job);
-                        }
-                    }
-                }
+            let snap = snapshot(state, job)?;
+            let differs = since
+                .as_ref()
+                .is_some_and(|seen| snap.state_token() != *seen);
+            if snap.job.status.is_terminal() || differs {
+                return Ok(Got::Now(snap));
             }
         }
     }
+    Ok(Got::Wait(Waiter {
+        state: state.clone(),
+        user_id,
+        id,
+        deadline: tokio::time::Instant::now() + wait,
+        what,
+        sub,
+        stop: None,
+    }))
+}
+
+/// A long-poll's wait, on its own: it keeps no job record (the job is read again when the wait
+/// ends), so a parked wait is a few hundred bytes.
+pub struct Waiter {
+    state: AppState,
+    user_id: u64,
+    id: JobId,
+    deadline: tokio::time::Instant,
+    what: WaitFor,
+    sub: super::watch::Subscription,
+    stop: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+impl Waiter {
+    /// Ends the wait early, with the job's state then, when `stop` becomes `true` (the server
+    /// is stopping).
+    pub fn until(mut self, stop: tokio::sync::watch::Receiver<bool>) -> Waiter {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// Waits, then reads the job: at its finish, at a change that differs from `since`
+    /// ([`WaitFor::Change`]), when the wait elapses, or when the server stops.
+    pub async fn finish(self) -> Result<Snapshot, JobError> {
+        let Waiter {
+            state,
+            user_id,
+            id,
+            deadline,
+            what,
+            mut sub,
+            mut stop,
+        } = self;
+        let read = |state: &AppState| snapshot(state, owned(state, user_id, id)?);
+        match what {
+            WaitFor::Finish => {
+                let _ = tokio::time::timeout_at(deadline, async {
+                    tokio::select! {
+                        _ = sub.finished() => {}
+                        _ = stopped(&mut stop) => {}
+                    }
+                })
+                .await;
+                read(&state)
+            }
+            WaitFor::Change { since } => loop {
+                let woke = tokio::time::timeout_at(deadline, async {
+                    tokio::select! {
+                        ended = sub.changed() => Some(ended),
+                        _ = stopped(&mut stop) => None,
+                    }
+                })
+                .await;
+                let Ok(Some(ended)) = woke else {
+                    return read(&state);
+                };
+                let snap = read(&state)?;
+                // A wake-up may change nothing shown (an ETA); then wait on. Once the task has
+                // ended no change follows (a job the store could not finish stays as it is).
+                let differs = since
+                    .as_ref()
+                    .is_none_or(|seen| snap.state_token() != *seen);
+                if ended || differs || snap.job.status.is_terminal() {
+                    return Ok(snap);
+                }
+            },
+        }
+    }
+}
+
+/// Resolves when the server is stopping (never without a signal).
+async fn stopped(stop: &mut Option<tokio::sync::watch::Receiver<bool>>) {
+    if let Some(rx) = stop
+        && rx.wait_for(|s| *s).await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 /// Cancels a user's queued or running job (see [`super::JobEngine::cancel`]). Cancelling a

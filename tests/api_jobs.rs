@@ -699,13 +699,14 @@ async fn edit_applies_instruction_to_upload() {
         img.pixels().all(|p| p[0] == p[1] && p[1] == p[2]),
         "grayscale (PRO: no watermark)"
     );
-    // The stored upload is removed once the job is over.
-    assert_eq!(
-        std::fs::read_dir(s.data_dir().join("sources"))
-            .unwrap()
-            .count(),
-        0
-    );
+    // The stored upload is removed once the job is over (by the job's task, just after the
+    // long-poll was woken by the finishing commit).
+    let sources = s.data_dir().join("sources");
+    let t = Instant::now();
+    while std::fs::read_dir(&sources).unwrap().count() > 0 && t.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(std::fs::read_dir(&sources).unwrap().count(), 0);
     s.assert_books_balanced();
     s.stop().await;
 }

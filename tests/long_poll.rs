@@ -88,19 +88,20 @@ async fn a_client_that_hangs_up_while_parked_leaves_nothing_behind() {
             "GET /api/pictor/v1/jobs/{id}?wait=60 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\r\n"
         );
         sock.write_all(req.as_bytes()).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
         drop(sock);
     }
-    gate.open();
-    let v = s.finish(&key, &id).await;
-    assert_eq!(v["status"], "done", "{v}");
-    // Every parked wait ended with the job (its subscription dropped with it).
+    // The job is still unfinished, and every parked wait has noticed its client's hang-up and
+    // ended (its subscription dropped with it) instead of waiting out its 60 s.
     let watchers = s.handle.as_ref().unwrap().state.jobs.watchers();
     let t = Instant::now();
     while !watchers.is_empty() && t.elapsed() < Duration::from_secs(10) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(watchers.is_empty(), "watch channels leaked");
+    assert!(watchers.is_empty(), "parked waits outlived their clients");
+    gate.open();
+    let v = s.finish(&key, &id).await;
+    assert_eq!(v["status"], "done", "{v}");
     s.stop().await;
 }
 
@@ -195,5 +196,62 @@ async fn http2_with_prior_knowledge_is_served() {
         .unwrap();
     let text = read_until(&mut sock, "HTTP/1.1 200", 1).await;
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_pipelined_behind_a_parked_poll_is_answered_after_it() {
+    let gate = Gate::default();
+    let s = TestServer::with_renderer(Arc::new(gate.clone())).await;
+    let (_, key) = s.user("pipe@example.com", 10, false);
+    let (_, c) = s.generate(&key, json!({"prompt": "a boat"})).await;
+    let id = c["job_id"].as_str().unwrap().to_string();
+    let addr = s.base.trim_start_matches("http://").to_string();
+    let mut sock = TcpStream::connect(&addr).await.unwrap();
+    let poll = format!(
+        "GET /api/pictor/v1/jobs/{id}?wait=60 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nX-Request-Id: first\r\n\r\n"
+    );
+    // The second request arrives in the same packet as the parked one.
+    let both = format!("{poll}GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    sock.write_all(both.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    gate.open();
+    let text = read_until(&mut sock, "HTTP/1.1 200", 2).await;
+    let first = text.find("\"status\":\"done\"").expect(&text);
+    let id_header = text.find("x-request-id: first").expect(&text);
+    let second = text.rfind("HTTP/1.1 200").unwrap();
+    assert!(id_header < first && first < second, "{text}");
+    // The parked answer is framed by its length, so the second answer starts right after it.
+    let head_end = text.find("\r\n\r\n").unwrap();
+    let length: usize = text[..head_end]
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .expect(&text)
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(head_end + 4 + length, second, "{text}");
+    assert!(text[..head_end].contains("\r\ndate: "), "{text}");
+
+    // `Connection: close` on a parked poll: the answer says so and the connection ends.
+    gate.close();
+    let (_, c) = s.generate(&key, json!({"prompt": "a cat"})).await;
+    let id = c["job_id"].as_str().unwrap().to_string();
+    let mut sock = TcpStream::connect(&addr).await.unwrap();
+    let req = format!(
+        "GET /api/pictor/v1/jobs/{id}?wait=60 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n"
+    );
+    sock.write_all(req.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    gate.open();
+    let mut all = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), sock.read_to_end(&mut all))
+        .await
+        .expect("the connection stayed open")
+        .unwrap();
+    let text = String::from_utf8_lossy(&all);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("\r\nconnection: close\r\n"), "{text}");
+    assert!(text.contains("\"status\":\"done\""), "{text}");
     s.stop().await;
 }

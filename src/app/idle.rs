@@ -26,6 +26,10 @@ impl<T> IdleIo<T> {
         }
     }
 
+    pub fn get_ref(&self) -> &T {
+        &self.inner
+    }
+
     fn touch(&mut self) {
         self.deadline.as_mut().reset(Instant::now() + self.idle);
     }

@@ -13,20 +13,22 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use poem::endpoint::{BoxEndpoint, DynEndpoint};
 use poem::http;
 use poem::http::uri::Scheme;
 use poem::web::{LocalAddr, RemoteAddr};
 use poem::{Addr, Endpoint, EndpointExt, Response};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, warn};
@@ -127,7 +129,7 @@ pub async fn run<E: Endpoint + 'static>(
                 let conn = Conn {
                     ep: ep.clone(),
                     local: local.clone(),
-                    remote,
+                    remote: RemoteAddr(Addr::SocketAddr(remote)),
                     stopping: stopping_rx.clone(),
                     idle,
                 };
@@ -156,7 +158,7 @@ pub async fn run<E: Endpoint + 'static>(
 struct Conn {
     ep: Arc<BoxEndpoint<'static>>,
     local: LocalAddr,
-    remote: SocketAddr,
+    remote: RemoteAddr,
     stopping: watch::Receiver<bool>,
     idle: Duration,
 }
@@ -172,57 +174,298 @@ impl Conn {
             // Silent for the whole idle time, or gone.
             _ => return,
         };
-        let io = TokioIo::new(IdleIo::new(stream, self.idle));
-        let mut stopping = self.stopping.clone();
-        let Conn {
-            ep,
-            local,
-            remote,
-            stopping: stop_rx,
-            ..
-        } = self;
-        let remote = RemoteAddr(Addr::SocketAddr(remote));
-        let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
+        let io = IdleIo::new(stream, self.idle);
+        if h2 {
+            // Boxed: the HTTP/2 connection's state is large, and HTTP/1 tasks need not carry it.
+            Box::pin(self.serve_h2(io)).await
+        } else {
+            self.serve_http1(io).await
+        }
+    }
+
+    fn service(
+        &self,
+        handoff: Option<Arc<Handoff>>,
+    ) -> impl hyper::service::Service<
+        http::Request<Incoming>,
+        Response = http::Response<BoxBody<Bytes, std::io::Error>>,
+        Error = Infallible,
+        Future: Send,
+    > + Unpin
+    + Send
+    + 'static {
+        let (ep, local, remote) = (self.ep.clone(), self.local.clone(), self.remote.clone());
+        let stopping = self.stopping.clone();
+        hyper::service::service_fn(move |req: http::Request<Incoming>| {
             answer(
                 ep.clone(),
                 req,
-                local.clone(),
-                remote.clone(),
-                stop_rx.clone(),
+                (local.clone(), remote.clone()),
+                stopping.clone(),
+                handoff.clone(),
             )
-        });
-        if h2 {
-            let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                .serve_connection(io, service);
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => return,
-                _ = stopping.wait_for(|s| *s) => {}
+        })
+    }
+
+    async fn serve_h2(self, io: IdleIo<TcpStream>) {
+        let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .serve_connection(TokioIo::new(io), self.service(None));
+        tokio::pin!(conn);
+        let mut stopping = self.stopping.clone();
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = stopping.wait_for(|s| *s) => {}
+        }
+        conn.as_mut().graceful_shutdown();
+        let _ = conn.await;
+    }
+
+    /// Serves HTTP/1 requests with hyper until a request parks: then hyper's connection (its
+    /// buffers, its task state) is let go, the parked answer is awaited and written here, and a
+    /// new hyper connection takes the stream up again for the next request.
+    async fn serve_http1(self, mut io: IdleIo<TcpStream>) {
+        let mut stopping = self.stopping.clone();
+        let mut leftover = Bytes::new();
+        loop {
+            let handoff = Arc::new(Handoff::default());
+            let tracked = Tracked {
+                inner: io,
+                prefix: leftover,
+                handoff: handoff.clone(),
+            };
+            // Boxed: the task keeps a pointer while hyper serves, not hyper's state.
+            let mut conn = Box::new(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tracked), self.service(Some(handoff.clone()))),
+            );
+            let mut shutting_down = false;
+            let parked = loop {
+                tokio::select! {
+                    _ = &mut *conn => return,
+                    _ = handoff.notify.notified() => break handoff.take(),
+                    _ = stopping.wait_for(|s| *s), if !shutting_down => {
+                        shutting_down = true;
+                        Pin::new(&mut *conn).graceful_shutdown();
+                    }
+                }
+            };
+            let Some(parked) = parked else { return };
+            let parts = (*conn).into_parts();
+            let (tracked, read_buf) = (parts.io.into_inner(), parts.read_buf);
+            drop(parts.service);
+            io = tracked.inner;
+            // Bytes after the parked request (a pipelined request) are served next: copied, as
+            // `read_buf` is a view of hyper's whole 8 KiB read buffer.
+            leftover = if read_buf.is_empty() && tracked.prefix.is_empty() {
+                Bytes::new()
+            } else {
+                [&read_buf[..], &tracked.prefix[..]].concat().into()
+            };
+            drop(read_buf);
+            let Detached {
+                answer,
+                headers,
+                head,
+                close,
+            } = parked;
+            let mut resp = tokio::select! {
+                resp = answer => resp,
+                // Nobody to answer: the client hung up.
+                _ = hung_up(io.get_ref()), if leftover.is_empty() => return,
+            };
+            inherit(&mut resp, headers);
+            let close = close || *stopping.borrow();
+            // Boxed: its buffers are in the task's state only while it writes.
+            if Box::pin(write_answer(&mut io, resp, head, close))
+                .await
+                .is_err()
+                || close
+            {
+                let _ = io.shutdown().await;
+                return;
             }
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
-        } else {
-            let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => return,
-                _ = stopping.wait_for(|s| *s) => {}
-            }
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
         }
     }
 }
 
-/// One request through the application; a parked answer is awaited here, after the layers'
-/// futures are gone.
+/// A parked request handed from its service call to the connection's task.
+struct Detached {
+    answer: Parked,
+    /// The placeholder's headers (see [`inherit`]).
+    headers: http::HeaderMap,
+    head: bool,
+    close: bool,
+}
+
+/// Between one hyper connection's service calls and the task that runs it.
+#[derive(Default)]
+struct Handoff {
+    parked: Mutex<Option<Detached>>,
+    notify: tokio::sync::Notify,
+    /// Bytes were given to the socket and not yet flushed: hyper may hold more of an earlier
+    /// answer, so the connection is not taken from it.
+    unflushed: AtomicBool,
+}
+
+impl Handoff {
+    fn put(&self, d: Detached) {
+        *self.parked.lock().unwrap_or_else(|e| e.into_inner()) = Some(d);
+        self.notify.notify_one();
+    }
+
+    fn take(&self) -> Option<Detached> {
+        self.parked.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// The stream as hyper sees it: unread bytes from the previous hyper connection first, and the
+/// flush state noted for [`Handoff::unflushed`].
+struct Tracked<T> {
+    inner: T,
+    prefix: Bytes,
+    handoff: Arc<Handoff>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Tracked<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if !self.prefix.is_empty() {
+            let n = self.prefix.len().min(buf.remaining());
+            let chunk = self.prefix.split_to(n);
+            buf.put_slice(&chunk);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Tracked<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.handoff.unflushed.store(true, Ordering::Relaxed);
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = Pin::new(&mut self.inner).poll_flush(cx);
+        if matches!(r, Poll::Ready(Ok(()))) {
+            self.handoff.unflushed.store(false, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Resolves when the peer has closed the connection (or it failed); never while it is open.
+async fn hung_up(stream: &TcpStream) {
+    let mut byte = [0u8; 1];
+    match stream.peek(&mut byte).await {
+        Ok(0) | Err(_) => {}
+        // It sent more (its next request): it is still there.
+        Ok(_) => std::future::pending().await,
+    }
+}
+
+/// Adds the placeholder's headers (the layers' own: the request id…) that the answer does not
+/// set itself.
+fn inherit(resp: &mut Response, headers: http::HeaderMap) {
+    let own = resp.headers_mut();
+    let mut last = None;
+    for (name, value) in headers {
+        // `HeaderMap`'s iterator names a header once, before all its values.
+        if let Some(name) = name {
+            last = (!own.contains_key(&name)).then_some(name);
+        }
+        if let Some(name) = &last {
+            own.append(name.clone(), value);
+        }
+    }
+}
+
+/// Writes a parked request's answer as HTTP/1.1, as hyper would have: the status line, the
+/// headers, `content-length`, `date`, and `connection: close` when the connection ends.
+async fn write_answer(
+    io: &mut IdleIo<TcpStream>,
+    resp: Response,
+    head: bool,
+    close: bool,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let (parts, body) = resp.into_parts();
+    let body = body
+        .into_bytes()
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let status = parts.status;
+    // RFC 9112 §6.3: no body (and no length) for 1xx, 204 and 304.
+    let bodiless = status.is_informational()
+        || status == http::StatusCode::NO_CONTENT
+        || status == http::StatusCode::NOT_MODIFIED;
+    let mut out = Vec::with_capacity(256 + body.len());
+    write!(
+        out,
+        "HTTP/1.1 {} {}\r\n",
+        status.as_str(),
+        status.canonical_reason().unwrap_or("")
+    )?;
+    for (name, value) in &parts.headers {
+        use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
+        if [CONTENT_LENGTH, TRANSFER_ENCODING, CONNECTION, DATE].contains(name) {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !bodiless {
+        write!(out, "content-length: {}\r\n", body.len())?;
+    }
+    write!(
+        out,
+        "date: {}\r\n",
+        httpdate::fmt_http_date(std::time::SystemTime::now())
+    )?;
+    if close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    if !head && !bodiless {
+        out.extend_from_slice(&body);
+    }
+    io.write_all(&out).await?;
+    io.flush().await
+}
+
+/// One request through the application. A parked answer is awaited after the layers' futures
+/// are gone: on an HTTP/1 connection (`handoff`) by the connection's task, which takes the
+/// stream from hyper first; otherwise here.
 async fn answer(
     ep: Arc<BoxEndpoint<'static>>,
     req: http::Request<Incoming>,
-    local: LocalAddr,
-    remote: RemoteAddr,
+    (local, remote): (LocalAddr, RemoteAddr),
     stopping: watch::Receiver<bool>,
+    handoff: Option<Arc<Handoff>>,
 ) -> Result<http::Response<BoxBody<Bytes, std::io::Error>>, Infallible> {
+    // Only a bodiless HTTP/1.1 request leaves hyper with nothing half-read.
+    let detachable = req.version() == http::Version::HTTP_11 && req.body().is_end_stream();
+    let head = req.method() == http::Method::HEAD;
+    let close = req
+        .headers()
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("close"));
     let slot = ParkSlot::new(stopping);
     let mut req = poem::Request::from((req, local, remote, Scheme::HTTP));
     req.extensions_mut().insert(slot.clone());
@@ -232,20 +475,22 @@ async fn answer(
     };
     let resp = match slot.take() {
         None => placeholder,
-        Some(parked) => {
+        Some(answer) => {
             let headers = placeholder.into_parts().0.headers;
-            let mut resp = parked.await;
-            let own = resp.headers_mut();
-            let mut last = None;
-            for (name, value) in headers {
-                // `HeaderMap`'s iterator names a header once, before all its values.
-                if let Some(name) = name {
-                    last = (!own.contains_key(&name)).then_some(name);
-                }
-                if let Some(name) = &last {
-                    own.append(name.clone(), value);
-                }
+            if let Some(handoff) =
+                handoff.filter(|h| detachable && !h.unflushed.load(Ordering::Relaxed))
+            {
+                handoff.put(Detached {
+                    answer,
+                    headers,
+                    head,
+                    close,
+                });
+                // hyper's connection (and this call with it) is dropped by the task.
+                return std::future::pending().await;
             }
+            let mut resp = answer.await;
+            inherit(&mut resp, headers);
             resp
         }
     };

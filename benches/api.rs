@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod util;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -417,7 +419,7 @@ async fn bench_job_overhead(dir: &Path) {
     // Throughput: 32 users each running jobs back to back.
     let per_user = 150;
     let before = store.commit_counts();
-    let cpu_before = process_cpu_seconds();
+    let cpu_before = util::cpu_seconds(std::process::id());
     let t = Instant::now();
     let mut tasks = Vec::new();
     for key in keys.clone() {
@@ -433,7 +435,7 @@ async fn bench_job_overhead(dir: &Path) {
     }
     let total = users * per_user;
     let elapsed = t.elapsed().as_secs_f64();
-    let cpu = process_cpu_seconds() - cpu_before;
+    let cpu = util::cpu_seconds(std::process::id()) - cpu_before;
     let (flushes, commits) = store.commit_counts();
     let (flushes, commits) = (flushes - before.0, commits - before.1);
     println!(
@@ -566,22 +568,4 @@ fn main() {
             bench_job_overhead(tempfile::tempdir().unwrap().path()).await;
         }
     });
-}
-
-/// CPU time (user + system) this process has used so far, from `/proc/self/stat` (0 elsewhere).
-fn process_cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return 0.0;
-    };
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    // utime and stime are fields 14 and 15 (1-based), i.e. 11 and 12 after the name.
-    let ticks: f64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
-        .sum();
-    ticks / 100.0
 }

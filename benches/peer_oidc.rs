@@ -16,6 +16,7 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod util;
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -56,28 +57,6 @@ impl Drop for Peer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// user + system CPU seconds of a process so far.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / clock_ticks()
-}
-
-fn clock_ticks() -> f64 {
-    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    *TICKS.get_or_init(|| {
-        Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .ok()
-            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-            .unwrap_or(100.0)
-    })
 }
 
 /// Peak resident set of a process, MB.
@@ -490,7 +469,7 @@ async fn run(p: &Arc<Peer>, phase: Phase, secs: f64, carry: &mut [Tokens]) -> Ru
         .build()
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let cpu0 = cpu_seconds(p.child.id());
+    let cpu0 = util::cpu_seconds(p.child.id());
     let t0 = Instant::now();
     let results = {
         let mut tasks = Vec::new();
@@ -552,7 +531,7 @@ async fn run(p: &Arc<Peer>, phase: Phase, secs: f64, carry: &mut [Tokens]) -> Ru
         out
     };
     let elapsed = t0.elapsed().as_secs_f64();
-    let cpu = cpu_seconds(p.child.id()) - cpu0;
+    let cpu = util::cpu_seconds(p.child.id()) - cpu0;
     let mut all = Vec::new();
     for (slot, (lat, tokens)) in carry.iter_mut().zip(results) {
         all.extend(lat);

@@ -27,3 +27,9 @@ pub mod tray;
 pub mod web;
 
 pub use app::{Server, ServerHandle};
+
+/// Locks `m`, also after a thread panicked while holding it: no critical section in Pictor
+/// leaves its data half-changed, so a poisoned lock is still good to use.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -345,18 +345,23 @@ async fn failed_render_refunds_credits_and_daily_slot() {
     s.stop().await;
 }
 
+/// Gives the user a daily limit of `n` generations.
+fn set_daily_limit(s: &TestServer, email: &str, n: u32) {
+    s.admin(AdminRequest::UserUpdate {
+        email: email.to_owned(),
+        pro: None,
+        banned: None,
+        daily_limit: Some(n),
+        admin: None,
+        approve: false,
+    });
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daily_limit_fails_the_job_and_resets_next_day() {
     let s = TestServer::with_renderer(Arc::new(open_gate())).await;
     let (email, key) = s.user("daily@example.com", 10, false);
-    s.admin(AdminRequest::UserUpdate {
-        email: email.clone(),
-        pro: None,
-        banned: None,
-        daily_limit: Some(1),
-        admin: None,
-        approve: false,
-    });
+    set_daily_limit(&s, &email, 1);
     let (_, c) = s.generate(&key, json!({"prompt": "one"})).await;
     assert_eq!(
         s.finish(&key, c["job_id"].as_str().unwrap()).await["status"],
@@ -935,7 +940,8 @@ async fn a_generated_picture_is_edited_by_what_it_contains() {
     s.stop().await;
 }
 
-/// Renders at once until `block` is set; then waits (up to 10 s) for its job to be cancelled.
+/// Renders at once until `block` is set; then waits (up to 10 s) for its job to be cancelled,
+/// and finishes its picture all the same (as a renderer without checkpoints would).
 #[derive(Default)]
 struct UntilCancelled {
     block: std::sync::atomic::AtomicBool,
@@ -966,7 +972,7 @@ impl pictor::render::Renderer for UntilCancelled {
             while Instant::now() < until {
                 if control.is_cancelled() {
                     self.saw_cancel.store(true, Ordering::SeqCst);
-                    return Err(pictor::render::RenderError::Cancelled);
+                    break;
                 }
                 std::thread::sleep(Duration::from_millis(5));
             }
@@ -984,14 +990,7 @@ async fn a_start_that_fails_stops_the_render_begun_beside_it() {
     let renderer = Arc::new(UntilCancelled::default());
     let s = TestServer::with_renderer(renderer.clone()).await;
     let (email, key) = s.user("beside@example.com", 10, false);
-    s.admin(AdminRequest::UserUpdate {
-        email,
-        pro: None,
-        banned: None,
-        daily_limit: Some(1),
-        admin: None,
-        approve: false,
-    });
+    set_daily_limit(&s, &email, 1);
     let (_, c) = s.generate(&key, json!({"prompt": "one"})).await;
     let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;
     assert_eq!(done["status"], "done", "{done}");
@@ -1022,7 +1021,7 @@ async fn a_start_that_fails_stops_the_render_begun_beside_it() {
         t.elapsed()
     );
     // The user can go on at once (the slot and the active job are free), and no file was
-    // written for the failed job.
+    // written for the failed job (its render did return a picture).
     assert_eq!(s.me(&key).await["active_job"], json!(null));
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(pictures().len(), 1, "{:?}", pictures());
@@ -1092,6 +1091,9 @@ impl pictor::render::Renderer for RemoteCounting {
     fn engine(&self, _: pictor::render::Model) -> String {
         "a1111".into()
     }
+    fn is_local(&self, _: pictor::render::Model) -> bool {
+        false
+    }
 }
 
 /// A remote server's render is billed or queued upstream once sent, so for a remote engine the
@@ -1102,14 +1104,7 @@ async fn a_remote_render_is_sent_only_after_the_start() {
     let renderer = Arc::new(RemoteCounting::default());
     let s = TestServer::with_renderer(renderer.clone()).await;
     let (email, key) = s.user("remote@example.com", 10, false);
-    s.admin(AdminRequest::UserUpdate {
-        email,
-        pro: None,
-        banned: None,
-        daily_limit: Some(1),
-        admin: None,
-        approve: false,
-    });
+    set_daily_limit(&s, &email, 1);
     let (_, c) = s.generate(&key, json!({"prompt": "one"})).await;
     assert_eq!(
         s.finish(&key, c["job_id"].as_str().unwrap()).await["status"],

@@ -3,6 +3,8 @@
 //! stop answers parked polls at once; HTTP/1 pipelining and HTTP/2 with prior knowledge still
 //! work.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use std::sync::Arc;

@@ -227,6 +227,8 @@ impl JobsApi {
     /// user's job is `job_not_found`.
     /// An app's access token needs the `images:read` scope.
     #[oai(path = "/v1/jobs/:job_id", method = "get", operation_id = "get_job")]
+    // The operation's parameters, each its own OpenAPI parameter.
+    #[allow(clippy::too_many_arguments)]
     async fn get_job(
         &self,
         auth: ApiAuth,

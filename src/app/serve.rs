@@ -34,6 +34,7 @@ use tokio::sync::{mpsc, watch};
 use tracing::{debug, warn};
 
 use super::idle::IdleIo;
+use crate::lock;
 
 /// A parked request's answer, made when its wait ends.
 pub type Parked = Pin<Box<dyn Future<Output = Response> + Send>>;
@@ -61,33 +62,25 @@ impl ParkSlot {
     /// Leaves the request's real answer to `answer`; the response the handler returns is then
     /// only a placeholder whose headers the answer inherits (those it does not set itself).
     pub fn park(&self, answer: Parked) {
-        *self.0.parked.lock().unwrap_or_else(|e| e.into_inner()) = Some(answer);
+        *lock(&self.0.parked) = Some(answer);
     }
 
     /// Whether a handler has parked the request's answer.
     pub fn is_parked(&self) -> bool {
-        self.0
-            .parked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
+        lock(&self.0.parked).is_some()
     }
 
     /// Wraps the parked answer (the outer layers time and log the request when it is answered,
     /// not when it is parked); nothing when none is parked.
     pub fn wrap(&self, f: impl FnOnce(Parked) -> Parked) {
-        let mut parked = self.0.parked.lock().unwrap_or_else(|e| e.into_inner());
+        let mut parked = lock(&self.0.parked);
         if let Some(answer) = parked.take() {
             *parked = Some(f(answer));
         }
     }
 
     fn take(&self) -> Option<Parked> {
-        self.0
-            .parked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
+        lock(&self.0.parked).take()
     }
 
     /// Becomes `true` when the server begins to stop: a parked wait then answers at once with
@@ -309,12 +302,12 @@ struct Handoff {
 
 impl Handoff {
     fn put(&self, d: Detached) {
-        *self.parked.lock().unwrap_or_else(|e| e.into_inner()) = Some(d);
+        *lock(&self.parked) = Some(d);
         self.notify.notify_one();
     }
 
     fn take(&self) -> Option<Detached> {
-        self.parked.lock().unwrap_or_else(|e| e.into_inner()).take()
+        lock(&self.parked).take()
     }
 }
 

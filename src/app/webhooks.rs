@@ -5,6 +5,7 @@
 //! `webhooks.retry_ms`, doubled per attempt, at most an hour, ±20 % jitter) up to
 //! `webhooks.max_attempts`; the schedule lives in the store, so it survives restarts.
 
+use crate::lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -89,10 +90,6 @@ async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
             _ = stop.wait_for(|s| *s) => return,
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The wait before attempt `n + 1` after `n` failed ones.

@@ -9,6 +9,7 @@ pub mod service;
 pub mod watch;
 pub mod webhooks;
 
+use crate::lock;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -328,10 +329,6 @@ async fn forget_source(inner: &Inner, id: JobId) {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Seconds until a job starts, given the renders running now (model, start) and the jobs ahead of
 /// it: each of `workers` slots takes the next job as soon as it frees up, every job lasting its
 /// model's recent average. `None` while some model has no render time yet and no other model
@@ -577,25 +574,21 @@ async fn run(
                 }
             },
         };
-        let (renderer, job, control) = (inner.renderer.clone(), job.clone(), control.clone());
-        let decided = decided.clone();
-        let began = Instant::now();
-        let rendered = inner
-            .pool
-            .run(slot, move || {
-                render_job(renderer.as_ref(), &job, source, &control, &decided)
-            })
-            .await;
-        Ok((rendered, began.elapsed()))
+        Ok(render_in_slot(
+            inner,
+            slot,
+            job.clone(),
+            source,
+            control.clone(),
+            decided.clone(),
+        )
+        .await)
     };
     // Only the local engines render beside the start: a remote server's render is billed or
     // queued upstream once sent, so for those (and for edits) the start comes first, as a job
     // refused at start (daily limit, credits, an app's cap) must cost nothing.
     let beside = match job.model {
-        JobModel::Generate(m) => {
-            let engine = inner.renderer.engine(m);
-            engine == "procedural" || engine.starts_with("diffusion:")
-        }
+        JobModel::Generate(m) => inner.renderer.is_local(m),
         JobModel::Edit => false,
     };
     let (started_job, rendered) = if beside {
@@ -623,16 +616,9 @@ async fn run(
     // (rare), waiting for a slot like any job.
     let stale = matches!(&rendered, Ok(Ok(e)) if e.watermark != started_job.watermark);
     let rendered = if stale {
-        let source = match kind {
-            JobKind::Generate => None,
-            JobKind::Edit => match read_source(inner, id).await {
-                Ok(source) => source,
-                Err(failure) => {
-                    finish(inner, id, failure).await;
-                    return;
-                }
-            },
-        };
+        // Only generations render beside the start; an edit's render reads the watermark the
+        // start decided before it began.
+        debug_assert_eq!(kind, JobKind::Generate);
         let Ok(slot) = acquire_in_turn(inner, id).await else {
             let message = format!(
                 "the job waited more than {} s for a render slot; credits returned",
@@ -642,16 +628,9 @@ async fn run(
             finish(inner, id, FinishOutcome::Failed { code, message }).await;
             return;
         };
-        let renderer = inner.renderer.clone();
-        let began = Instant::now();
-        let rendered = inner
-            .pool
-            .run(slot, move || {
-                render_job(renderer.as_ref(), &started_job, source, &control, &decided)
-            })
-            .await;
-        took = began.elapsed();
-        rendered
+        let again;
+        (again, took) = render_in_slot(inner, slot, started_job, None, control, decided).await;
+        again
     } else {
         rendered
     };
@@ -702,6 +681,30 @@ async fn run(
     }
     info!(job = %id, ms = took.as_millis() as u64, "render finished");
     finish(inner, id, outcome).await;
+}
+
+/// Renders `job` on the blocking pool, holding `slot` for the render alone (see [`render_job`]);
+/// with the time the render took.
+async fn render_in_slot(
+    inner: &Inner,
+    slot: render::pool::Slot,
+    job: JobRecord,
+    source: Option<Vec<u8>>,
+    control: RenderControl,
+    decided: Arc<std::sync::OnceLock<bool>>,
+) -> (
+    Result<Result<Encoded, RenderFailure>, render::pool::PoolError>,
+    Duration,
+) {
+    let renderer = inner.renderer.clone();
+    let began = Instant::now();
+    let rendered = inner
+        .pool
+        .run(slot, move || {
+            render_job(renderer.as_ref(), &job, source, &control, &decided)
+        })
+        .await;
+    (rendered, began.elapsed())
 }
 
 /// How long a job's start may wait for a flush made by others before it flushes itself (see

@@ -258,6 +258,8 @@ pub async fn get(
 }
 
 /// What [`get_or_wait`] found: the answer, or a wait that gives it.
+// Returned once and matched at once: boxing the snapshot would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 pub enum Got {
     Now(Snapshot),
     Wait(Waiter),

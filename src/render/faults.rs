@@ -68,6 +68,10 @@ impl Renderer for FaultInjector {
         self.inner.engine(model)
     }
 
+    fn is_local(&self, model: crate::render::Model) -> bool {
+        self.inner.is_local(model)
+    }
+
     fn generate_with(
         &self,
         spec: &GenerateSpec,
@@ -110,5 +114,9 @@ impl Renderer for FlatRenderer {
 
     fn engine(&self, model: crate::render::Model) -> String {
         self.inner.engine(model)
+    }
+
+    fn is_local(&self, model: crate::render::Model) -> bool {
+        self.inner.is_local(model)
     }
 }

@@ -256,6 +256,14 @@ pub trait Renderer: Send + Sync + 'static {
         "procedural".into()
     }
 
+    /// Whether `model` renders on this machine (the painter, built-in diffusion) rather than on
+    /// an inference server, where a render is billed or queued upstream once it is sent: only a
+    /// local render may begin before the job's start has been accepted.
+    fn is_local(&self, model: Model) -> bool {
+        let _ = model;
+        true
+    }
+
     /// The inference servers it sends work to, with their health (see `backends::pool`).
     fn backends_status(&self) -> Vec<backends::pool::EndpointStatus> {
         Vec::new()

@@ -16,6 +16,7 @@
 //! create → start → finish): 9,600 transactions became ≈600, 2,200–2,450 jobs/s became
 //! 4,500–5,200 (README, Benchmarks).
 
+use crate::lock;
 use std::sync::{Arc, Condvar, Mutex};
 
 use redb::WriteTransaction;
@@ -111,10 +112,6 @@ where
     fn is_final(&self) -> bool {
         matches!(*lock(&self.slot), Slot::Final(_))
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Store {

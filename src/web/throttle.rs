@@ -1,5 +1,6 @@
 //! Sign-in and sign-up throttling for the pages (see [`Throttle`]).
 
+use crate::lock;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
@@ -128,10 +129,6 @@ fn unrecord<K: std::hash::Hash + Eq>(map: &mut HashMap<K, Vec<Millis>>, key: &K)
             map.remove(key);
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Throttle {

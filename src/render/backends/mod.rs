@@ -199,6 +199,10 @@ impl Renderer for Router {
         }
     }
 
+    fn is_local(&self, model: Model) -> bool {
+        !self.is_remote(model) && self.fallback.is_local(model)
+    }
+
     fn backends_status(&self) -> Vec<EndpointStatus> {
         self.endpoints
             .iter()

@@ -330,6 +330,10 @@ impl Renderer for DiffusionRenderer {
         }
     }
 
+    fn is_local(&self, model: Model) -> bool {
+        self.models.contains_key(&model) || self.fallback.is_local(model)
+    }
+
     fn generate(&self, spec: &GenerateSpec) -> Result<Picture, RenderError> {
         self.generate_with(spec, &RenderControl::default())
     }

@@ -522,73 +522,22 @@ impl Store {
         refresh_hash: [u8; 32],
         client: &str,
         requested_scope: Option<&str>,
-        mut tokens: NewTokens,
+        tokens: NewTokens,
         now: Millis,
     ) -> Result<Issued, GrantError> {
-        let txn = self.begin_write()?;
-        let Some(mut old) = get::<RefreshRecord>(&txn, REFRESH_TOKENS, &refresh_hash)? else {
-            return Err(GrantError::InvalidGrant(
-                "the refresh token is invalid".into(),
-            ));
-        };
-        if old.client != client {
-            return Err(GrantError::InvalidGrant(
-                "the refresh token was issued to another client".into(),
-            ));
-        }
-        let family = read_family(&txn, old.family)?;
-        let Some(family) = family.filter(|f| f.revoked_at.is_none()) else {
-            return Err(GrantError::InvalidGrant(
-                "the refresh token has been revoked".into(),
-            ));
-        };
-        if old.rotated_at.is_some() {
-            revoke_family_in(&txn, old.family, "rotated refresh token reused", now)?;
-            self.commit(txn)?;
-            return Err(GrantError::InvalidGrant(
-                "the refresh token was already used; all tokens of this grant are revoked".into(),
-            ));
-        }
-        if old.revoked_at.is_some() {
-            return Err(GrantError::InvalidGrant(
-                "the refresh token has been revoked".into(),
-            ));
-        }
-        if now >= old.expires_at {
-            return Err(GrantError::InvalidGrant(
-                "the refresh token has expired".into(),
-            ));
-        }
-        let scope = match requested_scope.map(str::trim).filter(|s| !s.is_empty()) {
-            Some(req) if !scope_subset(req, &old.scope) => {
-                return Err(GrantError::InvalidScope(
-                    "the requested scope exceeds the original grant".into(),
-                ));
+        // Combined with other clients' grants (and the job engine's writes) arriving meanwhile:
+        // one transaction, one commit. A refusal is the inner error: it writes nothing but, for
+        // a reused token, the family's revocation, which commits with the batch.
+        let (client, scope) = (client.to_owned(), requested_scope.map(str::to_owned));
+        let (result, seq) = self.write_combined(move |txn| {
+            match refresh_in(txn, refresh_hash, &client, scope.as_deref(), &tokens, now) {
+                Err(GrantError::Store(e)) => Err(e),
+                other => Ok(other),
             }
-            Some(req) => req.to_string(),
-            None => old.scope.clone(),
-        };
-        old.rotated_at = Some(now);
-        put(&txn, REFRESH_TOKENS, &refresh_hash, &old)?;
-        tokens.family = old.family;
-        issue_in(
-            &txn,
-            &tokens,
-            client,
-            old.user_id,
-            &scope,
-            family.auth_time,
-            false,
-            now,
-        )?;
-        self.commit(txn)?;
-        Ok(Issued {
-            user_id: old.user_id,
-            scope,
-            nonce: None,
-            auth_time: family.auth_time,
-            family: old.family,
-        })
+        })?;
+        // Durable before the answer, also a refusal that revoked a family.
+        self.wait_durable(seq)?;
+        result
     }
 
     /// A valid (unexpired, unrevoked, family alive) access token.
@@ -925,4 +874,79 @@ impl Store {
         }
         Ok(removed)
     }
+}
+
+/// [`Store::refresh`]'s transaction (see `write_combined`: it may run twice).
+fn refresh_in(
+    txn: &WriteTransaction,
+    refresh_hash: [u8; 32],
+    client: &str,
+    requested_scope: Option<&str>,
+    tokens: &NewTokens,
+    now: Millis,
+) -> Result<Issued, GrantError> {
+    let Some(mut old) = get::<RefreshRecord>(txn, REFRESH_TOKENS, &refresh_hash)? else {
+        return Err(GrantError::InvalidGrant(
+            "the refresh token is invalid".into(),
+        ));
+    };
+    if old.client != client {
+        return Err(GrantError::InvalidGrant(
+            "the refresh token was issued to another client".into(),
+        ));
+    }
+    let family = read_family(txn, old.family)?;
+    let Some(family) = family.filter(|f| f.revoked_at.is_none()) else {
+        return Err(GrantError::InvalidGrant(
+            "the refresh token has been revoked".into(),
+        ));
+    };
+    if old.rotated_at.is_some() {
+        revoke_family_in(txn, old.family, "rotated refresh token reused", now)?;
+        return Err(GrantError::InvalidGrant(
+            "the refresh token was already used; all tokens of this grant are revoked".into(),
+        ));
+    }
+    if old.revoked_at.is_some() {
+        return Err(GrantError::InvalidGrant(
+            "the refresh token has been revoked".into(),
+        ));
+    }
+    if now >= old.expires_at {
+        return Err(GrantError::InvalidGrant(
+            "the refresh token has expired".into(),
+        ));
+    }
+    let scope = match requested_scope.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(req) if !scope_subset(req, &old.scope) => {
+            return Err(GrantError::InvalidScope(
+                "the requested scope exceeds the original grant".into(),
+            ));
+        }
+        Some(req) => req.to_string(),
+        None => old.scope.clone(),
+    };
+    old.rotated_at = Some(now);
+    put(txn, REFRESH_TOKENS, &refresh_hash, &old)?;
+    let tokens = NewTokens {
+        family: old.family,
+        ..*tokens
+    };
+    issue_in(
+        txn,
+        &tokens,
+        client,
+        old.user_id,
+        &scope,
+        family.auth_time,
+        false,
+        now,
+    )?;
+    Ok(Issued {
+        user_id: old.user_id,
+        scope,
+        nonce: None,
+        auth_time: family.auth_time,
+        family: old.family,
+    })
 }

@@ -23,6 +23,7 @@ async fn a_parked_long_poll_gets_the_finished_job_with_the_layers_headers() {
     let (_, c) = s.generate(&key, json!({"prompt": "a boat"})).await;
     let id = c["job_id"].as_str().unwrap().to_string();
     let url = s.url(&format!("/api/pictor/v1/jobs/{id}?wait=60"));
+    let detached = pictor::app::serve::detached_count();
     let poll = {
         let (client, url, key) = (s.client.clone(), url.clone(), key.clone());
         tokio::spawn(async move {
@@ -37,6 +38,8 @@ async fn a_parked_long_poll_gets_the_finished_job_with_the_layers_headers() {
     };
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert!(!poll.is_finished(), "the long-poll did not wait");
+    // The waiting connection has left hyper (the answers look the same either way).
+    assert!(pictor::app::serve::detached_count() > detached);
     gate.open();
     let r = tokio::time::timeout(Duration::from_secs(20), poll)
         .await
@@ -84,6 +87,7 @@ async fn a_client_that_hangs_up_while_parked_leaves_nothing_behind() {
     let (_, c) = s.generate(&key, json!({"prompt": "a boat"})).await;
     let id = c["job_id"].as_str().unwrap().to_string();
     let addr = s.base.trim_start_matches("http://").to_string();
+    let detached = pictor::app::serve::detached_count();
     for _ in 0..20 {
         let mut sock = TcpStream::connect(&addr).await.unwrap();
         let req = format!(
@@ -101,6 +105,7 @@ async fn a_client_that_hangs_up_while_parked_leaves_nothing_behind() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(watchers.is_empty(), "parked waits outlived their clients");
+    assert!(pictor::app::serve::detached_count() >= detached + 20);
     gate.open();
     let v = s.finish(&key, &id).await;
     assert_eq!(v["status"], "done", "{v}");
@@ -215,8 +220,10 @@ async fn a_request_pipelined_behind_a_parked_poll_is_answered_after_it() {
     );
     // The second request arrives in the same packet as the parked one.
     let both = format!("{poll}GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    let detached = pictor::app::serve::detached_count();
     sock.write_all(both.as_bytes()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(pictor::app::serve::detached_count() > detached);
     gate.open();
     let text = read_until(&mut sock, "HTTP/1.1 200", 2).await;
     let first = text.find("\"status\":\"done\"").expect(&text);

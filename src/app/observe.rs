@@ -68,28 +68,50 @@ pub async fn request<E: Endpoint>(
             .await
         }
     };
-    let log = move |resp: &Response| {
-        let status = resp.status().as_u16();
+    let answer_span = span.clone();
+    let log = move |status: u16| {
         let secs = started.elapsed().as_secs_f64();
         registry.observe_http(route, method, status, secs);
         span.in_scope(|| tracing::info!(status, ms = (secs * 1000.0) as u64, "request"));
     };
     // A parked long-poll is timed and logged when it is answered (the server adds this
-    // placeholder's headers, the request id among them, to the answer).
+    // placeholder's headers, the request id among them, to the answer), or as 499 when it is
+    // dropped unanswered (its client hung up).
     match slot {
         Some(slot) if slot.is_parked() => slot.wrap(move |answer| {
             Box::pin(async move {
-                let resp = answer.await;
-                log(&resp);
+                let once = LogOnce(Some(log));
+                let resp = answer.instrument(answer_span).await;
+                once.done(resp.status().as_u16());
                 resp
             })
         }),
-        _ => log(&resp),
+        _ => log(resp.status().as_u16()),
     }
     if let Ok(v) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert("x-request-id", v);
     }
     Ok(resp)
+}
+
+/// Calls its function once: with the status given to [`LogOnce::done`], or with 499 ("client
+/// closed request", as nginx logs it) when dropped before.
+struct LogOnce<F: FnOnce(u16)>(Option<F>);
+
+impl<F: FnOnce(u16)> LogOnce<F> {
+    fn done(mut self, status: u16) {
+        if let Some(log) = self.0.take() {
+            log(status);
+        }
+    }
+}
+
+impl<F: FnOnce(u16)> Drop for LogOnce<F> {
+    fn drop(&mut self) {
+        if let Some(log) = self.0.take() {
+            log(499);
+        }
+    }
 }
 
 /// `GET /metrics` on the public listener: only with `Authorization: Bearer <metrics_token>`

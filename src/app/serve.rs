@@ -14,7 +14,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -30,7 +30,7 @@ use poem::web::{LocalAddr, RemoteAddr};
 use poem::{Addr, Endpoint, EndpointExt, Response};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tracing::{debug, warn};
 
 use super::idle::IdleIo;
@@ -108,10 +108,11 @@ pub async fn run<E: Endpoint + 'static>(
     };
     let ep: Arc<BoxEndpoint<'static>> = Arc::new(app.map_to_response().boxed());
     let (stopping_tx, stopping_rx) = watch::channel(false);
-    // Each connection task holds a sender; `recv` returns `None` when the last has gone.
-    let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
+    let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(stop);
     loop {
+        // Finished connections leave the set as new ones come.
+        while connections.try_join_next().is_some() {}
         let accepted = tokio::select! {
             _ = &mut stop => break,
             accepted = listener.accept() => accepted,
@@ -126,11 +127,7 @@ pub async fn run<E: Endpoint + 'static>(
                     stopping: stopping_rx.clone(),
                     idle,
                 };
-                let alive = alive_tx.clone();
-                tokio::spawn(async move {
-                    conn.serve(stream).await;
-                    drop(alive);
-                });
+                connections.spawn(conn.serve(stream));
             }
             Err(e) => {
                 // Out of file descriptors, most likely: wait for some to be freed rather than
@@ -142,9 +139,13 @@ pub async fn run<E: Endpoint + 'static>(
     }
     drop(listener);
     let _ = stopping_tx.send(true);
-    drop(alive_tx);
-    if tokio::time::timeout(grace, alive_rx.recv()).await.is_err() {
-        debug!("connections still open after the grace period; dropped");
+    let all_closed = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(grace, all_closed).await.is_err() {
+        debug!(
+            open = connections.len(),
+            "connections still open after the grace period; closed"
+        );
+        connections.shutdown().await;
     }
 }
 
@@ -162,10 +163,16 @@ const H2_PREFIX: &[u8] = b"PRI";
 
 impl Conn {
     async fn serve(self, stream: TcpStream) {
-        let h2 = match tokio::time::timeout(self.idle, starts_with(&stream, H2_PREFIX)).await {
-            Ok(Ok(h2)) => h2,
-            // Silent for the whole idle time, or gone.
-            _ => return,
+        let mut stopping = self.stopping.clone();
+        let first = tokio::time::timeout(self.idle, starts_with(&stream, H2_PREFIX));
+        let h2 = tokio::select! {
+            first = first => match first {
+                Ok(Ok(h2)) => h2,
+                // Silent for the whole idle time, or gone.
+                _ => return,
+            },
+            // A connection that has sent nothing yet is closed at once by a stop.
+            _ = stopping.wait_for(|s| *s) => return,
         };
         let io = IdleIo::new(stream, self.idle);
         if h2 {
@@ -243,7 +250,13 @@ impl Conn {
                 }
             };
             let Some(parked) = parked else { return };
+            // hyper documents `into_parts` for a finished connection. Here a request is in
+            // flight, which hyper 1.12 makes safe to take apart: it reads no further request
+            // while one is in flight, an earlier answer was fully encoded before this request
+            // was read, and `answer` hands over only once that answer is flushed (`unflushed`);
+            // what hyper read past this request comes back in `read_buf`.
             let parts = (*conn).into_parts();
+            DETACHED.fetch_add(1, Ordering::Relaxed);
             let (tracked, read_buf) = (parts.io.into_inner(), parts.read_buf);
             drop(parts.service);
             io = tracked.inner;
@@ -268,17 +281,25 @@ impl Conn {
             };
             inherit(&mut resp, headers);
             let close = close || *stopping.borrow();
-            // Boxed: its buffers are in the task's state only while it writes.
-            if Box::pin(write_answer(&mut io, resp, head, close))
-                .await
-                .is_err()
-                || close
-            {
+            // Boxed: its buffers are in the task's state only while it writes. A client that
+            // does not read its answer within the idle time is let go.
+            let write = Box::pin(write_answer(&mut io, resp, head, close));
+            if !matches!(tokio::time::timeout(self.idle, write).await, Ok(Ok(()))) || close {
                 let _ = io.shutdown().await;
                 return;
             }
         }
     }
+}
+
+/// Parked requests whose connection left hyper (see [`detached_count`]).
+static DETACHED: AtomicU64 = AtomicU64::new(0);
+
+/// How many parked requests have had their connection taken from hyper since the process
+/// started (for tests: the answers look the same either way).
+#[doc(hidden)]
+pub fn detached_count() -> u64 {
+    DETACHED.load(Ordering::Relaxed)
 }
 
 /// A parked request handed from its service call to the connection's task.
@@ -371,12 +392,15 @@ async fn hung_up(stream: &TcpStream) {
 /// Adds the placeholder's headers (the layers' own: the request id…) that the answer does not
 /// set itself.
 fn inherit(resp: &mut Response, headers: http::HeaderMap) {
+    use http::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING};
     let own = resp.headers_mut();
     let mut last = None;
     for (name, value) in headers {
-        // `HeaderMap`'s iterator names a header once, before all its values.
+        // `HeaderMap`'s iterator names a header once, before all its values. The placeholder's
+        // framing and type describe its own body, not the answer's.
         if let Some(name) = name {
-            last = (!own.contains_key(&name)).then_some(name);
+            let framing = [CONTENT_LENGTH, TRANSFER_ENCODING, CONNECTION, CONTENT_TYPE];
+            last = (!own.contains_key(&name) && !framing.contains(&name)).then_some(name);
         }
         if let Some(name) = &last {
             own.append(name.clone(), value);
@@ -494,6 +518,7 @@ async fn answer(
 async fn starts_with(stream: &TcpStream, prefix: &[u8]) -> std::io::Result<bool> {
     let mut buf = [0u8; 8];
     let want = prefix.len().min(buf.len());
+    let mut pause = Duration::from_millis(1);
     loop {
         let n = stream.peek(&mut buf[..want]).await?;
         if n == 0 || buf[..n] != prefix[..n] {
@@ -502,7 +527,10 @@ async fn starts_with(stream: &TcpStream, prefix: &[u8]) -> std::io::Result<bool>
         if n == want {
             return Ok(true);
         }
-        // A partial match (a byte or two of "PRI"): wait for the rest.
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        // A partial match (a byte or two of "PRI"): wait for the rest, less and less often,
+        // so a client that stalls there costs a few wake-ups a second (the caller's idle
+        // timeout ends it).
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(250));
     }
 }

@@ -11,7 +11,7 @@ export RUSTC_BOOTSTRAP=1
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked --quiet
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-30}
 cargo fuzz build -s none -O -a
-for t in decode_image edit_instruction prompt oauth_params multipart_edit; do
+for t in decode_image edit_instruction prompt oauth_params multipart_edit safetensors_header; do
   corpus=$(mktemp -d)
   log=$(mktemp)
   if ! cargo fuzz run "$t" -s none -O -a "$corpus" "seeds/$t" -- -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -timeout=10 >"$log" 2>&1; then

@@ -440,8 +440,22 @@ impl Layers {
             .map(Path::to_path_buf)
             .or_else(|| default_config_file().filter(|p| p.exists()));
         if let Some(path) = path {
-            let text =
-                std::fs::read_to_string(&path).map_err(|e| ConfigError::Read(path.clone(), e))?;
+            let text = crate::bounded::read_text(
+                &path,
+                crate::bounded::CONFIG_FILE_MAX,
+                "a configuration file",
+            )
+            .map_err(|e| {
+                ConfigError::Read(
+                    path.clone(),
+                    match e {
+                        crate::bounded::FileError::Io { err, .. } => err,
+                        other => {
+                            std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string())
+                        }
+                    },
+                )
+            })?;
             layers.read_file_text(&path, &text)?;
         }
         for key in KEYS {

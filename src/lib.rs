@@ -8,6 +8,7 @@ pub mod api;
 pub mod app;
 pub mod auth;
 pub mod backup;
+pub mod bounded;
 pub mod catalog;
 pub mod cli;
 pub mod clock;

@@ -14,25 +14,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const GIB: u64 = 1024 * 1024 * 1024;
 
-/// (VmRSS, VmHWM) of a process, in KiB.
-fn memory_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap()
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-/// Resets the process's peak-RSS mark (Linux: writing 5 to clear_refs).
-fn reset_peak(pid: u32) {
-    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
-}
-
 struct Answer {
     status: u16,
     body: String,

@@ -71,6 +71,10 @@ pub fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => !BLOCKED_V4.iter().any(|n| n.contains(&v4)),
         IpAddr::V6(v6) => {
+            // IPv4-compatible addresses (::/96, deprecated and not routed) are never public.
+            if v6.segments()[..6] == [0; 6] {
+                return false;
+            }
             if let Some(v4) = embedded_v4(v6) {
                 return is_public(IpAddr::V4(v4));
             }
@@ -85,6 +89,11 @@ fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     if let Some(v4) = v6.to_ipv4_mapped() {
         return Some(v4);
     }
+    // IPv4-compatible ::a.b.c.d (deprecated, RFC 4291 2.5.5.1); `::` and `::1` are IPv6's own
+    // unspecified and loopback addresses.
+    if s[..6] == [0; 6] && !v6.is_unspecified() && !v6.is_loopback() {
+        return Some(Ipv4Addr::new(o[12], o[13], o[14], o[15]));
+    }
     // NAT64 well-known prefix 64:ff9b::/96: the last 32 bits.
     if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         return Some(Ipv4Addr::new(o[12], o[13], o[14], o[15]));
@@ -96,8 +105,13 @@ fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     None
 }
 
-/// Addresses that are never a webhook target, whatever the operator allows.
+/// Addresses that are never a webhook target, whatever the operator allows. IPv6 forms that
+/// carry an IPv4 address (mapped, compatible, NAT64, 6to4) are judged by that address.
 fn never(ip: IpAddr) -> bool {
+    let ip = match ip {
+        IpAddr::V6(v6) => embedded_v4(v6).map_or(ip, IpAddr::V4),
+        v4 => v4,
+    };
     match ip {
         IpAddr::V4(v4) => v4.is_unspecified() || v4.is_broadcast() || v4.is_multicast(),
         IpAddr::V6(v6) => v6.is_unspecified() || v6.is_multicast(),
@@ -366,6 +380,24 @@ mod tests {
         // Unspecified and multicast addresses never.
         assert!(check_url("http://0.0.0.0:9/", true).is_err());
         assert!(check_url("http://224.0.0.1/", true).is_err());
+        // ... also in the IPv6 forms that carry them (mapped, compatible, NAT64, 6to4).
+        for bad in [
+            "http://[::ffff:0.0.0.0]/",
+            "http://[::ffff:224.0.0.1]/",
+            "http://[::ffff:255.255.255.255]/",
+            "http://[::224.0.0.1]/",
+            "http://[::255.255.255.255]/",
+            "http://[64:ff9b::e000:1]/",
+            "http://[2002:e000:1::]/",
+            "http://[::]/",
+            "http://[ff02::1]/",
+        ] {
+            assert!(check_url(bad, true).is_err(), "{bad} accepted");
+        }
+        // IPv4-compatible forms are judged as the IPv4 address they carry.
+        assert!(check_url("http://[::10.0.0.1]/", false).is_err());
+        assert!(check_url("http://[::10.0.0.1]/", true).is_ok());
+        assert!(check_url("http://[::1]:9/", true).is_ok());
     }
 
     #[test]

@@ -303,14 +303,27 @@ impl Progress {
         }
     }
 
+    /// One line of at most ~120 characters whatever the numbers (a file name is cut to 60).
     fn line(&self, file: &str) -> String {
-        let pct = (self.done * 100).checked_div(self.total).unwrap_or(100);
+        let pct = (u128::from(self.done) * 100)
+            .checked_div(u128::from(self.total))
+            .unwrap_or(100)
+            .min(100) as u64;
         let filled = (pct / 4) as usize;
+        // Control characters (a terminal's escapes) from the listing are not printed.
+        let mut file: String = file
+            .chars()
+            .take(61)
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect();
+        if file.chars().count() > 60 {
+            file = file.chars().take(60).chain(['…']).collect();
+        }
         let secs = self.started.elapsed().as_secs_f64().max(0.001);
         format!(
             "[{}{}] {:>3}% {:>8.1} / {:.1} MiB  {:>6.1} MiB/s  {file}",
             "#".repeat(filled),
-            ".".repeat(25 - filled.min(25)),
+            ".".repeat(25 - filled),
             pct,
             self.done as f64 / 1048576.0,
             self.total as f64 / 1048576.0,
@@ -319,7 +332,7 @@ impl Progress {
     }
 
     fn advance(&mut self, n: u64, file: &str) {
-        self.done += n;
+        self.done = self.done.saturating_add(n);
         if self.on && self.tty && self.drawn.elapsed() >= Duration::from_millis(200) {
             self.drawn = Instant::now();
             eprint!("\r{}\x1b[K", self.line(file));
@@ -450,10 +463,11 @@ pub async fn pull(p: &Pull) -> Result<PullReport, PullError> {
             &resp,
         ));
     }
-    let info: RepoInfo = resp
-        .json()
-        .await
-        .map_err(|e| PullError::Http(format!("the hub's listing is not readable: {e}")))?;
+    // Read within a cap: a mirror that streams without end must not fill the memory.
+    let info: RepoInfo =
+        crate::bounded::json(resp, crate::bounded::LISTING_MAX, "the hub's listing")
+            .await
+            .map_err(PullError::Http)?;
     if info.sha.len() < 7 || !info.sha.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(PullError::Http(format!(
             "the hub gave a bad commit id {:?}",
@@ -461,7 +475,15 @@ pub async fn pull(p: &Pull) -> Result<PullReport, PullError> {
         )));
     }
     let wanted = select(&info.siblings, p.variant.as_deref())?;
-    let total: u64 = wanted.iter().map(|w| w.size).sum();
+    let total = wanted
+        .iter()
+        .try_fold(0u64, |n, w| n.checked_add(w.size))
+        .ok_or_else(|| {
+            PullError::Http(
+                "the hub's listing gives file sizes that add up past 2^64 bytes: not a real repository"
+                    .into(),
+            )
+        })?;
 
     let parent = p
         .dest
@@ -476,7 +498,7 @@ pub async fn pull(p: &Pull) -> Result<PullReport, PullError> {
     std::fs::create_dir_all(&tmp).map_err(io(format!("cannot create {}", tmp.display())))?;
     // A partial download of another commit is of no use.
     let marker = tmp.join(".commit");
-    let previous = std::fs::read_to_string(&marker).unwrap_or_default();
+    let previous = crate::bounded::read_text(&marker, 256, "a download marker").unwrap_or_default();
     if !previous.is_empty() && previous.trim() != info.sha {
         std::fs::remove_dir_all(&tmp).map_err(io(format!("cannot clear {}", tmp.display())))?;
         std::fs::create_dir_all(&tmp).map_err(io(format!("cannot create {}", tmp.display())))?;
@@ -654,7 +676,7 @@ async fn fetch_file(
                 200 => {
                     // The server ignored the range: start over.
                     if have > 0 {
-                        progress.done -= have;
+                        progress.done = progress.done.saturating_sub(have);
                         have = 0;
                         hasher = Hasher::new(&w.check, w.size);
                         let _ = std::fs::remove_file(&part);
@@ -716,6 +738,22 @@ async fn fetch_file(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn the_progress_line_is_bounded_whatever_the_numbers() {
+        let mut p = Progress::new(false, 4);
+        p.advance(u64::MAX - 1, "unet/x.safetensors");
+        p.advance(u64::MAX, "unet/x.safetensors");
+        let name = format!("unet/{}\x1b[2J.safetensors", "a".repeat(5000));
+        let line = p.line(&name);
+        assert!(line.chars().count() < 160, "{line}");
+        assert!(line.contains("100%") && !line.contains('\x1b'), "{line}");
+        p.total = 0;
+        assert!(p.line("x").contains("100%"));
+        p.total = u64::MAX;
+        p.done = u64::MAX / 2;
+        assert!(p.line("x").contains(" 49%"), "{}", p.line("x"));
+    }
 
     fn sib(name: &str, lfs: bool) -> Sibling {
         Sibling {

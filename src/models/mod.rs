@@ -21,6 +21,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::bounded;
+
 /// A Stable Diffusion architecture family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -91,18 +93,123 @@ pub struct TensorInfo {
     pub data_offsets: [u64; 2],
 }
 
-/// Largest safetensors header read (the format allows 100 MB).
-const MAX_HEADER: u64 = 100 * 1024 * 1024;
+impl TensorInfo {
+    /// The number of elements (the shape's product; checked against the tensor's bytes when
+    /// the header is read, so it cannot overflow).
+    pub fn elements(&self) -> u64 {
+        self.shape.iter().product()
+    }
+
+    /// Bytes the tensor takes once widened to float32 (what the engine holds in memory).
+    pub fn f32_bytes(&self) -> u64 {
+        self.elements().saturating_mul(4)
+    }
+}
+
+/// Largest safetensors header read. The format allows 100 MB; an SDXL checkpoint's header is
+/// ~0.3 MB, a LoRA's with kohya's training metadata a few MB.
+pub const MAX_HEADER: u64 = 16 << 20;
+/// Most tensors in one safetensors file (an SDXL checkpoint with EMA weights has ~5,000).
+pub const MAX_TENSORS: usize = 65_536;
+/// Highest tensor rank accepted (real ones have at most 5 dimensions).
+const MAX_RANK: usize = 16;
+
+/// Bytes per element of the safetensors dtypes whose size is a whole number of bytes.
+fn dtype_bytes(dtype: &str) -> Option<u64> {
+    Some(match dtype {
+        "BOOL" | "U8" | "I8" | "F8_E4M3" | "F8_E5M2" | "F8_E8M0" => 1,
+        "U16" | "I16" | "F16" | "BF16" => 2,
+        "U32" | "I32" | "F32" => 4,
+        "U64" | "I64" | "F64" => 8,
+        _ => return None,
+    })
+}
+
+/// Reads a safetensors header's JSON map straight into typed entries, stopping at
+/// [`MAX_TENSORS`]: the memory held is what is kept, never a generic JSON tree of the header.
+struct HeaderVisitor {
+    data_len: u64,
+}
+
+impl<'de> serde::de::Visitor<'de> for HeaderVisitor {
+    type Value = BTreeMap<String, TensorInfo>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a map of tensor names to their dtype, shape and data offsets")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        use serde::de::Error;
+        let mut out = BTreeMap::new();
+        while let Some(name) = map.next_key::<String>()? {
+            if name == "__metadata__" {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            }
+            if out.len() >= MAX_TENSORS {
+                return Err(A::Error::custom(format!(
+                    "more than {MAX_TENSORS} tensors, the most Pictor reads from one file"
+                )));
+            }
+            let info: TensorInfo = map
+                .next_value()
+                .map_err(|e| A::Error::custom(format!("tensor {name}: {e}")))?;
+            let [start, end] = info.data_offsets;
+            if start > end || end > self.data_len {
+                return Err(A::Error::custom(format!(
+                    "tensor {name} lies outside the file (truncated download?)"
+                )));
+            }
+            if info.shape.len() > MAX_RANK {
+                return Err(A::Error::custom(format!(
+                    "tensor {name} has {} dimensions",
+                    info.shape.len()
+                )));
+            }
+            let elements = info
+                .shape
+                .iter()
+                .try_fold(1u64, |n, &d| n.checked_mul(d))
+                .and_then(|n| n.checked_mul(dtype_bytes(&info.dtype).unwrap_or(1)));
+            let fits = match (elements, dtype_bytes(&info.dtype)) {
+                (Some(bytes), Some(_)) => bytes == end - start,
+                // Sub-byte dtypes (F4, F6): at least one bit an element.
+                (Some(n), None) => n <= (end - start).saturating_mul(8),
+                (None, _) => false,
+            };
+            if !fits {
+                return Err(A::Error::custom(format!(
+                    "tensor {name}: shape {:?} of {} does not match its {} bytes",
+                    info.shape,
+                    info.dtype,
+                    end - start
+                )));
+            }
+            if out.insert(name.clone(), info).is_some() {
+                return Err(A::Error::custom(format!("tensor {name} is listed twice")));
+            }
+        }
+        Ok(out)
+    }
+}
 
 /// Reads the header of a `.safetensors` file (8-byte little-endian length, then JSON) and checks
-/// that every tensor lies inside the file. Only the header is read.
+/// that every tensor lies inside the file and matches its shape. Only the header is read; it is
+/// refused over [`MAX_HEADER`] bytes or [`MAX_TENSORS`] tensors before being held whole.
 pub fn safetensors_header(path: &Path) -> Result<BTreeMap<String, TensorInfo>, ModelError> {
-    let mut f = std::fs::File::open(path).map_err(io(path))?;
-    let len = f.metadata().map_err(io(path))?.len();
+    let (mut f, len) = bounded::open_regular(path).map_err(file_error)?;
     let mut n = [0u8; 8];
     f.read_exact(&mut n).map_err(io(path))?;
     let n = u64::from_le_bytes(n);
-    if n > MAX_HEADER || n + 8 > len {
+    if n > MAX_HEADER {
+        return Err(invalid(format!(
+            "{}: its safetensors header is {}, over the {} Pictor reads (not a model's weights?)",
+            path.display(),
+            bounded::size_text(n),
+            bounded::size_text(MAX_HEADER)
+        )));
+    }
+    if n.saturating_add(8) > len {
         return Err(invalid(format!(
             "{} is not a safetensors file (header length {n})",
             path.display()
@@ -110,34 +217,64 @@ pub fn safetensors_header(path: &Path) -> Result<BTreeMap<String, TensorInfo>, M
     }
     let mut header = vec![0u8; n as usize];
     f.read_exact(&mut header).map_err(io(path))?;
-    let raw: BTreeMap<String, Value> = serde_json::from_slice(&header).map_err(|e| {
+    parse_safetensors_header(&header, len - 8 - n).map_err(|e| {
         invalid(format!(
             "{} has an unreadable safetensors header: {e}",
             path.display()
         ))
-    })?;
-    let data_len = len - 8 - n;
-    let mut out = BTreeMap::new();
-    for (name, v) in raw {
-        if name == "__metadata__" {
-            continue;
-        }
-        let info: TensorInfo = serde_json::from_value(v)
-            .map_err(|e| invalid(format!("{}: tensor {name}: {e}", path.display())))?;
-        if info.data_offsets[0] > info.data_offsets[1] || info.data_offsets[1] > data_len {
-            return Err(invalid(format!(
-                "{}: tensor {name} lies outside the file (truncated download?)",
-                path.display()
-            )));
-        }
-        out.insert(name, info);
-    }
+    })
+}
+
+/// Parses a safetensors header's JSON (`header`) for a file with `data_len` bytes of tensor
+/// data after it: at most [`MAX_TENSORS`] tensors, each inside the data and matching its shape.
+pub fn parse_safetensors_header(
+    header: &[u8],
+    data_len: u64,
+) -> Result<BTreeMap<String, TensorInfo>, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(header);
+    let out = serde::Deserializer::deserialize_map(&mut de, HeaderVisitor { data_len })?;
+    de.end()?;
     Ok(out)
 }
 
+fn file_error(e: bounded::FileError) -> ModelError {
+    invalid(e.to_string())
+}
+
+/// Reads a model's JSON configuration file (at most [`bounded::CONFIG_MAX`]).
 fn read_json(path: &Path) -> Result<Value, ModelError> {
-    let text = std::fs::read_to_string(path).map_err(io(path))?;
-    serde_json::from_str(&text).map_err(|e| invalid(format!("{}: {e}", path.display())))
+    let text = bounded::read_file(path, bounded::CONFIG_MAX, "a model configuration file")
+        .map_err(file_error)?;
+    serde_json::from_slice(&text).map_err(|e| invalid(format!("{}: {e}", path.display())))
+}
+
+/// The tokenizer files of a folder, checked for kind and size without being read (the engine
+/// reads them at the first render).
+fn check_tokenizer(dir: &Path) -> Result<(), ModelError> {
+    for (f, cap, what) in [
+        (
+            "vocab.json",
+            bounded::TOKENIZER_MAX,
+            "a tokenizer vocabulary",
+        ),
+        ("merges.txt", bounded::TOKENIZER_MAX, "a tokenizer's merges"),
+        (
+            "tokenizer_config.json",
+            bounded::CONFIG_MAX,
+            "a model configuration file",
+        ),
+        (
+            "special_tokens_map.json",
+            bounded::CONFIG_MAX,
+            "a model configuration file",
+        ),
+    ] {
+        let p = dir.join(f);
+        if std::fs::symlink_metadata(&p).is_ok() {
+            bounded::check_file(&p, cap, what).map_err(file_error)?;
+        }
+    }
+    Ok(())
 }
 
 fn refuse_pickle(path: &Path) -> Result<(), ModelError> {
@@ -250,6 +387,22 @@ fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
             )));
         }
     }
+    for c in ["tokenizer", "tokenizer_2"] {
+        if components.contains(&c) {
+            check_tokenizer(&dir.join(c))?;
+        }
+    }
+    for f in [
+        "text_encoder/config.json",
+        "text_encoder_2/config.json",
+        "vae/config.json",
+    ] {
+        let p = dir.join(f);
+        if std::fs::symlink_metadata(&p).is_ok() {
+            bounded::check_file(&p, bounded::CONFIG_MAX, "a model configuration file")
+                .map_err(file_error)?;
+        }
+    }
     let (mut bytes, mut tensors) = (0u64, 0usize);
     for c in ["unet", "vae", "text_encoder", "text_encoder_2"] {
         if !components.contains(&c) {
@@ -258,16 +411,25 @@ fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
         for w in component_weights(&dir.join(c))? {
             let header = safetensors_header(&w)?;
             tensors += header.len();
-            bytes += std::fs::metadata(&w).map_err(io(&w))?.len();
+            bytes = bytes.saturating_add(std::fs::metadata(&w).map_err(io(&w))?.len());
         }
     }
-    let prediction = read_json(&dir.join("scheduler").join("scheduler_config.json"))
-        .ok()
-        .and_then(|v| {
-            v.get("prediction_type")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        });
+    // Absent or unreadable JSON: the engine's defaults; a device, a FIFO or a file over the cap
+    // is refused here rather than at the first render.
+    let scheduler = dir.join("scheduler").join("scheduler_config.json");
+    if std::fs::symlink_metadata(&scheduler).is_ok() {
+        bounded::check_file(
+            &scheduler,
+            bounded::CONFIG_MAX,
+            "a model configuration file",
+        )
+        .map_err(file_error)?;
+    }
+    let prediction = read_json(&scheduler).ok().and_then(|v| {
+        v.get("prediction_type")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
     Ok(ModelInfo {
         layout: Layout::Diffusers,
         arch,
@@ -460,6 +622,54 @@ mod tests {
         let ckpt = d.path().join("model.ckpt");
         std::fs::write(&ckpt, b"x").unwrap();
         assert!(inspect(&ckpt).unwrap_err().to_string().contains("pickle"));
+    }
+
+    #[test]
+    fn safetensors_headers_are_checked_as_they_are_parsed() {
+        let parse = |h: &str, len| parse_safetensors_header(h.as_bytes(), len);
+        let ok = r#"{"__metadata__":{"a":"b"},"w":{"dtype":"F16","shape":[2,3],"data_offsets":[0,12]},"s":{"dtype":"F32","shape":[],"data_offsets":[12,16]}}"#;
+        let t = parse(ok, 16).unwrap();
+        assert_eq!((t.len(), t["w"].elements(), t["w"].f32_bytes()), (2, 6, 24));
+        for (bad, why) in [
+            (
+                r#"{"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,12]}}"#,
+                "does not match",
+            ),
+            (
+                r#"{"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}}"#,
+                "does not match",
+            ),
+            (
+                r#"{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,40]}}"#,
+                "outside the file",
+            ),
+            (
+                r#"{"w":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}}"#,
+                "outside the file",
+            ),
+            (
+                r#"{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
+                "listed twice",
+            ),
+            (
+                r#"{"w":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"data_offsets":[0,4]}}"#,
+                "dimensions",
+            ),
+            (
+                r#"{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}} x"#,
+                "trailing",
+            ),
+            (r#"[1,2]"#, "a map"),
+        ] {
+            let e = parse(bad, 16).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        let many: String = (0..=MAX_TENSORS)
+            .map(|i| format!(r#""t{i}":{{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#))
+            .collect::<Vec<_>>()
+            .join(",");
+        let e = parse(&format!("{{{many}}}"), 1).unwrap_err().to_string();
+        assert!(e.contains("more than 65536 tensors"), "{e}");
     }
 
     #[test]

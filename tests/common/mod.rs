@@ -957,3 +957,22 @@ pub fn mount_tmpfs(at: &Path, size: &str) -> Option<Mount> {
         None
     }
 }
+
+/// (VmRSS, VmHWM) of a process, in KiB.
+pub fn memory_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap()
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Resets the process's peak-RSS mark (Linux: writing 5 to clear_refs).
+pub fn reset_peak(pid: u32) {
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+}

@@ -323,7 +323,17 @@ async fn open_ws(cfg: &BackendConfig, base: &str, client_id: &str) -> Option<Soc
     }
     match tokio::time::timeout(
         Duration::from_secs(5),
-        tokio_tungstenite::connect_async(request),
+        // Events are small JSON; previews are JPEGs of a few hundred KiB. The library's defaults
+        // (64 MiB messages) would let a server hold that much per job in memory.
+        tokio_tungstenite::connect_async_with_config(
+            request,
+            Some(
+                tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+                    .max_message_size(Some(crate::bounded::BACKEND_STATUS_MAX))
+                    .max_frame_size(Some(crate::bounded::BACKEND_STATUS_MAX)),
+            ),
+            true,
+        ),
     )
     .await
     {
@@ -388,7 +398,11 @@ async fn poll_history(
 ) -> Result<Option<Value>, CallError> {
     let url = format!("{base}/history/{prompt_id}");
     let answer: Value = match http::authorized(cfg, http.get(&url)).send().await {
-        Ok(r) if r.status().is_success() => r.json().await.unwrap_or(Value::Null),
+        Ok(r) if r.status().is_success() => {
+            crate::bounded::json(r, crate::bounded::BACKEND_STATUS_MAX, "ComfyUI's history")
+                .await
+                .unwrap_or(Value::Null)
+        }
         Ok(r) if r.status().is_server_error() => return Ok(None),
         Ok(r) => {
             return Err(CallError::Refused(format!(
@@ -489,10 +503,12 @@ async fn fetch(
             r.status().as_u16()
         )));
     }
-    r.bytes()
+    crate::bounded::body(r, crate::bounded::BACKEND_ANSWER_MAX, "ComfyUI's picture")
         .await
-        .map(|b| b.to_vec())
-        .map_err(|e| CallError::Unavailable(format!("the picture was cut off: {e}")))
+        .map_err(|e| match e {
+            crate::bounded::BodyError::TooLarge { .. } => CallError::Refused(e.to_string()),
+            e => CallError::Unavailable(format!("the picture was cut off: {e}")),
+        })
 }
 
 /// Stops our prompt: deleted from ComfyUI's queue, and interrupted if it is the one running
@@ -507,7 +523,11 @@ async fn cancel(cfg: &BackendConfig, http: &reqwest::Client, base: &str, prompt_
         .send()
         .await
     {
-        Ok(r) if r.status().is_success() => r.json().await.ok(),
+        Ok(r) if r.status().is_success() => {
+            crate::bounded::json(r, crate::bounded::BACKEND_STATUS_MAX, "ComfyUI's queue")
+                .await
+                .ok()
+        }
         _ => None,
     };
     let running = queue.as_ref().is_none_or(|q| {

@@ -229,8 +229,12 @@ fn check(mut cfg: BackendConfig, at: &str, edit: bool) -> Result<BackendConfig, 
         if cfg.kind != BackendKind::ComfyUi {
             return Err(format!("{at}.workflow is for kind = \"comfyui\" only"));
         }
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{at}.workflow: cannot read {path}: {e}"))?;
+        let text = crate::bounded::read_text(
+            std::path::Path::new(path),
+            crate::bounded::WORKFLOW_MAX,
+            "a ComfyUI workflow",
+        )
+        .map_err(|e| format!("{at}.workflow: cannot read it: {e}"))?;
         let doc: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| format!("{at}.workflow: {path} is not JSON: {e}"))?;
         super::comfyui::check_workflow(&doc, edit)

@@ -156,7 +156,13 @@ async fn watch(cfg: &BackendConfig, base: &str, control: &RenderControl) {
         if a1111 && let Some(client) = &client {
             let url = format!("{base}/sdapi/v1/progress?skip_current_image=true");
             let progress = match authorized(cfg, client.get(url)).send().await {
-                Ok(r) if r.status().is_success() => r.json::<serde_json::Value>().await.ok(),
+                Ok(r) if r.status().is_success() => crate::bounded::json::<serde_json::Value>(
+                    r,
+                    crate::bounded::BACKEND_STATUS_MAX,
+                    "A1111's progress",
+                )
+                .await
+                .ok(),
                 _ => None,
             };
             if let Some(p) = progress
@@ -241,8 +247,17 @@ async fn attempt(cfg: &BackendConfig, url: &str, body: &Body, timeout: Duration)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
         .map(Duration::from_secs);
-    let text = match resp.text().await {
-        Ok(t) => t,
+    let text = match crate::bounded::body(
+        resp,
+        crate::bounded::BACKEND_ANSWER_MAX,
+        "the backend's answer",
+    )
+    .await
+    {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e @ crate::bounded::BodyError::TooLarge { .. }) => {
+            return Attempt::Fail(e.to_string());
+        }
         Err(e) if e.is_timeout() => {
             return Attempt::Retry(format!(
                 "the backend did not answer within {} s",

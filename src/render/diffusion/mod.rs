@@ -53,14 +53,32 @@ pub enum DiffusionError {
     Cancelled,
 }
 
-pub(crate) fn read_text(path: &Path) -> Result<String, DiffusionError> {
-    std::fs::read_to_string(path)
+/// Reads a model file of at most `cap` bytes (see [`crate::bounded`]).
+pub(crate) fn read_file(
+    path: &Path,
+    cap: u64,
+    what: &'static str,
+) -> Result<Vec<u8>, DiffusionError> {
+    crate::bounded::read_file(path, cap, what).map_err(|e| DiffusionError::Model(e.to_string()))
+}
+
+/// Reads a model's JSON configuration file (at most [`crate::bounded::CONFIG_MAX`]).
+pub(crate) fn read_json(path: &Path) -> Result<Value, DiffusionError> {
+    let bytes = read_file(
+        path,
+        crate::bounded::CONFIG_MAX,
+        "a model configuration file",
+    )?;
+    serde_json::from_slice(&bytes)
         .map_err(|e| DiffusionError::Model(format!("{}: {e}", path.display())))
 }
 
-pub(crate) fn read_json(path: &Path) -> Result<Value, DiffusionError> {
-    serde_json::from_str(&read_text(path)?)
-        .map_err(|e| DiffusionError::Model(format!("{}: {e}", path.display())))
+/// The safetensors header of a weights file, checked (regular file, header and tensor count
+/// within bounds, every tensor inside the file) before candle maps it.
+pub(crate) fn checked_header(
+    path: &Path,
+) -> Result<std::collections::BTreeMap<String, crate::models::TensorInfo>, DiffusionError> {
+    crate::models::safetensors_header(path).map_err(|e| DiffusionError::Model(e.to_string()))
 }
 
 /// The device models run on: the first CUDA GPU when built with `cuda` and one is present,
@@ -304,6 +322,15 @@ impl Pipeline {
         if configs.text.len() > 1 {
             text_w.push(files("text_encoder_2", "model.safetensors")?);
         }
+        // What the weights take once widened to float32 (an fp16 file doubles), from the
+        // safetensors headers alone: the number the memory budget counts. Each header is
+        // checked before its file is mapped.
+        let mut bytes = 0u64;
+        for p in [&unet_w, &vae_w].into_iter().chain(text_w.iter()) {
+            bytes = checked_header(p)?
+                .values()
+                .fold(bytes, |n, t| n.saturating_add(t.f32_bytes()));
+        }
         // SAFETY: the weight files are mapped read-only; Pictor does not write them, and the
         // README tells users not to modify a model's files while the server is running.
         let vb =
@@ -316,17 +343,6 @@ impl Pipeline {
                 .map(|p| vb(p))
                 .collect::<Result<Vec<_>, _>>()?,
         };
-        // What the weights take once widened to float32 (an fp16 file doubles), from the
-        // safetensors headers alone: the number the memory budget counts.
-        let mut bytes = 0u64;
-        for p in [&unet_w, &vae_w].into_iter().chain(text_w.iter()) {
-            let header = crate::models::safetensors_header(p)
-                .map_err(|e| DiffusionError::Model(e.to_string()))?;
-            bytes += header
-                .values()
-                .map(|t| t.shape.iter().product::<u64>() * 4)
-                .sum::<u64>();
-        }
         Self::build(&configs, weights, device, bytes)
     }
 

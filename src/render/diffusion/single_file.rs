@@ -332,9 +332,7 @@ pub struct Header(BTreeMap<String, TensorInfo>);
 
 impl Header {
     pub fn read(path: &Path) -> Result<Header, DiffusionError> {
-        crate::models::safetensors_header(path)
-            .map(Header)
-            .map_err(|e| DiffusionError::Model(e.to_string()))
+        super::checked_header(path).map(Header)
     }
 
     fn shape(&self, name: &str) -> Option<&[u64]> {
@@ -397,8 +395,7 @@ impl Header {
                 .iter()
                 .any(|p| k.starts_with(p))
             })
-            .map(|(_, t)| t.shape.iter().product::<u64>() * 4)
-            .sum()
+            .fold(0u64, |n, (_, t)| n.saturating_add(t.f32_bytes()))
     }
 }
 

@@ -65,13 +65,10 @@ impl TinyDecoder {
             )));
         }
         let weights = load::weights_in(dir, "diffusion_pytorch_model.safetensors")?;
-        let header = crate::models::safetensors_header(&weights)
-            .map_err(|e| DiffusionError::Model(e.to_string()))?;
-        let resident_bytes = header
+        let resident_bytes = super::checked_header(&weights)?
             .iter()
             .filter(|(k, _)| k.starts_with("decoder."))
-            .map(|(_, t)| t.shape.iter().product::<u64>() * 4)
-            .sum();
+            .fold(0u64, |n, (_, t)| n.saturating_add(t.f32_bytes()));
         // SAFETY: read-only map of the user's file, as for the models.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, device)? };
         let mut d = Self::new(vb.pp("decoder").pp("layers"), &config)?;

@@ -11,7 +11,8 @@ use std::sync::Mutex;
 use regex::Regex;
 use serde_json::Value;
 
-use super::{DiffusionError, read_json, read_text};
+use super::{DiffusionError, read_file, read_json};
+use crate::bounded::TOKENIZER_MAX;
 
 /// CLIP's pre-split pattern (transformers `CLIPTokenizer.pat`; the text is lowercased first).
 const PATTERN: &str =
@@ -70,16 +71,27 @@ impl ClipTokenizer {
     /// Loads `vocab.json`, `merges.txt` and the pad token (`special_tokens_map.json` or
     /// `tokenizer_config.json`; end-of-text when neither names one) from a tokenizer folder.
     pub fn load(dir: &Path) -> Result<ClipTokenizer, DiffusionError> {
-        let vocab: HashMap<String, u32> =
-            serde_json::from_value(read_json(&dir.join("vocab.json"))?).map_err(|e| {
-                DiffusionError::Model(format!("{}: {e}", dir.join("vocab.json").display()))
-            })?;
-        let merges = read_text(&dir.join("merges.txt"))?;
+        // Both files are read within a cap (a CLIP vocabulary is ~0.9 MiB, its merges ~0.5
+        // MiB), the vocabulary straight into its map.
+        let vocab_path = dir.join("vocab.json");
+        let vocab: HashMap<String, u32> = serde_json::from_slice(&read_file(
+            &vocab_path,
+            TOKENIZER_MAX,
+            "a tokenizer vocabulary",
+        )?)
+        .map_err(|e| DiffusionError::Model(format!("{}: {e}", vocab_path.display())))?;
+        let merges_path = dir.join("merges.txt");
+        let merges = String::from_utf8(read_file(
+            &merges_path,
+            TOKENIZER_MAX,
+            "a tokenizer's merges",
+        )?)
+        .map_err(|_| DiffusionError::Model(format!("{}: not UTF-8 text", merges_path.display())))?;
         let mut pad = None;
         let mut max_len = 77;
         for f in ["special_tokens_map.json", "tokenizer_config.json"] {
             let p = dir.join(f);
-            if p.exists() {
+            if std::fs::symlink_metadata(&p).is_ok() {
                 let j = read_json(&p)?;
                 pad = pad.or_else(|| token_text(j.get("pad_token")));
                 if let Some(n) = j.get("model_max_length").and_then(Value::as_u64)

@@ -72,7 +72,7 @@ fn render_writes_a_png_with_parameters_and_edits_a_file() {
 /// sampler references were made (`tools/sd-fixtures/samplers.py`).
 #[cfg(feature = "diffusion")]
 fn sd15_with_sd15_scheduler(dir: &Path) -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/pictor-diffusion/tests/fixtures/diffusion");
     let to = dir.join("model");
     copy_dir(&root.join("sd15/model"), &to);
     std::fs::copy(
@@ -99,7 +99,7 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// Largest per-channel difference (0..255) between a PNG and a float 0..1 HWC reference.
 #[cfg(feature = "diffusion")]
-fn max_pixel_diff(png: &Path, reference: &candle::Tensor) -> u8 {
+fn max_pixel_diff(png: &Path, reference: &pictor::render::diffusion::candle::Tensor) -> u8 {
     let img = image::open(png).unwrap().to_rgb8();
     let want = reference.flatten_all().unwrap().to_vec1::<f32>().unwrap();
     assert_eq!(img.as_raw().len(), want.len(), "picture size");
@@ -117,10 +117,10 @@ fn max_pixel_diff(png: &Path, reference: &candle::Tensor) -> u8 {
 #[cfg(feature = "diffusion")]
 #[test]
 fn diffusion_render_matches_diffusers_for_every_sampler_and_rerenders_from_png() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/samplers");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/pictor-diffusion/tests/fixtures/diffusion/samplers");
     let dir = tempfile::tempdir().unwrap();
     let model = sd15_with_sd15_scheduler(dir.path());
-    let refs = candle::safetensors::load(root.join("reference.safetensors"), &candle::Device::Cpu)
+    let refs = pictor::render::diffusion::candle::safetensors::load(root.join("reference.safetensors"), &pictor::render::diffusion::candle::Device::Cpu)
         .unwrap();
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(root.join("reference.json")).unwrap())
@@ -217,7 +217,7 @@ fn diffusion_render_matches_diffusers_for_every_sampler_and_rerenders_from_png()
 #[cfg(feature = "diffusion")]
 #[test]
 fn from_png_reproduces_an_a1111_picture_with_the_installed_model() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/pictor-diffusion/tests/fixtures/diffusion");
     let png = root.join("samplers/a1111_dpmpp_2m_karras.png");
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
@@ -296,7 +296,7 @@ fn png_with_text(path: &Path, text: &str) {
 fn from_png_refuses_bad_or_unreproducible_parameters() {
     let dir = tempfile::tempdir().unwrap();
     let model =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/sd15/model");
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/pictor-diffusion/tests/fixtures/diffusion/sd15/model");
     let png = dir.path().join("in.png");
     let out = dir.path().join("out.png");
     for (settings, expected) in [

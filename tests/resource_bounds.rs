@@ -118,7 +118,7 @@ fn cli_watched(
 }
 
 fn fixture_model() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/sd15/model")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/pictor-diffusion/tests/fixtures/diffusion/sd15/model")
 }
 
 /// A copy of the tiny SD 1.5 fixture (a diffusers folder) at `to`.

@@ -72,6 +72,10 @@ impl Renderer for FaultInjector {
         self.inner.is_local(model)
     }
 
+    fn exact_edit(&self, instruction: &str) -> Result<bool, RenderError> {
+        self.inner.exact_edit(instruction)
+    }
+
     fn generate_with(
         &self,
         spec: &GenerateSpec,
@@ -118,5 +122,9 @@ impl Renderer for FlatRenderer {
 
     fn is_local(&self, model: crate::render::Model) -> bool {
         self.inner.is_local(model)
+    }
+
+    fn exact_edit(&self, instruction: &str) -> Result<bool, RenderError> {
+        self.inner.exact_edit(instruction)
     }
 }

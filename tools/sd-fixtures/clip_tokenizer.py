@@ -2,7 +2,7 @@
 
 The reference is OpenAI CLIP's own tokenizer as open_clip ships it (`SimpleTokenizer`, from the
 same `bpe_simple_vocab_16e6.txt.gz` Pictor's `assets/clip/merges.txt` is cut from). Writes
-`tests/fixtures/diffusion/clip_tokenizer.json`. Run by hand:
+`crates/pictor-diffusion/tests/fixtures/diffusion/clip_tokenizer.json`. Run by hand:
 
     /tmp/sdref/bin/pip install open_clip_torch
     /tmp/sdref/bin/python tools/sd-fixtures/clip_tokenizer.py
@@ -48,6 +48,6 @@ out = {
     "note": "open_clip pads with 0 ('!'); Pictor pads with the configured token, so only the ids up to and including <|endoftext|> are compared",
     "cases": cases,
 }
-path = ROOT / "tests/fixtures/diffusion/clip_tokenizer.json"
+path = ROOT / "crates/pictor-diffusion/tests/fixtures/diffusion/clip_tokenizer.json"
 path.write_text(json.dumps(out, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 print("wrote", path, len(cases), "cases")

@@ -81,7 +81,7 @@ except AttributeError:
     pass
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_OUT = REPO_ROOT / "tests" / "fixtures" / "diffusion"
+DEFAULT_OUT = REPO_ROOT / "crates" / "pictor-diffusion" / "tests" / "fixtures" / "diffusion"
 
 PROMPT = "a photo of a red car, the astronaut!"
 NEGATIVE = "blurry"

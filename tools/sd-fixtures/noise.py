@@ -15,7 +15,7 @@ torch once under each (in a subprocess, since the capability is read when torch 
 that the AVX-512 run equals the AVX2 one (it must run on an AVX-512 machine for that check;
 pass --no-avx512 elsewhere).
 
-Writes tests/fixtures/noise/{torch_cpu,torch_cpu_portable,a1111_gpu}.safetensors (one tensor
+Writes crates/pictor-diffusion/tests/fixtures/noise/{torch_cpu,torch_cpu_portable,a1111_gpu}.safetensors (one tensor
 per seed and call, named `s<seed>_c<call>`) and noise.json (seeds, call shapes, versions, how
 many values the two torch kernels disagree on).
 
@@ -73,7 +73,7 @@ def a1111_gpu(philox_path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="tests/fixtures/noise")
+    ap.add_argument("--out", default="crates/pictor-diffusion/tests/fixtures/noise")
     ap.add_argument("--philox", required=True, help="AUTOMATIC1111's modules/rng_philox.py")
     ap.add_argument("--no-avx512", action="store_true")
     ap.add_argument("--torch-only-to", help=argparse.SUPPRESS)

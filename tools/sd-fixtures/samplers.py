@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Reference pictures for every sampler and noise source Pictor offers, made by the diffusers
-pipeline itself on the committed tiny SD 1.5 model (`tests/fixtures/diffusion/sd15/model`).
+pipeline itself on the committed tiny SD 1.5 model (`crates/pictor-diffusion/tests/fixtures/diffusion/sd15/model`).
 
 The model's scheduler configuration is replaced by Stable Diffusion 1.5's own
 (`PNDMScheduler`, no `timestep_spacing` key, `set_alpha_to_one: false`), written to
-`tests/fixtures/diffusion/samplers/scheduler_config.json`; every sampler is
+`crates/pictor-diffusion/tests/fixtures/diffusion/samplers/scheduler_config.json`; every sampler is
 `Class.from_config(that)`, as a diffusers user switches samplers, so each class applies its own
 defaults (DDIM "leading", the others "linspace").
 
@@ -18,7 +18,7 @@ Noise:
   patched in the Euler-ancestral module). Pass A1111's `modules/rng_philox.py` with --philox (it is
   AGPL and not part of Pictor).
 
-Writes tests/fixtures/diffusion/samplers/{reference.safetensors,reference.json}: for each case the
+Writes crates/pictor-diffusion/tests/fixtures/diffusion/samplers/{reference.safetensors,reference.json}: for each case the
 final latents (`<case>_latents`) and the picture (`<case>_image`, float 0..1, HWC); and
 `a1111_dpmpp_2m_karras.png`, the DPM++ 2M Karras / GPU-noise picture as a PNG carrying the
 `parameters` text AUTOMATIC1111 writes for those settings (the README's reproduction example).
@@ -60,8 +60,8 @@ from diffusers import (  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-MODEL = REPO / "tests/fixtures/diffusion/sd15/model"
-OUT = REPO / "tests/fixtures/diffusion/samplers"
+MODEL = REPO / "crates/pictor-diffusion/tests/fixtures/diffusion/sd15/model"
+OUT = REPO / "crates/pictor-diffusion/tests/fixtures/diffusion/samplers"
 
 PROMPT = "a photo of a red car, the astronaut!"
 NEGATIVE = "blurry"
@@ -186,7 +186,7 @@ def main():
     pixels = (tensors["dpmpp_2m_karras_nv_image"].numpy() * 255).round().astype("uint8")
     Image.fromarray(pixels).save(OUT / "a1111_dpmpp_2m_karras.png", pnginfo=info)
     meta = {
-        "model": "tests/fixtures/diffusion/sd15/model with scheduler/scheduler_config.json replaced by scheduler_config.json here",
+        "model": "crates/pictor-diffusion/tests/fixtures/diffusion/sd15/model with scheduler/scheduler_config.json replaced by scheduler_config.json here",
         "prompt": PROMPT,
         "negative_prompt": NEGATIVE,
         "size": SIZE,

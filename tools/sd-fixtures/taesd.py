@@ -18,7 +18,7 @@ from diffusers import AutoencoderTiny
 from safetensors.torch import load_file, save_file
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-OUT = ROOT / "tests/fixtures/diffusion/taesd"
+OUT = ROOT / "crates/pictor-diffusion/tests/fixtures/diffusion/taesd"
 
 torch.manual_seed(2024)
 vae = AutoencoderTiny(
@@ -39,7 +39,7 @@ vae.save_pretrained(OUT / "model", safe_serialization=True)
 
 g = torch.Generator("cpu").manual_seed(7)
 latents = torch.randn(1, 4, 8, 8, generator=g) * 4.0
-sd15 = load_file(ROOT / "tests/fixtures/diffusion/sd15/reference.safetensors")
+sd15 = load_file(ROOT / "crates/pictor-diffusion/tests/fixtures/diffusion/sd15/reference.safetensors")
 with torch.no_grad():
     decoded = vae.decode(latents, return_dict=False)[0]
     euler = vae.decode(sd15["latents_euler"] / vae.config.scaling_factor, return_dict=False)[0]

@@ -203,6 +203,14 @@ impl Renderer for Router {
         !self.is_remote(model) && self.fallback.is_local(model)
     }
 
+    /// With an edit server every edit goes there; without one, the fallback's exact edits.
+    fn exact_edit(&self, instruction: &str) -> Result<bool, RenderError> {
+        match &self.edit {
+            Some(_) => Ok(false),
+            None => self.fallback.exact_edit(instruction),
+        }
+    }
+
     fn backends_status(&self) -> Vec<EndpointStatus> {
         self.endpoints
             .iter()
@@ -258,18 +266,7 @@ fn decode_result(bytes: &[u8]) -> Result<RgbaImage, RenderError> {
         .map_err(|e| RenderError::Failed(format!("the backend returned an unusable image: {e}")))
 }
 
-/// Scales `img` to cover `w`x`h` and crops the centre: exactly the size the job asked for.
-pub fn fit_exact(img: RgbaImage, w: u32, h: u32) -> RgbaImage {
-    let (iw, ih) = img.dimensions();
-    if (iw, ih) == (w, h) || w == 0 || h == 0 || iw == 0 || ih == 0 {
-        return img;
-    }
-    let k = (f64::from(w) / f64::from(iw)).max(f64::from(h) / f64::from(ih));
-    let sw = ((f64::from(iw) * k).ceil() as u32).max(w);
-    let sh = ((f64::from(ih) * k).ceil() as u32).max(h);
-    let scaled = image::imageops::resize(&img, sw, sh, image::imageops::FilterType::CatmullRom);
-    image::imageops::crop_imm(&scaled, (sw - w) / 2, (sh - h) / 2, w, h).to_image()
-}
+pub use pictor_core::fit_exact;
 
 /// PNG bytes of an image (what the servers are sent).
 fn png_bytes(img: &RgbaImage) -> Result<Vec<u8>, CallError> {

@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 
 use super::http::{self, CallError};
 use super::{BackendConfig, BackendKind};
@@ -40,23 +39,9 @@ struct Health {
     latency: Option<f64>,
 }
 
-/// What `pictor backends status` and `/metrics` show of an endpoint.
-#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
-pub struct EndpointStatus {
-    pub url: String,
-    pub kind: String,
-    /// The models (ids, or `edit`) it serves.
-    pub serves: Vec<String>,
-    pub up: bool,
-    pub in_flight: usize,
-    pub requests_ok: u64,
-    pub requests_failed: u64,
-    /// Moving average of successful calls, milliseconds.
-    pub latency_ms: Option<u64>,
-    pub last_error: Option<String>,
-    /// Seconds until it is probed again, while down.
-    pub down_for_secs: Option<u64>,
-}
+/// What `pictor backends status` and `/metrics` show of an endpoint (shared with the
+/// `Renderer` trait).
+pub use pictor_core::EndpointStatus;
 
 impl Endpoint {
     pub fn new(kind: BackendKind, url: &str) -> Endpoint {

@@ -13,7 +13,7 @@ mod lexicon;
 
 use super::canvas::{Rgb, rgb};
 use super::noise::fnv1a;
-use crate::render::style::Style;
+use crate::style::Style;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Time {

@@ -29,7 +29,7 @@ use candle_nn::var_builder::SimpleBackend;
 use serde_json::{Value, json};
 
 use super::DiffusionError;
-use crate::models::{Arch, TensorInfo};
+use pictor_core::models::{Arch, TensorInfo};
 
 /// Where a diffusers tensor comes from in the single file.
 #[derive(Debug, Clone, PartialEq)]
@@ -818,7 +818,7 @@ mod tests {
                 .join(arch);
             let header = Header::read(&dir.join("single_file.safetensors")).unwrap();
             let c = infer_configs(&header, arch == "sd21", &Overrides::default()).unwrap();
-            let folder = super::super::Configs::read(&dir.join("model")).unwrap();
+            let folder = crate::Configs::read(&dir.join("model")).unwrap();
             for k in [
                 "in_channels",
                 "out_channels",

@@ -5,7 +5,13 @@
 //! `PICTOR_WRITE_GALLERY=1 cargo test --release --test painter_panel -- --ignored gallery_sheet`
 //! renders 40 of them into `assets/gallery/panel-sheet.png` (the README's gallery sheet).
 
-use pictor::render::procedural::describe;
+/// The painter and the shared types under one name, as the server shows them (`pictor::render`).
+mod render {
+    pub use pictor_core::*;
+    pub use pictor_painter::*;
+}
+
+use render::procedural::describe;
 
 #[path = "common/sheet.rs"]
 mod sheet;
@@ -348,7 +354,7 @@ fn clothes_poses_and_what_people_hold_are_drawn() {
 #[test]
 #[ignore]
 fn gallery_sheet() {
-    use pictor::render::{Model, Ratio, procedural::render};
+    use render::{Model, Ratio, procedural::render};
     const PICKS: [usize; 40] = [
         0, 1, 2, 4, 7, 9, 20, 24, 33, 38, 39, 42, 44, 52, 55, 57, 66, 75, 76, 79, 82, 84, 87, 95,
         96, 98, 101, 104, 116, 117, 122, 124, 132, 133, 141, 153, 161, 163, 168, 174,

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use image::{GrayImage, Luma, RgbaImage, imageops};
 
-static ASSET: &[u8] = include_bytes!("../../assets/watermark.png");
+static ASSET: &[u8] = include_bytes!("../../../assets/watermark.png");
 
 /// Width of the mark as a fraction of the picture width.
 const WIDTH_FRACTION: f32 = 0.18;

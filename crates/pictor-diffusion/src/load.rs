@@ -300,7 +300,7 @@ pub fn quick_hash(path: &std::path::Path) -> String {
     let file = weights_in(&dir.join("unet"), "diffusion_pytorch_model.safetensors")
         .unwrap_or_else(|_| dir.to_path_buf());
     let mut h = sha2::Sha256::new();
-    if let Ok((f, len)) = crate::bounded::open_regular(&file) {
+    if let Ok((f, len)) = pictor_core::files::open_regular(&file) {
         h.update(len.to_le_bytes());
         let mut buf = Vec::new();
         let _ = f.take(1 << 20).read_to_end(&mut buf);

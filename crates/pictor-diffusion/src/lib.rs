@@ -7,7 +7,7 @@
 //! - [`scheduler`]: Euler and Euler ancestral as diffusers defines them, with caller noise;
 //! - [`noise`]: a seed's noise (PyTorch's CPU generator);
 //! - [`Pipeline`]: one loaded model — text encoding, the denoising loop, decoding, img2img;
-//! - [`renderer`]: the [`crate::render::Renderer`] that maps Pictor's model ids to pipelines
+//! - [`renderer`]: the [`pictor_core::Renderer`] that maps Pictor's model ids to pipelines
 //!   and keeps them loaded within a memory budget.
 //!
 //! Everything here is synchronous and runs on the render pool's blocking threads.
@@ -35,6 +35,8 @@ use scheduler::{Sampler, SamplerState, Schedule, SchedulerConfig};
 use tokenizer::ClipTokenizer;
 
 pub use renderer::{DiffusionRenderer, ModelMapping};
+/// The tensor library the engine is built on (for tools and tests that read reference tensors).
+pub use candle;
 pub use single_file::Overrides;
 
 #[derive(Debug, thiserror::Error)]
@@ -53,20 +55,20 @@ pub enum DiffusionError {
     Cancelled,
 }
 
-/// Reads a model file of at most `cap` bytes (see [`crate::bounded`]).
+/// Reads a model file of at most `cap` bytes (see [`pictor_core::files`]).
 pub(crate) fn read_file(
     path: &Path,
     cap: u64,
     what: &'static str,
 ) -> Result<Vec<u8>, DiffusionError> {
-    crate::bounded::read_file(path, cap, what).map_err(|e| DiffusionError::Model(e.to_string()))
+    pictor_core::files::read_file(path, cap, what).map_err(|e| DiffusionError::Model(e.to_string()))
 }
 
-/// Reads a model's JSON configuration file (at most [`crate::bounded::CONFIG_MAX`]).
+/// Reads a model's JSON configuration file (at most [`pictor_core::files::CONFIG_MAX`]).
 pub(crate) fn read_json(path: &Path) -> Result<Value, DiffusionError> {
     let bytes = read_file(
         path,
-        crate::bounded::CONFIG_MAX,
+        pictor_core::files::CONFIG_MAX,
         "a model configuration file",
     )?;
     serde_json::from_slice(&bytes)
@@ -77,8 +79,8 @@ pub(crate) fn read_json(path: &Path) -> Result<Value, DiffusionError> {
 /// within bounds, every tensor inside the file) before candle maps it.
 pub(crate) fn checked_header(
     path: &Path,
-) -> Result<std::collections::BTreeMap<String, crate::models::TensorInfo>, DiffusionError> {
-    crate::models::safetensors_header(path).map_err(|e| DiffusionError::Model(e.to_string()))
+) -> Result<std::collections::BTreeMap<String, pictor_core::models::TensorInfo>, DiffusionError> {
+    pictor_core::models::safetensors_header(path).map_err(|e| DiffusionError::Model(e.to_string()))
 }
 
 /// The device models run on: the first CUDA GPU when built with `cuda` and one is present,
@@ -278,7 +280,7 @@ impl Pipeline {
             Some(dir) => Configs::read(dir)?,
             None => {
                 let v_pred = overrides.prediction.is_none()
-                    && arch == crate::models::Arch::Sd2
+                    && arch == pictor_core::models::Arch::Sd2
                     // SAFETY: read-only map of the user's checkpoint (see load_diffusers).
                     && single_file::v_prediction_guess(
                         &unsafe { candle::safetensors::MmapedSafetensors::new(path)? },
@@ -296,7 +298,7 @@ impl Pipeline {
             }
         };
         configs.override_scheduler(overrides);
-        if (configs.text.len() == 2) != (arch == crate::models::Arch::Sdxl) {
+        if (configs.text.len() == 2) != (arch == pictor_core::models::Arch::Sdxl) {
             return Err(DiffusionError::Model(format!(
                 "{}: the configuration folder is not of the checkpoint's architecture ({})",
                 path.display(),

@@ -3,13 +3,12 @@
 //! `tests/fixtures/noise/noise.json`): several seeds (up to and beyond 32 bits), several calls in
 //! a row on one generator, small tensors (PyTorch's scalar path), 16 and more (its 16-wide fill,
 //! odd tails) and whole 512×512 / 768×512 latents.
-#![cfg(feature = "diffusion")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::PathBuf;
 
 use candle::Device;
-use pictor::render::diffusion::noise::{NoiseKind, NoiseSource, TorchCpu, TorchFill};
+use pictor_diffusion::noise::{NoiseKind, NoiseSource, TorchCpu, TorchFill};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
@@ -60,7 +59,7 @@ fn check(name: &str, file: &str, make: impl Fn(u64) -> Box<dyn NoiseSource>) {
 #[test]
 fn torch_cpu_is_bit_identical_to_torch_randn_on_x86() {
     check("torch-cpu", "torch_cpu.safetensors", |s| {
-        pictor::render::diffusion::noise::source(NoiseKind::TorchCpu, s)
+        pictor_diffusion::noise::source(NoiseKind::TorchCpu, s)
     });
 }
 
@@ -81,6 +80,6 @@ fn torch_cpu_portable_fill_is_bit_identical_to_atens_default_kernel() {
 #[test]
 fn a1111_gpu_is_bit_identical_to_a1111_philox() {
     check("a1111-gpu", "a1111_gpu.safetensors", |s| {
-        pictor::render::diffusion::noise::source(NoiseKind::A1111Gpu, s)
+        pictor_diffusion::noise::source(NoiseKind::A1111Gpu, s)
     });
 }

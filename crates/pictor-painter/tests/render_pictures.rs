@@ -2,8 +2,14 @@
 //! sizes, the `parameters` chunk, readable text, styles, enhancement and refused uploads.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use pictor::render::encode::read_parameters;
-use pictor::render::{
+/// The painter and the shared types under one name, as the server shows them (`pictor::render`).
+mod render {
+    pub use pictor_core::*;
+    pub use pictor_painter::*;
+}
+
+use render::encode::read_parameters;
+use render::{
     EditSpec, GenerateSpec, Model, PngParameters, ProceduralRenderer, Ratio, RenderError, Renderer,
     Style, enhance, finish, procedural,
 };
@@ -141,7 +147,7 @@ fn style_words_change_the_picture() {
     );
     assert!(changed(&photo, &forced) > 10_000);
     // Pixel art is made of blocks: neighbours inside a block are equal.
-    let block = pictor::render::style::pixel_block(1024);
+    let block = render::style::pixel_block(1024);
     let same = (0..200)
         .filter(|i| {
             let (x, y) = (

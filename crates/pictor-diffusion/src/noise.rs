@@ -18,7 +18,7 @@
 //! the default here); older x86 CPUs and ARM run the portable kernel with libm's functions
 //! ([`TorchFill::Portable`]). They differ in the last bit for about 38 % of values (≤ 1.8e-6).
 
-pub use crate::catalog::NoiseKind;
+pub use pictor_core::catalog::NoiseKind;
 
 /// A fresh generator of `kind` for `seed`.
 pub fn source(kind: NoiseKind, seed: u64) -> Box<dyn NoiseSource> {

@@ -3,7 +3,13 @@
 //! few examples of what Pictor understands.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use pictor::render::{EditSpec, ProceduralRenderer, RenderError, Renderer};
+/// The painter and the shared types under one name, as the server shows them (`pictor::render`).
+mod render {
+    pub use pictor_core::*;
+    pub use pictor_painter::*;
+}
+
+use render::{EditSpec, ProceduralRenderer, RenderError, Renderer};
 
 /// A 120x80 colourful test picture with a red marker in the top-left corner.
 fn source() -> image::RgbaImage {
@@ -38,7 +44,7 @@ fn try_edit(instruction: &str) -> Result<image::RgbaImage, RenderError> {
         seed: 1,
     })?;
     // Round-trip through the public encoder to get at the pixels.
-    let params = pictor::render::PngParameters {
+    let params = render::PngParameters {
         prompt: instruction.into(),
         seed: 1,
         model: "fast".into(),
@@ -46,7 +52,7 @@ fn try_edit(instruction: &str) -> Result<image::RgbaImage, RenderError> {
         details: None,
         scene: None,
     };
-    let png = pictor::render::finish(pic, false, &params).unwrap();
+    let png = render::finish(pic, false, &params).unwrap();
     Ok(image::load_from_memory(&png).unwrap().to_rgba8())
 }
 

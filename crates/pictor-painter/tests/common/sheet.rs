@@ -22,7 +22,7 @@ pub fn write(
         let small = image::imageops::resize(img, w, h, image::imageops::FilterType::Triangle);
         let (x, y) = ((i as u32 % cols) * w, (i as u32 / cols) * (h + caption));
         image::imageops::overlay(&mut sheet, &small, i64::from(x), i64::from(y));
-        pictor::render::text::draw_in_box(
+        pictor_painter::text::draw_in_box(
             &mut sheet,
             label,
             (
@@ -31,11 +31,11 @@ pub fn write(
                 w as f32 - 8.0,
                 caption as f32 - 6.0,
             ),
-            pictor::render::text::Look::Ink,
+            pictor_painter::text::Look::Ink,
         );
     }
     let path = if std::env::var("PICTOR_WRITE_GALLERY").is_ok() {
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
             .join("assets/gallery")
             .join(name)
     } else {

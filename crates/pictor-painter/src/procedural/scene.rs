@@ -10,8 +10,8 @@ use super::canvas::{Rgb, hue_rotate, mix, rgb, scale, tint};
 use super::compose::{Placed, Setting, Stage};
 use super::noise::Rng;
 use super::prompt::{Element, Habitat, Mood, Phase, Season, Target, Theme, Time, View};
-use crate::render::Model;
-use crate::render::style::Style;
+use crate::Model;
+use crate::style::Style;
 
 /// How much work a model spends on a picture.
 #[derive(Debug, Clone, Copy)]

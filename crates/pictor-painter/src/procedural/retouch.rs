@@ -19,7 +19,7 @@ use super::noise::Rng;
 use super::objects::{self, Figure, Look};
 use super::prompt::{Element, Habitat, Pose, Subject, Theme, Thing};
 use super::shapes::{self, Light, Xform};
-use crate::render::edit::{Region, TimeOfDay, Weather};
+use crate::edit::{Region, TimeOfDay, Weather};
 
 /// Sky bodies and weather an "add" draws and the painter can take out of its own picture
 /// (an added storm is rain).

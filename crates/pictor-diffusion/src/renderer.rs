@@ -14,11 +14,10 @@ use super::noise::NoiseKind;
 use super::scheduler::Sampler;
 use super::single_file::Overrides;
 use super::{DiffusionError, ModelSource, Pipeline, Request, StepControl};
-use crate::render::backends::fit_exact;
-use crate::render::decode::{self, DecodeLimits};
-use crate::render::{
+use pictor_core::fit_exact;
+use pictor_core::decode::{self, DecodeLimits};
+use pictor_core::{
     EditSpec, GenerateSpec, Model, Picture, RenderControl, RenderDetails, RenderError, Renderer,
-    edit,
 };
 
 /// One installed model as a Pictor model id (or the edit model) uses it.
@@ -383,13 +382,8 @@ impl Renderer for DiffusionRenderer {
         };
         // What the instruction filters do exactly (rotate, crop, black and white…) stays theirs;
         // what changes the content (add, remove, recolour, night…) the model paints itself.
-        match edit::parse_instruction(&spec.instruction) {
-            Ok(ops) if !ops.iter().any(edit::EditOp::is_content) => {
-                return self.fallback.edit_with(spec, control);
-            }
-            Ok(_) => {}
-            Err(RenderError::EditNotUnderstood(_)) => {}
-            Err(e) => return Err(e),
+        if self.fallback.exact_edit(&spec.instruction)? {
+            return self.fallback.edit_with(spec, control);
         }
         let source = decode::decode(&spec.source, &DecodeLimits::default())?;
         let (out_w, out_h) = source.dimensions();

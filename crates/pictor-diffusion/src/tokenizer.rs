@@ -12,7 +12,7 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::{DiffusionError, read_file, read_json};
-use crate::bounded::TOKENIZER_MAX;
+use pictor_core::files::TOKENIZER_MAX;
 
 /// CLIP's pre-split pattern (transformers `CLIPTokenizer.pat`; the text is lowercased first).
 const PATTERN: &str =

@@ -17,7 +17,7 @@ mod canvas;
 mod compose;
 mod features;
 mod library;
-pub(crate) mod noise;
+pub mod noise;
 mod objects;
 mod prompt;
 pub mod retouch;
@@ -100,6 +100,14 @@ impl Renderer for ProceduralRenderer {
             repaint(&spec.source, &changes, ru).map_err(RenderError::EditNotUnderstood)?
         };
         Ok(Picture(edit::apply_seeded(img, &ops, spec.seed as u32)))
+    }
+
+    fn exact_edit(&self, instruction: &str) -> Result<bool, RenderError> {
+        match edit::parse_instruction(instruction) {
+            Ok(ops) => Ok(!ops.iter().any(edit::EditOp::is_content)),
+            Err(RenderError::EditNotUnderstood(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -654,7 +662,7 @@ fn thing_name(t: prompt::Thing) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::{PngParameters, finish};
+    use crate::{PngParameters, finish};
 
     /// The painter reports its stages as progress and stops at the first checkpoint once
     /// cancelled.

@@ -6,7 +6,6 @@
 //!
 //! Tolerances: token ids and the seed's noise exact (on glibc, whose libm drew the reference), text
 //! embeddings, UNet outputs and latents within 1e-3 (max abs), pictures within 2/255.
-#![cfg(feature = "diffusion")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
@@ -14,9 +13,9 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use candle::{DType, Device, Tensor};
-use pictor::render::diffusion::noise::{NoiseKind, NoiseSource, TorchCpu, TorchFill, source};
-use pictor::render::diffusion::scheduler::Sampler;
-use pictor::render::diffusion::{NoControl, Pipeline, Request, StepControl, to_rgb8};
+use pictor_diffusion::noise::{NoiseKind, NoiseSource, TorchCpu, TorchFill, source};
+use pictor_diffusion::scheduler::Sampler;
+use pictor_diffusion::{NoControl, Pipeline, Request, StepControl, to_rgb8};
 use serde_json::Value;
 
 /// Noise is bit-identical where the libm is glibc's (as for the reference); elsewhere libm's
@@ -470,7 +469,7 @@ fn progress_rises_each_step_and_cancellation_stops_between_steps() {
 /// pipeline decodes the SD 1.5 fixture's Euler latents with it.
 #[test]
 fn tiny_decoder_matches_diffusers() {
-    use pictor::render::diffusion::taesd::TinyDecoder;
+    use pictor_diffusion::taesd::TinyDecoder;
     let dir = fixture_dir("taesd");
     let tiny = TinyDecoder::load(&dir.join("model"), &Device::Cpu).unwrap();
     let t = candle::safetensors::load(dir.join("reference.safetensors"), &Device::Cpu).unwrap();
@@ -496,7 +495,7 @@ fn tiny_decoder_matches_diffusers() {
 /// with 8-latent tiles about a third of the distance to another latent's picture).
 #[test]
 fn tiled_vae_decode_stays_close_to_a_whole_decode() {
-    use pictor::render::diffusion::tiled_decode;
+    use pictor_diffusion::tiled_decode;
     let f = fixture("sd15");
     let z = (torch(9).randn(4 * 24 * 24))
         .into_iter()

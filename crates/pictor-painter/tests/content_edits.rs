@@ -4,11 +4,17 @@
 //! shape of what changed. Refusals carry a short message in the instruction's language.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+/// The painter and the shared types under one name, as the server shows them (`pictor::render`).
+mod render {
+    pub use pictor_core::*;
+    pub use pictor_painter::*;
+}
+
 use image::RgbaImage;
 
 #[path = "common/sheet.rs"]
 mod sheet;
-use pictor::render::{
+use render::{
     EditSpec, Model, PngParameters, ProceduralRenderer, Ratio, RenderError, Renderer, procedural,
 };
 
@@ -23,7 +29,7 @@ fn painted(prompt: &str, seed: u64, watermark: bool) -> Vec<u8> {
         details: None,
         scene: None,
     };
-    pictor::render::finish(pic, watermark, &params).unwrap()
+    render::finish(pic, watermark, &params).unwrap()
 }
 
 fn decode(png: &[u8]) -> RgbaImage {
@@ -45,7 +51,7 @@ fn try_edit(source: &[u8], instruction: &str) -> Result<RgbaImage, RenderError> 
         scene: None,
     };
     Ok(decode(
-        &pictor::render::finish(pic, false, &params).unwrap(),
+        &render::finish(pic, false, &params).unwrap(),
     ))
 }
 
@@ -489,7 +495,7 @@ fn remove_and_replace_refuse_clearly_what_they_cannot_do() {
         details: None,
         scene: None,
     };
-    let forged = pictor::render::encode::png_with_parameters(&img, &params).unwrap();
+    let forged = render::encode::png_with_parameters(&img, &params).unwrap();
     let m = refused(&forged, "remove the boat");
     assert!(m.contains("changed after"), "{m}");
 
@@ -500,13 +506,13 @@ fn remove_and_replace_refuse_clearly_what_they_cannot_do() {
             img.put_pixel(x, y, image::Rgba([255, 0, 255, 255]));
         }
     }
-    let signed = pictor::render::encode::png_with_parameters(&img, &params).unwrap();
+    let signed = render::encode::png_with_parameters(&img, &params).unwrap();
     let m = refused(&signed, "remove the boat");
     assert!(m.contains("changed after"), "{m}");
 
     // A picture of another version of Pictor (its painter may place things elsewhere): the same
     // pixels and parameters, only the Version line says otherwise.
-    let text = pictor::render::encode::read_parameters(&src).unwrap();
+    let text = render::encode::read_parameters(&src).unwrap();
     let ours = concat!("Version: pictor ", env!("CARGO_PKG_VERSION"));
     assert!(text.contains(ours), "{text}");
     let older = text.replace(ours, "Version: pictor 0.0.1");

@@ -1,9 +1,9 @@
 //! Full-size speed and memory of the built-in diffusion engine, next to diffusers + torch.
 //!
 //! ```sh
-//! cargo bench --bench diffusion                      # Pictor only
-//! PICTOR_BENCH_PYTHON=/tmp/sdref/bin/python cargo bench --bench diffusion   # and torch, same run
-//! PICTOR_DIFFUSION_BENCH_ONLY=sd21 cargo bench --bench diffusion            # cases containing "sd21"
+//! cargo bench -p pictor-diffusion --bench diffusion                      # Pictor only
+//! PICTOR_BENCH_PYTHON=/tmp/sdref/bin/python cargo bench -p pictor-diffusion --bench diffusion
+//! PICTOR_DIFFUSION_BENCH_ONLY=sd21 cargo bench -p pictor-diffusion --bench diffusion
 //! ```
 //!
 //! The networks have the real SD 2.1 (SD-Turbo), SD 1.5 and SDXL architectures
@@ -13,17 +13,10 @@
 //! threads. Results go to stdout and `target/diffusion-bench.md`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[cfg(not(feature = "diffusion"))]
-fn main() {
-    println!("the diffusion benchmark needs the `diffusion` feature");
-}
-
-#[cfg(feature = "diffusion")]
 fn main() {
     bench::main();
 }
 
-#[cfg(feature = "diffusion")]
 mod bench {
     use std::path::PathBuf;
     use std::process::Command;
@@ -32,10 +25,10 @@ mod bench {
     use candle::{DType, Device, Shape, Tensor};
     use candle_nn::VarBuilder;
     use candle_nn::var_builder::SimpleBackend;
-    use pictor::render::diffusion::load;
-    use pictor::render::diffusion::net::clip::ClipTextTransformer;
-    use pictor::render::diffusion::net::unet_2d::{TextTime, UNet2DConditionModel};
-    use pictor::render::diffusion::net::vae::AutoEncoderKL;
+    use pictor_diffusion::load;
+    use pictor_diffusion::net::clip::ClipTextTransformer;
+    use pictor_diffusion::net::unet_2d::{TextTime, UNet2DConditionModel};
+    use pictor_diffusion::net::vae::AutoEncoderKL;
     use serde_json::{Value, json};
 
     const CASE_ENV: &str = "PICTOR_DIFFUSION_BENCH_CASE";
@@ -59,7 +52,7 @@ mod bench {
     ];
 
     fn root() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
     }
 
     fn architectures() -> Value {
@@ -195,9 +188,9 @@ mod bench {
                 let z = randn(&[1, 4, side / 8, side / 8], dtype);
                 let t = Instant::now();
                 let out = if variant.ends_with("tiled32") {
-                    pictor::render::diffusion::tiled_decode(&vae, &z, 32, 8).unwrap()
+                    pictor_diffusion::tiled_decode(&vae, &z, 32, 8).unwrap()
                 } else if variant.ends_with("tiled") {
-                    pictor::render::diffusion::tiled_decode(&vae, &z, 64, 16).unwrap()
+                    pictor_diffusion::tiled_decode(&vae, &z, 64, 16).unwrap()
                 } else {
                     vae.decode(&z).unwrap()
                 };
@@ -211,7 +204,7 @@ mod bench {
                 times.push(t.elapsed().as_secs_f64());
             }
             "taesd" => {
-                let tiny = pictor::render::diffusion::taesd::TinyDecoder::new(
+                let tiny = pictor_diffusion::taesd::TinyDecoder::new(
                     vb.pp("decoder.layers"),
                     &json!({}),
                 )
@@ -232,7 +225,7 @@ mod bench {
                 let shape = load::unet_config(&a[arch]["unet"]).unwrap();
                 let unet = UNet2DConditionModel::new(vb.pp("unet"), 4, 4, shape.config).unwrap();
                 let tiny =
-                    pictor::render::diffusion::taesd::TinyDecoder::new(vb.pp("taesd"), &json!({}))
+                    pictor_diffusion::taesd::TinyDecoder::new(vb.pp("taesd"), &json!({}))
                         .unwrap();
                 let ids = Tensor::new(&[[49406u32; 77]], &dev).unwrap();
                 let x = randn(&[1, 4, side / 8, side / 8], dtype);

@@ -1,0 +1,680 @@
+//! Diffusion models on the user's disk: what a folder or file is (its layout and architecture,
+//! read from its configuration and tensor names, never from its file name). Fetching from the
+//! Hugging Face hub is the server's (`pictor::models::hub`).
+//!
+//! Two layouts are understood:
+//! - a **diffusers folder**: `model_index.json`, `unet/`, `vae/`, `text_encoder/` (+
+//!   `text_encoder_2/` for SDXL), `tokenizer/` (+ `tokenizer_2/`), `scheduler/`, weights as
+//!   `.safetensors`;
+//! - a **single-file checkpoint** as AUTOMATIC1111 and ComfyUI users have them: one
+//!   `.safetensors` with the original Stability key names (`model.diffusion_model.*`,
+//!   `first_stage_model.*`, `cond_stage_model.*` / `conditioner.embedders.*`).
+//!
+//! Pickle weights (`.bin`, `.ckpt`, `.pt`) are refused: loading them can run code.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::files as bounded;
+
+/// A Stable Diffusion architecture family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arch {
+    /// SD 1.x (CLIP ViT-L text encoder, 768-wide context).
+    Sd1,
+    /// SD 2.x and SD-Turbo (OpenCLIP ViT-H, 1024-wide context).
+    Sd2,
+    /// SDXL and SDXL-Turbo (two text encoders, 2048-wide context, size conditioning).
+    Sdxl,
+}
+
+impl Arch {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Arch::Sd1 => "sd1",
+            Arch::Sd2 => "sd2",
+            Arch::Sdxl => "sdxl",
+        }
+    }
+}
+
+/// How the weights are laid out on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    Diffusers,
+    SingleFile,
+}
+
+/// What inspection found out about a model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    pub layout: Layout,
+    pub arch: Arch,
+    /// `epsilon` or `v_prediction`, when the scheduler configuration says.
+    pub prediction: Option<String>,
+    /// Bytes of weights.
+    pub weight_bytes: u64,
+    /// Tensors in the weights.
+    pub tensors: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ModelError + '_ {
+    move |err| ModelError::Io {
+        path: path.to_path_buf(),
+        err,
+    }
+}
+
+fn invalid(m: impl Into<String>) -> ModelError {
+    ModelError::Invalid(m.into())
+}
+
+/// One tensor's entry in a safetensors header.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TensorInfo {
+    pub dtype: String,
+    pub shape: Vec<u64>,
+    pub data_offsets: [u64; 2],
+}
+
+impl TensorInfo {
+    /// The number of elements (the shape's product; checked against the tensor's bytes when
+    /// the header is read, so it cannot overflow).
+    pub fn elements(&self) -> u64 {
+        self.shape.iter().product()
+    }
+
+    /// Bytes the tensor takes once widened to float32 (what the engine holds in memory).
+    pub fn f32_bytes(&self) -> u64 {
+        self.elements().saturating_mul(4)
+    }
+}
+
+/// Largest safetensors header read. The format allows 100 MB; an SDXL checkpoint's header is
+/// ~0.3 MB, a LoRA's with kohya's training metadata a few MB.
+pub const MAX_HEADER: u64 = 16 << 20;
+/// Most tensors in one safetensors file (an SDXL checkpoint with EMA weights has ~5,000).
+pub const MAX_TENSORS: usize = 65_536;
+/// Highest tensor rank accepted (real ones have at most 5 dimensions).
+const MAX_RANK: usize = 16;
+
+/// Bytes per element of the safetensors dtypes whose size is a whole number of bytes.
+fn dtype_bytes(dtype: &str) -> Option<u64> {
+    Some(match dtype {
+        "BOOL" | "U8" | "I8" | "F8_E4M3" | "F8_E5M2" | "F8_E8M0" => 1,
+        "U16" | "I16" | "F16" | "BF16" => 2,
+        "U32" | "I32" | "F32" => 4,
+        "U64" | "I64" | "F64" => 8,
+        _ => return None,
+    })
+}
+
+/// Reads a safetensors header's JSON map straight into typed entries, stopping at
+/// [`MAX_TENSORS`]: the memory held is what is kept, never a generic JSON tree of the header.
+struct HeaderVisitor {
+    data_len: u64,
+}
+
+impl<'de> serde::de::Visitor<'de> for HeaderVisitor {
+    type Value = BTreeMap<String, TensorInfo>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a map of tensor names to their dtype, shape and data offsets")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        use serde::de::Error;
+        let mut out = BTreeMap::new();
+        while let Some(name) = map.next_key::<String>()? {
+            if name == "__metadata__" {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            }
+            if out.len() >= MAX_TENSORS {
+                return Err(A::Error::custom(format!(
+                    "more than {MAX_TENSORS} tensors, the most Pictor reads from one file"
+                )));
+            }
+            let info: TensorInfo = map
+                .next_value()
+                .map_err(|e| A::Error::custom(format!("tensor {name}: {e}")))?;
+            let [start, end] = info.data_offsets;
+            if start > end || end > self.data_len {
+                return Err(A::Error::custom(format!(
+                    "tensor {name} lies outside the file (truncated download?)"
+                )));
+            }
+            if info.shape.len() > MAX_RANK {
+                return Err(A::Error::custom(format!(
+                    "tensor {name} has {} dimensions",
+                    info.shape.len()
+                )));
+            }
+            let elements = info
+                .shape
+                .iter()
+                .try_fold(1u64, |n, &d| n.checked_mul(d))
+                .and_then(|n| n.checked_mul(dtype_bytes(&info.dtype).unwrap_or(1)));
+            let fits = match (elements, dtype_bytes(&info.dtype)) {
+                (Some(bytes), Some(_)) => bytes == end - start,
+                // Sub-byte dtypes (F4, F6): at least one bit an element.
+                (Some(n), None) => n <= (end - start).saturating_mul(8),
+                (None, _) => false,
+            };
+            if !fits {
+                return Err(A::Error::custom(format!(
+                    "tensor {name}: shape {:?} of {} does not match its {} bytes",
+                    info.shape,
+                    info.dtype,
+                    end - start
+                )));
+            }
+            if out.insert(name.clone(), info).is_some() {
+                return Err(A::Error::custom(format!("tensor {name} is listed twice")));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Reads the header of a `.safetensors` file (8-byte little-endian length, then JSON) and checks
+/// that every tensor lies inside the file and matches its shape. Only the header is read; it is
+/// refused over [`MAX_HEADER`] bytes or [`MAX_TENSORS`] tensors before being held whole.
+pub fn safetensors_header(path: &Path) -> Result<BTreeMap<String, TensorInfo>, ModelError> {
+    let (mut f, len) = bounded::open_regular(path).map_err(file_error)?;
+    let mut n = [0u8; 8];
+    f.read_exact(&mut n).map_err(io(path))?;
+    let n = u64::from_le_bytes(n);
+    if n > MAX_HEADER {
+        return Err(invalid(format!(
+            "{}: its safetensors header is {}, over the {} Pictor reads (not a model's weights?)",
+            path.display(),
+            bounded::size_text(n),
+            bounded::size_text(MAX_HEADER)
+        )));
+    }
+    if n.saturating_add(8) > len {
+        return Err(invalid(format!(
+            "{} is not a safetensors file (header length {n})",
+            path.display()
+        )));
+    }
+    let mut header = vec![0u8; n as usize];
+    f.read_exact(&mut header).map_err(io(path))?;
+    parse_safetensors_header(&header, len - 8 - n).map_err(|e| {
+        invalid(format!(
+            "{} has an unreadable safetensors header: {e}",
+            path.display()
+        ))
+    })
+}
+
+/// Parses a safetensors header's JSON (`header`) for a file with `data_len` bytes of tensor
+/// data after it: at most [`MAX_TENSORS`] tensors, each inside the data and matching its shape.
+pub fn parse_safetensors_header(
+    header: &[u8],
+    data_len: u64,
+) -> Result<BTreeMap<String, TensorInfo>, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(header);
+    let out = serde::Deserializer::deserialize_map(&mut de, HeaderVisitor { data_len })?;
+    de.end()?;
+    Ok(out)
+}
+
+fn file_error(e: bounded::FileError) -> ModelError {
+    invalid(e.to_string())
+}
+
+/// Reads a model's JSON configuration file (at most [`bounded::CONFIG_MAX`]).
+fn read_json(path: &Path) -> Result<Value, ModelError> {
+    let text = bounded::read_file(path, bounded::CONFIG_MAX, "a model configuration file")
+        .map_err(file_error)?;
+    serde_json::from_slice(&text).map_err(|e| invalid(format!("{}: {e}", path.display())))
+}
+
+/// The tokenizer files of a folder, checked for kind and size without being read (the engine
+/// reads them at the first render).
+fn check_tokenizer(dir: &Path) -> Result<(), ModelError> {
+    for (f, cap, what) in [
+        (
+            "vocab.json",
+            bounded::TOKENIZER_MAX,
+            "a tokenizer vocabulary",
+        ),
+        ("merges.txt", bounded::TOKENIZER_MAX, "a tokenizer's merges"),
+        (
+            "tokenizer_config.json",
+            bounded::CONFIG_MAX,
+            "a model configuration file",
+        ),
+        (
+            "special_tokens_map.json",
+            bounded::CONFIG_MAX,
+            "a model configuration file",
+        ),
+    ] {
+        let p = dir.join(f);
+        if std::fs::symlink_metadata(&p).is_ok() {
+            bounded::check_file(&p, cap, what).map_err(file_error)?;
+        }
+    }
+    Ok(())
+}
+
+fn refuse_pickle(path: &Path) -> Result<(), ModelError> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if matches!(ext.as_str(), "bin" | "ckpt" | "pt" | "pth" | "pkl") {
+        return Err(invalid(format!(
+            "{} is a pickle file, which can run code when loaded; use a .safetensors version of the model",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The `.safetensors` weights of one component folder (all shards of one variant).
+fn component_weights(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
+    let mut st = Vec::new();
+    let mut pickles = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+        let p = entry.map_err(io(dir))?.path();
+        match p.extension().and_then(|e| e.to_str()) {
+            Some("safetensors") => st.push(p),
+            Some("bin" | "ckpt" | "pt" | "pth") => pickles.push(p),
+            _ => {}
+        }
+    }
+    if st.is_empty() {
+        return Err(match pickles.first() {
+            Some(p) => refuse_pickle(p)
+                .err()
+                .unwrap_or_else(|| invalid("pickle weights")),
+            None => invalid(format!("{} has no .safetensors weights", dir.display())),
+        });
+    }
+    st.sort();
+    Ok(st)
+}
+
+/// Tells what `path` is: a diffusers folder or a single-file checkpoint, and of which
+/// architecture. Reads configuration files and safetensors headers only.
+pub fn inspect(path: &Path) -> Result<ModelInfo, ModelError> {
+    let meta = std::fs::metadata(path).map_err(io(path))?;
+    if meta.is_dir() {
+        inspect_diffusers(path)
+    } else {
+        refuse_pickle(path)?;
+        if path.extension().and_then(|e| e.to_str()) != Some("safetensors") {
+            return Err(invalid(format!(
+                "{} is neither a diffusers folder nor a .safetensors checkpoint",
+                path.display()
+            )));
+        }
+        inspect_single_file(path, meta.len())
+    }
+}
+
+fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
+    let index_path = dir.join("model_index.json");
+    if !index_path.is_file() {
+        return Err(invalid(format!(
+            "{} has no model_index.json: not a diffusers model folder",
+            dir.display()
+        )));
+    }
+    let index = read_json(&index_path)?;
+    let unet_config = read_json(&dir.join("unet").join("config.json"))?;
+    let context = unet_config
+        .get("cross_attention_dim")
+        .and_then(Value::as_u64);
+    let text_time = unet_config
+        .get("addition_embed_type")
+        .and_then(Value::as_str)
+        == Some("text_time");
+    let arch = match (context, text_time) {
+        (_, true) | (Some(2048), _) => Arch::Sdxl,
+        (Some(1024), _) => Arch::Sd2,
+        (Some(768), _) => Arch::Sd1,
+        // Other widths (distilled or test models): the text encoder tells the family, OpenCLIP
+        // (SD 2) using the exact GELU and CLIP ViT-L (SD 1) the quick one.
+        (Some(_), _) if dir.join("text_encoder/config.json").is_file() => {
+            let text = read_json(&dir.join("text_encoder").join("config.json"))?;
+            if text.get("hidden_act").and_then(Value::as_str) == Some("gelu") {
+                Arch::Sd2
+            } else {
+                Arch::Sd1
+            }
+        }
+        (other, _) => {
+            return Err(invalid(format!(
+                "{}: unsupported UNet (cross_attention_dim {other:?}); Stable Diffusion 1.x, 2.x and SDXL are supported",
+                dir.display()
+            )));
+        }
+    };
+    let mut components = vec!["unet", "vae", "text_encoder", "tokenizer", "scheduler"];
+    if arch == Arch::Sdxl {
+        components.extend(["text_encoder_2", "tokenizer_2"]);
+    }
+    for c in &components {
+        if !dir.join(c).is_dir() {
+            return Err(invalid(format!("{} has no {c}/ folder", dir.display())));
+        }
+        if index.get(*c).is_none() {
+            return Err(invalid(format!(
+                "{}: model_index.json does not name a {c}",
+                dir.display()
+            )));
+        }
+    }
+    for c in ["tokenizer", "tokenizer_2"] {
+        if components.contains(&c) {
+            check_tokenizer(&dir.join(c))?;
+        }
+    }
+    for f in [
+        "text_encoder/config.json",
+        "text_encoder_2/config.json",
+        "vae/config.json",
+    ] {
+        let p = dir.join(f);
+        if std::fs::symlink_metadata(&p).is_ok() {
+            bounded::check_file(&p, bounded::CONFIG_MAX, "a model configuration file")
+                .map_err(file_error)?;
+        }
+    }
+    let (mut bytes, mut tensors) = (0u64, 0usize);
+    for c in ["unet", "vae", "text_encoder", "text_encoder_2"] {
+        if !components.contains(&c) {
+            continue;
+        }
+        for w in component_weights(&dir.join(c))? {
+            let header = safetensors_header(&w)?;
+            tensors += header.len();
+            bytes = bytes.saturating_add(std::fs::metadata(&w).map_err(io(&w))?.len());
+        }
+    }
+    // Absent or unreadable JSON: the engine's defaults; a device, a FIFO or a file over the cap
+    // is refused here rather than at the first render.
+    let scheduler = dir.join("scheduler").join("scheduler_config.json");
+    if std::fs::symlink_metadata(&scheduler).is_ok() {
+        bounded::check_file(
+            &scheduler,
+            bounded::CONFIG_MAX,
+            "a model configuration file",
+        )
+        .map_err(file_error)?;
+    }
+    let prediction = read_json(&scheduler).ok().and_then(|v| {
+        v.get("prediction_type")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
+    Ok(ModelInfo {
+        layout: Layout::Diffusers,
+        arch,
+        prediction,
+        weight_bytes: bytes,
+        tensors,
+    })
+}
+
+fn inspect_single_file(path: &Path, len: u64) -> Result<ModelInfo, ModelError> {
+    let header = safetensors_header(path)?;
+    let has = |prefix: &str| header.keys().any(|k| k.starts_with(prefix));
+    if !has("model.diffusion_model.") {
+        return Err(invalid(format!(
+            "{} has no model.diffusion_model.* tensors: not a Stable Diffusion checkpoint",
+            path.display()
+        )));
+    }
+    let arch = if has("conditioner.embedders.1.") {
+        Arch::Sdxl
+    } else if has("cond_stage_model.model.") {
+        Arch::Sd2
+    } else if has("cond_stage_model.transformer.") {
+        Arch::Sd1
+    } else {
+        return Err(invalid(format!(
+            "{}: no text encoder weights (cond_stage_model.* or conditioner.embedders.*)",
+            path.display()
+        )));
+    };
+    if !has("first_stage_model.") {
+        return Err(invalid(format!(
+            "{}: no autoencoder weights (first_stage_model.*)",
+            path.display()
+        )));
+    }
+    Ok(ModelInfo {
+        layout: Layout::SingleFile,
+        arch,
+        prediction: None,
+        weight_bytes: len,
+        tensors: header.len(),
+    })
+}
+
+/// A model name as used in `pictor models …` and the configuration: 1–64 of `a-z 0-9 . _ -`.
+/// SHA-256 of a whole file, hex (AUTOMATIC1111's model hash is its first 10 digits).
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    use sha2::Digest;
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+pub fn check_name(name: &str) -> Result<(), ModelError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "model name {name:?}: use 1-64 lower-case letters, digits, '.', '_' or '-'"
+        )))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Tiny model files with real headers (zero-filled tensors), for the tests of inspection.
+    use std::path::Path;
+
+    pub fn write_safetensors(path: &Path, tensors: &[(&str, &[u64])]) {
+        let mut header = serde_json::Map::new();
+        let mut offset = 0u64;
+        for (name, shape) in tensors {
+            let bytes = shape.iter().product::<u64>() * 4;
+            header.insert(
+                name.to_string(),
+                serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + bytes]}),
+            );
+            offset += bytes;
+        }
+        let text = serde_json::to_vec(&header).unwrap_or_default();
+        let mut out = (text.len() as u64).to_le_bytes().to_vec();
+        out.extend(text);
+        out.extend(vec![0u8; offset as usize]);
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(path, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::testing::write_safetensors;
+    use super::*;
+
+    fn diffusers(dir: &Path, context: u64) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(
+            dir.join("model_index.json"),
+            r#"{"_class_name":"StableDiffusionPipeline","unet":["diffusers","UNet2DConditionModel"],"vae":["diffusers","AutoencoderKL"],"text_encoder":["transformers","CLIPTextModel"],"tokenizer":["transformers","CLIPTokenizer"],"scheduler":["diffusers","EulerDiscreteScheduler"]}"#,
+        )
+        .unwrap();
+        for c in ["unet", "vae", "text_encoder", "tokenizer", "scheduler"] {
+            std::fs::create_dir_all(dir.join(c)).unwrap();
+        }
+        std::fs::write(
+            dir.join("unet/config.json"),
+            format!(r#"{{"cross_attention_dim": {context}}}"#),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("scheduler/scheduler_config.json"),
+            r#"{"prediction_type":"v_prediction"}"#,
+        )
+        .unwrap();
+        write_safetensors(
+            &dir.join("unet/diffusion_pytorch_model.safetensors"),
+            &[("conv_in.weight", &[4, 4, 3, 3])],
+        );
+        write_safetensors(
+            &dir.join("vae/diffusion_pytorch_model.safetensors"),
+            &[("decoder.conv_in.weight", &[4, 4, 3, 3])],
+        );
+        write_safetensors(
+            &dir.join("text_encoder/model.safetensors"),
+            &[("text_model.embeddings.token_embedding.weight", &[16, 8])],
+        );
+    }
+
+    #[test]
+    fn diffusers_folders_by_their_unet_config() {
+        let d = tempfile::tempdir().unwrap();
+        diffusers(d.path(), 1024);
+        let info = inspect(d.path()).unwrap();
+        assert_eq!((info.layout, info.arch), (Layout::Diffusers, Arch::Sd2));
+        assert_eq!(info.prediction.as_deref(), Some("v_prediction"));
+        assert_eq!(info.tensors, 3);
+        // Pickle-only weights are refused, with the reason.
+        std::fs::remove_file(d.path().join("vae/diffusion_pytorch_model.safetensors")).unwrap();
+        std::fs::write(d.path().join("vae/diffusion_pytorch_model.bin"), b"x").unwrap();
+        let e = inspect(d.path()).unwrap_err().to_string();
+        assert!(e.contains("pickle"), "{e}");
+    }
+
+    #[test]
+    fn single_files_by_their_tensor_names() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("model.safetensors");
+        write_safetensors(
+            &p,
+            &[
+                (
+                    "model.diffusion_model.input_blocks.0.0.weight",
+                    &[4, 4, 3, 3],
+                ),
+                ("first_stage_model.decoder.conv_in.weight", &[4, 4, 3, 3]),
+                (
+                    "cond_stage_model.transformer.text_model.embeddings.token_embedding.weight",
+                    &[16, 8],
+                ),
+            ],
+        );
+        assert_eq!(inspect(&p).unwrap().arch, Arch::Sd1);
+        // A truncated file is caught from its header.
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &bytes[..bytes.len() - 10]).unwrap();
+        assert!(
+            inspect(&p)
+                .unwrap_err()
+                .to_string()
+                .contains("outside the file")
+        );
+        let ckpt = d.path().join("model.ckpt");
+        std::fs::write(&ckpt, b"x").unwrap();
+        assert!(inspect(&ckpt).unwrap_err().to_string().contains("pickle"));
+    }
+
+    #[test]
+    fn safetensors_headers_are_checked_as_they_are_parsed() {
+        let parse = |h: &str, len| parse_safetensors_header(h.as_bytes(), len);
+        let ok = r#"{"__metadata__":{"a":"b"},"w":{"dtype":"F16","shape":[2,3],"data_offsets":[0,12]},"s":{"dtype":"F32","shape":[],"data_offsets":[12,16]}}"#;
+        let t = parse(ok, 16).unwrap();
+        assert_eq!((t.len(), t["w"].elements(), t["w"].f32_bytes()), (2, 6, 24));
+        for (bad, why) in [
+            (
+                r#"{"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,12]}}"#,
+                "does not match",
+            ),
+            (
+                r#"{"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}}"#,
+                "does not match",
+            ),
+            (
+                r#"{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,40]}}"#,
+                "outside the file",
+            ),
+            (
+                r#"{"w":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}}"#,
+                "outside the file",
+            ),
+            (
+                r#"{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
+                "listed twice",
+            ),
+            (
+                r#"{"w":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"data_offsets":[0,4]}}"#,
+                "dimensions",
+            ),
+            (
+                r#"{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}} x"#,
+                "trailing",
+            ),
+            (r#"[1,2]"#, "a map"),
+        ] {
+            let e = parse(bad, 16).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        let many: String = (0..=MAX_TENSORS)
+            .map(|i| format!(r#""t{i}":{{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#))
+            .collect::<Vec<_>>()
+            .join(",");
+        let e = parse(&format!("{{{many}}}"), 1).unwrap_err().to_string();
+        assert!(e.contains("more than 65536 tensors"), "{e}");
+    }
+
+    #[test]
+    fn names() {
+        assert!(check_name("sd-turbo").is_ok());
+        assert!(check_name("SD").is_err());
+        assert!(check_name("../x").is_err());
+        assert!(check_name(".hidden").is_err());
+    }
+}

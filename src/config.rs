@@ -38,10 +38,10 @@ pub struct Config {
     /// The `[backends]` table of the file, for the renderer's model backends.
     pub backends: Option<toml::Table>,
     /// The `[diffusion]` table of the file: Pictor's model ids mapped to installed diffusion
-    /// models (see README "Diffusion models").
+    /// models (see docs/models.md).
     pub diffusion: Option<toml::Table>,
     /// Reverse proxies whose `Forwarded`/`X-Forwarded-For` headers name the client (see
-    /// README, Deployment). Empty: the socket peer is the client.
+    /// docs/administration.md). Empty: the socket peer is the client.
     pub trusted_proxies: crate::net::TrustedProxies,
     /// Bearer token `GET /metrics` requires; `None`: `/metrics` is not served on the public
     /// listener (it stays on the loopback admin channel).
@@ -52,7 +52,7 @@ pub struct Config {
     pub smtp: Option<crate::mail::SmtpOptions>,
 }
 
-/// How job notifications are delivered (see README "Webhooks").
+/// How job notifications are delivered (see docs/api.md, "Webhooks").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookOptions {
     /// Whether `webhook_url` may point at loopback, private, link-local and other non-public

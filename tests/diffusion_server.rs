@@ -13,7 +13,8 @@ use common::{cli_json, spawn_server};
 use serde_json::{Value, json};
 
 fn fixture_model() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/pictor-diffusion/tests/fixtures/diffusion/sd15/model")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/pictor-diffusion/tests/fixtures/diffusion/sd15/model")
 }
 
 /// Sends a request and reads its JSON body.

@@ -72,7 +72,8 @@ fn render_writes_a_png_with_parameters_and_edits_a_file() {
 /// sampler references were made (`tools/sd-fixtures/samplers.py`).
 #[cfg(feature = "diffusion")]
 fn sd15_with_sd15_scheduler(dir: &Path) -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/pictor-diffusion/tests/fixtures/diffusion");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/pictor-diffusion/tests/fixtures/diffusion");
     let to = dir.join("model");
     copy_dir(&root.join("sd15/model"), &to);
     std::fs::copy(
@@ -117,11 +118,15 @@ fn max_pixel_diff(png: &Path, reference: &pictor::render::diffusion::candle::Ten
 #[cfg(feature = "diffusion")]
 #[test]
 fn diffusion_render_matches_diffusers_for_every_sampler_and_rerenders_from_png() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/pictor-diffusion/tests/fixtures/diffusion/samplers");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/pictor-diffusion/tests/fixtures/diffusion/samplers");
     let dir = tempfile::tempdir().unwrap();
     let model = sd15_with_sd15_scheduler(dir.path());
-    let refs = pictor::render::diffusion::candle::safetensors::load(root.join("reference.safetensors"), &pictor::render::diffusion::candle::Device::Cpu)
-        .unwrap();
+    let refs = pictor::render::diffusion::candle::safetensors::load(
+        root.join("reference.safetensors"),
+        &pictor::render::diffusion::candle::Device::Cpu,
+    )
+    .unwrap();
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(root.join("reference.json")).unwrap())
             .unwrap();
@@ -217,7 +222,8 @@ fn diffusion_render_matches_diffusers_for_every_sampler_and_rerenders_from_png()
 #[cfg(feature = "diffusion")]
 #[test]
 fn from_png_reproduces_an_a1111_picture_with_the_installed_model() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/pictor-diffusion/tests/fixtures/diffusion");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/pictor-diffusion/tests/fixtures/diffusion");
     let png = root.join("samplers/a1111_dpmpp_2m_karras.png");
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
@@ -295,8 +301,8 @@ fn png_with_text(path: &Path, text: &str) {
 #[test]
 fn from_png_refuses_bad_or_unreproducible_parameters() {
     let dir = tempfile::tempdir().unwrap();
-    let model =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/pictor-diffusion/tests/fixtures/diffusion/sd15/model");
+    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/pictor-diffusion/tests/fixtures/diffusion/sd15/model");
     let png = dir.path().join("in.png");
     let out = dir.path().join("out.png");
     for (settings, expected) in [

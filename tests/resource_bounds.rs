@@ -118,7 +118,8 @@ fn cli_watched(
 }
 
 fn fixture_model() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/pictor-diffusion/tests/fixtures/diffusion/sd15/model")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/pictor-diffusion/tests/fixtures/diffusion/sd15/model")
 }
 
 /// A copy of the tiny SD 1.5 fixture (a diffusers folder) at `to`.
@@ -215,7 +216,15 @@ async fn models_add_refuses_devices_fifos_and_oversized_headers_while_serving() 
     )
     .unwrap();
 
-    let cases: [(&Path, &str, &str); 3] = [
+    // 4. The red team's checkpoint: 825,109 tensors in a 48 MB header (the format allows 100 MB).
+    let ckpt = dir.path().join("many.safetensors");
+    let header_bytes = many_tensor_checkpoint(&ckpt, 825_109);
+    assert!(header_bytes > 45_000_000, "{header_bytes}");
+    // 5. Under the header cap but over the tensor cap: 70,000 tensors in 4 MB.
+    let ckpt2 = dir.path().join("many2.safetensors");
+    many_tensor_checkpoint(&ckpt2, 70_000);
+
+    let cases: [(&Path, &str, &str); 5] = [
         (&zero, "unet/config.json", "is a device, not a regular file"),
         (
             &fifo,
@@ -227,6 +236,13 @@ async fn models_add_refuses_devices_fifos_and_oversized_headers_while_serving() 
             "tokenizer/vocab.json",
             "over the 4.0 MiB Pictor reads for a tokenizer vocabulary",
         ),
+        (
+            &ckpt,
+            "many.safetensors",
+            "its safetensors header is 46.3 MiB, over the 16.0 MiB Pictor reads",
+        ),
+        // The 4 MB header is parsed up to the cap: a few MiB of entries.
+        (&ckpt2, "many2.safetensors", "more than 65536 tensors"),
     ];
     for (model, file, why) in cases {
         let (rss0, _) = memory_kib(pid);
@@ -241,8 +257,9 @@ async fn models_add_refuses_devices_fifos_and_oversized_headers_while_serving() 
         let (_, peak) = memory_kib(pid);
         let growth = peak.saturating_sub(rss0);
         eprintln!(
-            "models add with {file} ({why}): exit {}, server peak RSS +{growth} KiB: {}",
+            "models add with {file} ({why}): exit {}, server peak RSS +{growth} KiB, CLI peak {} KiB: {}",
             run.code,
+            run.peak_kib,
             run.stderr.trim()
         );
         assert_eq!(run.code, 1, "{}", run.stderr);
@@ -251,44 +268,6 @@ async fn models_add_refuses_devices_fifos_and_oversized_headers_while_serving() 
             "{}",
             run.stderr
         );
-        assert!(growth < 32 * MIB, "server peak RSS grew by {growth} KiB");
-    }
-
-    // 4. The red team's checkpoint: 825,109 tensors in a 48 MB header (the format allows 100 MB).
-    let ckpt = dir.path().join("many.safetensors");
-    let header_bytes = many_tensor_checkpoint(&ckpt, 825_109);
-    assert!(header_bytes > 45_000_000, "{header_bytes}");
-    // 5. Under the header cap but over the tensor cap: 70,000 tensors in 4 MB.
-    let ckpt2 = dir.path().join("many2.safetensors");
-    many_tensor_checkpoint(&ckpt2, 70_000);
-    for (path, why) in [
-        (
-            &ckpt,
-            "its safetensors header is 46.3 MiB, over the 16.0 MiB Pictor reads",
-        ),
-        (&ckpt2, "more than 65536 tensors"),
-    ] {
-        let (rss0, _) = memory_kib(pid);
-        reset_peak(pid);
-        let run = cli_watched(
-            &data,
-            &["models", "add", "many", path.to_str().unwrap()],
-            &[],
-            Duration::from_secs(60),
-            Some(pid),
-        );
-        let (_, peak) = memory_kib(pid);
-        let growth = peak.saturating_sub(rss0);
-        eprintln!(
-            "models add {}: exit {}, server peak RSS +{growth} KiB, CLI peak {} KiB: {}",
-            path.display(),
-            run.code,
-            run.peak_kib,
-            run.stderr.trim()
-        );
-        assert_eq!(run.code, 1, "{}", run.stderr);
-        assert!(run.stderr.contains(why), "{}", run.stderr);
-        // The 70,000-tensor header (4 MB) is parsed up to the cap: a few MiB of entries.
         assert!(growth < 32 * MIB, "server peak RSS grew by {growth} KiB");
     }
 
@@ -325,15 +304,12 @@ async fn finish_watched(
     pid: u32,
 ) -> Value {
     for _ in 0..600 {
-        let v: Value = http
-            .get(format!("{base}/api/pictor/v1/jobs/{job}?wait=1"))
-            .bearer_auth(key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v = get_json(
+            http,
+            &format!("{base}/api/pictor/v1/jobs/{job}?wait=1"),
+            key,
+        )
+        .await;
         if v["status"] == "done" || v["status"] == "failed" {
             return v;
         }
@@ -348,15 +324,7 @@ async fn finish_watched(
 
 #[cfg(feature = "diffusion")]
 async fn credits(http: &reqwest::Client, base: &str, key: &str) -> i64 {
-    let me: Value = http
-        .get(format!("{base}/api/pictor/v1/me"))
-        .bearer_auth(key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let me = get_json(http, &format!("{base}/api/pictor/v1/me"), key).await;
     me["balance"].as_i64().unwrap_or_else(|| panic!("{me}"))
 }
 
@@ -385,6 +353,8 @@ async fn render_time_reads_of_model_files_are_bounded() {
     let base = server.base.clone();
     let http = reqwest::Client::new();
     let before = credits(&http, &base, &key).await;
+    let generate = format!("{base}/api/pictor/v1/generate");
+    let car = json!({"prompt": "a red car", "model": "fast"});
 
     let merges: String = (0..6_000_000).map(|i| format!("a{i} b{i}\n")).collect();
     type Swap<'a> = (&'a str, Box<dyn Fn(&Path)>, &'a str);
@@ -411,16 +381,7 @@ async fn render_time_reads_of_model_files_are_bounded() {
         swap(&path);
         let (rss0, _) = memory_kib(pid);
         reset_peak(pid);
-        let r: Value = http
-            .post(format!("{base}/api/pictor/v1/generate"))
-            .bearer_auth(&key)
-            .json(&json!({"prompt": "a red car", "model": "fast"}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (_, r) = post_json(&http, &generate, &key, &car).await;
         let job = r["job_id"].as_str().unwrap_or_else(|| panic!("{r}"));
         let done = finish_watched(&http, &base, &key, job, pid).await;
         let (_, peak) = memory_kib(pid);
@@ -435,16 +396,7 @@ async fn render_time_reads_of_model_files_are_bounded() {
         std::fs::write(&path, kept).unwrap();
     }
     // The server needed no restart: the restored model renders.
-    let r: Value = http
-        .post(format!("{base}/api/pictor/v1/generate"))
-        .bearer_auth(&key)
-        .json(&json!({"prompt": "a red car", "model": "fast"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, r) = post_json(&http, &generate, &key, &car).await;
     let done = finish_watched(&http, &base, &key, r["job_id"].as_str().unwrap(), pid).await;
     assert_eq!(done["status"], "done", "{done}");
 }
@@ -588,6 +540,7 @@ async fn webhook_urls_in_ipv6_forms_of_forbidden_addresses_are_refused() {
     let key = cli_user_key(&data, "w@example.com", 10);
     let server = spawn_server(&data, &[("PICTOR_CONFIG", config.to_str().unwrap())]);
     let http = reqwest::Client::new();
+    let generate = format!("{}/api/pictor/v1/generate", server.base);
     for url in [
         "http://[::ffff:0.0.0.0]/",
         "http://[::ffff:224.0.0.1]/",
@@ -600,44 +553,28 @@ async fn webhook_urls_in_ipv6_forms_of_forbidden_addresses_are_refused() {
         "http://[::]/",
         "http://224.0.0.1/",
     ] {
-        let r = http
-            .post(format!("{}/api/pictor/v1/generate", server.base))
-            .bearer_auth(&key)
-            .json(&json!({"prompt": "a cat", "webhook_url": url}))
-            .send()
-            .await
-            .unwrap();
-        let status = r.status().as_u16();
-        let v: Value = r.json().await.unwrap();
-        assert_eq!(status, 400, "{url}: {v}");
-        assert_eq!(v["error_code"], "invalid_request", "{url}: {v}");
+        let got = post_json(
+            &http,
+            &generate,
+            &key,
+            &json!({"prompt": "a cat", "webhook_url": url}),
+        )
+        .await;
+        assert_error(&got, 400, "invalid_request");
         assert!(
-            v["error"]
+            got.1["error"]
                 .as_str()
                 .unwrap()
                 .contains("cannot receive webhooks"),
-            "{url}: {v}"
+            "{url}: {}",
+            got.1
         );
     }
     // Nothing was charged for the refusals.
-    let me: Value = http
-        .get(format!("{}/api/pictor/v1/me", server.base))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let me = get_json(&http, &format!("{}/api/pictor/v1/me", server.base), &key).await;
     assert_eq!(me["balance"], 10, "{me}");
     assert_eq!(me["active_job"], Value::Null, "{me}");
     // Loopback stays allowed in this mode, in its mapped form too.
-    let r = http
-        .post(format!("{}/api/pictor/v1/generate", server.base))
-        .bearer_auth(&key)
-        .json(&json!({"prompt": "a cat", "webhook_url": "http://[::ffff:127.0.0.1]:9/hook"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 202);
+    let hook = json!({"prompt": "a cat", "webhook_url": "http://[::ffff:127.0.0.1]:9/hook"});
+    assert_eq!(post_json(&http, &generate, &key, &hook).await.0, 202);
 }

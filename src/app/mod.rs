@@ -69,7 +69,7 @@ impl Server {
                 other => anyhow::anyhow!(other),
             })?;
 
-        // Settings given in the configuration win over stored ones (see README, Configuration).
+        // Settings given in the configuration win over stored ones (see docs/administration.md, Configuration).
         for (key, value) in config.settings_overrides.clone() {
             let current = store
                 .settings()?

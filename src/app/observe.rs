@@ -123,7 +123,7 @@ pub async fn metrics_public(req: &Request, state: Data<&AppState>) -> Response {
     let Some(expected) = state.config.metrics_token.as_deref() else {
         return json_response(
             codes::NOT_FOUND,
-            "/metrics is served only when metrics_token is configured (see README, Observability)",
+            "/metrics is served only when metrics_token is configured (see docs/administration.md, Observability)",
         );
     };
     let presented = req

@@ -234,7 +234,6 @@ pub async fn status_json(r: reqwest::Response) -> (u16, Value) {
     (status, v)
 }
 
-/// Asserts the seed's error shape with the given status and code.
 /// `GET url` with the key, the answer's body as JSON (any status).
 pub async fn get_json(http: &reqwest::Client, url: &str, key: &str) -> Value {
     http.get(url)
@@ -247,6 +246,20 @@ pub async fn get_json(http: &reqwest::Client, url: &str, key: &str) -> Value {
         .unwrap()
 }
 
+/// `POST url` with the key and `body` as JSON: (status, the answer's JSON).
+pub async fn post_json(http: &reqwest::Client, url: &str, key: &str, body: &Value) -> (u16, Value) {
+    status_json(
+        http.post(url)
+            .bearer_auth(key)
+            .json(body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+/// Asserts the seed's error shape with the given status and code.
 pub fn assert_error(got: &(u16, Value), status: u16, code: &str) {
     let (s, v) = got;
     assert_eq!(*s, status, "{v}");

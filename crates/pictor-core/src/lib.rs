@@ -319,7 +319,6 @@ pub fn finish(
     encode::png_with_parameters(&picture.0, params)
 }
 
-
 /// What `pictor backends status` and `/metrics` show of an inference server (the server's
 /// backends fill it in; engines on this machine have none).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
@@ -351,4 +350,3 @@ pub fn fit_exact(img: image::RgbaImage, w: u32, h: u32) -> image::RgbaImage {
     let scaled = image::imageops::resize(&img, sw, sh, image::imageops::FilterType::CatmullRom);
     image::imageops::crop_imm(&scaled, (sw - w) / 2, (sh - h) / 2, w, h).to_image()
 }
-

@@ -204,11 +204,9 @@ mod bench {
                 times.push(t.elapsed().as_secs_f64());
             }
             "taesd" => {
-                let tiny = pictor_diffusion::taesd::TinyDecoder::new(
-                    vb.pp("decoder.layers"),
-                    &json!({}),
-                )
-                .unwrap();
+                let tiny =
+                    pictor_diffusion::taesd::TinyDecoder::new(vb.pp("decoder.layers"), &json!({}))
+                        .unwrap();
                 let z = randn(&[1, 4, side / 8, side / 8], dtype);
                 for _ in 0..2 {
                     let t = Instant::now();
@@ -225,8 +223,7 @@ mod bench {
                 let shape = load::unet_config(&a[arch]["unet"]).unwrap();
                 let unet = UNet2DConditionModel::new(vb.pp("unet"), 4, 4, shape.config).unwrap();
                 let tiny =
-                    pictor_diffusion::taesd::TinyDecoder::new(vb.pp("taesd"), &json!({}))
-                        .unwrap();
+                    pictor_diffusion::taesd::TinyDecoder::new(vb.pp("taesd"), &json!({})).unwrap();
                 let ids = Tensor::new(&[[49406u32; 77]], &dev).unwrap();
                 let x = randn(&[1, 4, side / 8, side / 8], dtype);
                 for _ in 0..2 {

@@ -34,9 +34,9 @@ use noise::NoiseSource;
 use scheduler::{Sampler, SamplerState, Schedule, SchedulerConfig};
 use tokenizer::ClipTokenizer;
 
-pub use renderer::{DiffusionRenderer, ModelMapping};
 /// The tensor library the engine is built on (for tools and tests that read reference tensors).
 pub use candle;
+pub use renderer::{DiffusionRenderer, ModelMapping};
 pub use single_file::Overrides;
 
 #[derive(Debug, thiserror::Error)]

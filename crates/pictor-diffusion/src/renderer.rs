@@ -14,8 +14,8 @@ use super::noise::NoiseKind;
 use super::scheduler::Sampler;
 use super::single_file::Overrides;
 use super::{DiffusionError, ModelSource, Pipeline, Request, StepControl};
-use pictor_core::fit_exact;
 use pictor_core::decode::{self, DecodeLimits};
+use pictor_core::fit_exact;
 use pictor_core::{
     EditSpec, GenerateSpec, Model, Picture, RenderControl, RenderDetails, RenderError, Renderer,
 };

@@ -4,7 +4,7 @@
 //! The parser is table-driven: [`KEYWORDS`] maps word patterns to an operation kind, and each
 //! operation reads its modifiers (amount, direction, degrees) from the words of its own clause.
 //! To support a new operation add an [`EditOp`] variant, a [`Kind`], its keyword rows and a
-//! line in the README's table of edits.
+//! line in the table of edits in docs/painter.md.
 
 use image::{RgbaImage, imageops};
 
@@ -139,16 +139,16 @@ pub fn is_russian(text: &str) -> bool {
 }
 
 /// Shown to the client when nothing in the instruction was understood: short, in the
-/// instruction's language, with a handful of examples (the README lists every edit).
+/// instruction's language, with a handful of examples (docs/painter.md lists every edit).
 pub fn not_understood(instruction: &str) -> String {
     if is_russian(instruction) {
         "Pictor не понял эту правку. Например: «сделай чёрно-белым», «сделай небо розовым», \
-«добавь луну», «сделай ночь», «обрежь до квадрата». Все правки перечислены в README (раздел Edits)."
+«добавь луну», «сделай ночь», «обрежь до квадрата». Все правки перечислены в docs/painter.md (раздел Edits)."
             .to_owned()
     } else {
         "Pictor did not understand this edit. Try, for example: \"make it black and white\", \
 \"make the sky pink\", \"add a moon\", \"make it night\", \"crop it to a square\". \
-Every edit is listed in the README (section Edits)."
+Every edit is listed in docs/painter.md (section Edits)."
             .to_owned()
     }
 }

@@ -50,9 +50,7 @@ fn try_edit(source: &[u8], instruction: &str) -> Result<RgbaImage, RenderError> 
         details: None,
         scene: None,
     };
-    Ok(decode(
-        &render::finish(pic, false, &params).unwrap(),
-    ))
+    Ok(decode(&render::finish(pic, false, &params).unwrap()))
 }
 
 fn edit(source: &[u8], instruction: &str) -> RgbaImage {

@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-
 use super::http::{self, CallError};
 use super::{BackendConfig, BackendKind};
 

@@ -317,8 +317,8 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
     ),
     (
         "playground.js.not_drawn",
-        "The built-in painter could not draw: {} — install a diffusion model for these (see “Diffusion models on your disk” in the README).",
-        "Встроенный художник не смог нарисовать: {} — для этого установите диффузионную модель (см. раздел «Diffusion models on your disk» в README).",
+        "The built-in painter could not draw: {} — install a diffusion model for these (see “Diffusion models on your disk” in docs/models.md).",
+        "Встроенный художник не смог нарисовать: {} — для этого установите диффузионную модель (см. раздел «Diffusion models on your disk» в docs/models.md).",
     ),
     (
         "playground.js.cancelled",

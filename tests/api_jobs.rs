@@ -379,15 +379,7 @@ async fn daily_limit_fails_the_job_and_resets_next_day() {
             reqwest::multipart::Part::bytes(png_bytes(64, 48)).file_name("a.png"),
         )
         .text("prompt", "make it black and white");
-    let r = s
-        .client
-        .post(s.url("/api/pictor/v1/edit"))
-        .bearer_auth(&key)
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    let (st, c) = status_json(r).await;
+    let (st, c) = s.edit_form(&key, form).await;
     assert_eq!(st, 202, "{c}");
     assert_eq!(
         s.finish(&key, c["job_id"].as_str().unwrap()).await["status"],
@@ -808,15 +800,7 @@ async fn unknown_instruction_fails_with_edit_failed_and_refund() {
             reqwest::multipart::Part::bytes(png_bytes(32, 32)).file_name("x.png"),
         )
         .text("prompt", "qwzx blorp");
-    let r = s
-        .client
-        .post(s.url("/api/pictor/v1/edit"))
-        .bearer_auth(&key)
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    let (st, c) = status_json(r).await;
+    let (st, c) = s.edit_form(&key, form).await;
     assert_eq!(st, 202, "{c}");
     let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;
     assert_eq!(done["error_code"], "edit_failed", "{done}");

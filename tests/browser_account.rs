@@ -16,18 +16,7 @@ const EMAIL: &str = "keys@example.com";
 const PASSWORD: &str = "keys person's long password";
 
 fn shot(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("pictor-account-{name}.png"))
-}
-
-async fn text(d: &Driver, css: &str) -> String {
-    d.execute(
-        "const e = document.querySelector(arguments[0]); return e ? e.textContent.trim() : '';",
-        vec![json!(css)],
-    )
-    .await
-    .as_str()
-    .unwrap_or_default()
-    .to_string()
+    common::webdriver::shot("account", name)
 }
 
 async fn sign_in(s: &TestServer, d: &Driver) {
@@ -51,7 +40,7 @@ async fn keys_are_made_copied_and_revoked_and_the_language_switches() {
     let s = TestServer::start().await;
     s.person(EMAIL, PASSWORD);
     sign_in(&s, &d).await;
-    assert_eq!(text(&d, "#key-list tbody").await, "No keys yet.");
+    assert_eq!(d.text("#key-list tbody").await, "No keys yet.");
 
     let mut keys = Vec::new();
     for label in ["laptop script", "CI runner"] {
@@ -59,7 +48,7 @@ async fn keys_are_made_copied_and_revoked_and_the_language_switches() {
         d.click("form[action=\"/account/keys\"] button[type=submit]")
             .await;
         d.wait_for("#new-api-key").await;
-        let key = text(&d, "#new-api-key").await;
+        let key = d.text("#new-api-key").await;
         assert!(key.starts_with("vx_") && key.len() == 67, "{key}");
         assert_eq!(s.me(&key).await["email"], EMAIL);
         keys.push(key);
@@ -74,7 +63,7 @@ async fn keys_are_made_copied_and_revoked_and_the_language_switches() {
         .await
     );
     d.full_screenshot(&shot("keys")).await;
-    let rows = text(&d, "#key-list tbody").await;
+    let rows = d.text("#key-list tbody").await;
     assert!(
         rows.contains("laptop script")
             && rows.contains("CI runner")
@@ -87,14 +76,14 @@ async fn keys_are_made_copied_and_revoked_and_the_language_switches() {
     d.wait_text("The key was revoked").await;
     assert_eq!(s.get(&keys[0], "/api/pictor/v1/me").await.0, 401);
     assert_eq!(s.me(&keys[1]).await["email"], EMAIL);
-    assert!(!text(&d, "#key-list tbody").await.contains("laptop script"));
+    assert!(!d.text("#key-list tbody").await.contains("laptop script"));
 
     // The default key: issued with one click (replacing it needs a ticked box: tested over
     // HTTP in idp_pages, where the order of requests is exact).
     d.click("form[action=\"/account/key\"] button[type=submit]")
         .await;
     d.wait_for("#new-api-key").await;
-    let first = text(&d, "#new-api-key").await;
+    let first = d.text("#new-api-key").await;
     assert_eq!(s.me(&first).await["email"], EMAIL);
     assert!(
         d.execute(
@@ -117,7 +106,7 @@ async fn keys_are_made_copied_and_revoked_and_the_language_switches() {
     d.click("form[action=\"/account/keys\"] button[type=submit]")
         .await;
     d.wait_text("Form expired").await;
-    let nav = text(&d, "header nav").await;
+    let nav = d.text("header nav").await;
     assert!(
         nav.contains("Account") && nav.contains("Playground"),
         "{nav}"
@@ -134,15 +123,15 @@ async fn keys_are_made_copied_and_revoked_and_the_language_switches() {
             .await,
         "ru"
     );
-    assert_eq!(text(&d, "#keys-h").await, "Ключи API");
+    assert_eq!(d.text("#keys-h").await, "Ключи API");
     assert_eq!(
-        text(&d, "nav[aria-label] a[href='/account']").await,
+        d.text("nav[aria-label] a[href='/account']").await,
         "Кабинет"
     );
     d.full_screenshot(&shot("account-ru")).await;
     d.goto(&s.url("/playground")).await;
     d.goto(&s.url("/account")).await;
-    assert_eq!(text(&d, "h1").await, "Ваш кабинет", "the choice is kept");
+    assert_eq!(d.text("h1").await, "Ваш кабинет", "the choice is kept");
     d.click("nav.langs a[lang=en]").await;
     d.wait_text("Your account").await;
     s.stop().await;
@@ -199,7 +188,7 @@ async fn the_operator_console_works_in_a_browser() {
     let job_id = job["job_id"].as_str().unwrap().to_string();
     d.goto(&s.url("/admin/queue")).await;
     d.wait_for("#queue").await;
-    let rows = text(&d, "#queue tbody").await;
+    let rows = d.text("#queue tbody").await;
     assert!(
         rows.contains(&job_id) && rows.contains("painter@example.com"),
         "{rows}"
@@ -211,7 +200,7 @@ async fn the_operator_console_works_in_a_browser() {
     gate.open();
 
     d.goto(&s.url("/admin/audit")).await;
-    let log = text(&d, "#audit tbody").await;
+    let log = d.text("#audit tbody").await;
     assert!(
         log.contains("settings.set")
             && log.contains("prices.fast 1 → 4")
@@ -235,7 +224,7 @@ async fn the_operator_console_works_in_a_browser() {
         vec![],
     )
     .await;
-    assert!(text(&d, "#settings-h").await.starts_with("Настройки"));
+    assert!(d.text("#settings-h").await.starts_with("Настройки"));
     d.screenshot(&shot("admin-settings-ru")).await;
     s.stop().await;
 }
@@ -254,7 +243,7 @@ async fn the_docs_page_is_pictors_and_its_example_is_real() {
         d.execute("return document.title;", vec![]).await,
         "Pictor image API · Pictor"
     );
-    assert_eq!(text(&d, ".pictor-bar .brand").await, "Pictor");
+    assert_eq!(d.text(".pictor-bar .brand").await, "Pictor");
     assert!(
         d.execute(
             "return document.querySelector('link[rel=icon]').getAttribute('href');",

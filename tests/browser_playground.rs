@@ -39,19 +39,8 @@ async fn sign_in(s: &TestServer, d: &Driver) {
     d.wait_for("#gen-prompt").await;
 }
 
-async fn text(d: &Driver, css: &str) -> String {
-    d.execute(
-        "const e = document.querySelector(arguments[0]); return e ? e.textContent.trim() : null;",
-        vec![json!(css)],
-    )
-    .await
-    .as_str()
-    .unwrap_or_default()
-    .to_string()
-}
-
 fn shot(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("pictor-playground-{name}.png"))
+    common::webdriver::shot("playground", name)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,16 +53,16 @@ async fn sign_in_generate_and_see_the_picture() {
     s.person(EMAIL, PASSWORD);
     sign_in(&s, &d).await;
 
-    assert_eq!(text(&d, "#pg-balance").await, "5");
+    assert_eq!(d.text("#pg-balance").await, "5");
     // The default model's current price is on the page before anything is sent.
-    assert_eq!(text(&d, "#gen-price").await, "1");
+    assert_eq!(d.text("#gen-price").await, "1");
     d.execute(
         "const m = document.getElementById('gen-model'); m.value = 'artist'; m.dispatchEvent(new Event('change'));",
         vec![],
     )
     .await;
     assert_eq!(
-        text(&d, "#gen-price").await,
+        d.text("#gen-price").await,
         "5",
         "the price follows the model"
     );
@@ -83,7 +72,7 @@ async fn sign_in_generate_and_see_the_picture() {
     )
     .await;
     assert!(
-        text(&d, "#gen-warn").await.contains("Not enough credits"),
+        d.text("#gen-warn").await.contains("Not enough credits"),
         "10 credits with a balance of 5"
     );
     assert_eq!(
@@ -113,9 +102,9 @@ async fn sign_in_generate_and_see_the_picture() {
         )
         .await,
         "job card never showed running: {}",
-        text(&d, "#job").await
+        d.text("#job").await
     );
-    assert_eq!(text(&d, "#job-badge").await, "Rendering");
+    assert_eq!(d.text("#job-badge").await, "Rendering");
     assert!(
         d.wait_until(
             "return /^[1-9]\\d* s$/.test(document.getElementById('job-elapsed').textContent)",
@@ -123,7 +112,7 @@ async fn sign_in_generate_and_see_the_picture() {
         )
         .await,
         "elapsed seconds tick: {:?}",
-        text(&d, "#job-elapsed").await
+        d.text("#job-elapsed").await
     );
     assert_eq!(
         d.execute(
@@ -142,7 +131,7 @@ async fn sign_in_generate_and_see_the_picture() {
         )
         .await,
         "the picture never loaded: {}",
-        text(&d, "#job").await
+        d.text("#job").await
     );
     let size = d
         .execute(
@@ -151,8 +140,8 @@ async fn sign_in_generate_and_see_the_picture() {
         )
         .await;
     assert_eq!(size, json!([1024, 1024]));
-    assert_eq!(text(&d, "#job-badge").await, "Done");
-    let facts = text(&d, "#job-facts").await;
+    assert_eq!(d.text("#job-badge").await, "Done");
+    let facts = d.text("#job-facts").await;
     assert!(
         facts.contains("a lighthouse on a cliff at sunset"),
         "{facts}"
@@ -167,9 +156,9 @@ async fn sign_in_generate_and_see_the_picture() {
         )
         .await,
         "balance shows {}",
-        text(&d, "#pg-balance").await
+        d.text("#pg-balance").await
     );
-    assert_eq!(text(&d, "#pg-daily-used").await, "1");
+    assert_eq!(d.text("#pg-daily-used").await, "1");
     d.screenshot(&shot("done")).await;
 
     // The gallery has it, with a working "Reuse prompt".
@@ -208,7 +197,7 @@ async fn sign_in_generate_and_see_the_picture() {
         )
         .await,
         "the edit never finished: {}",
-        text(&d, "#job").await
+        d.text("#job").await
     );
     assert!(
         d.wait_until(
@@ -217,7 +206,7 @@ async fn sign_in_generate_and_see_the_picture() {
         )
         .await,
         "balance {} after the edit (price 2)",
-        text(&d, "#pg-balance").await
+        d.text("#pg-balance").await
     );
 
     // An uploaded photo, through the file input and FormData.
@@ -240,7 +229,7 @@ async fn sign_in_generate_and_see_the_picture() {
         )
         .await,
         "the upload edit never finished: {}",
-        text(&d, "#job").await
+        d.text("#job").await
     );
     let _ = std::fs::remove_file(&upload);
     // 0 credits left: both forms say why they cannot be sent.
@@ -251,18 +240,10 @@ async fn sign_in_generate_and_see_the_picture() {
         )
         .await,
         "balance {}",
-        text(&d, "#pg-balance").await
+        d.text("#pg-balance").await
     );
-    assert!(
-        text(&d, "#gen-warn")
-            .await
-            .starts_with("Not enough credits")
-    );
-    assert!(
-        text(&d, "#edit-warn")
-            .await
-            .starts_with("Not enough credits")
-    );
+    assert!(d.text("#gen-warn").await.starts_with("Not enough credits"));
+    assert!(d.text("#edit-warn").await.starts_with("Not enough credits"));
 
     // Light and dark, desktop and phone, for people to look at.
     for scheme in ["light", "dark"] {
@@ -314,12 +295,12 @@ async fn a_failed_job_says_so_and_returns_the_credits() {
         )
         .await,
         "{}",
-        text(&d, "#job").await
+        d.text("#job").await
     );
-    let card = text(&d, "#job").await;
+    let card = d.text("#job").await;
     assert!(card.contains("fails on purpose"), "{card}");
     assert!(card.contains("Returned"), "{card}");
-    assert_eq!(text(&d, "#pg-balance").await, "5");
+    assert_eq!(d.text("#pg-balance").await, "5");
     let v: Value = d
         .execute(
             "return document.getElementById('gen-submit').disabled",
@@ -410,7 +391,7 @@ async fn queue_place_progress_bar_and_cancel() {
         )
         .await,
         "{}",
-        text(&d, "#job").await
+        d.text("#job").await
     );
     let cancel_shown: Value = d
         .execute(
@@ -438,7 +419,7 @@ async fn queue_place_progress_bar_and_cancel() {
         )
         .await,
         "{}",
-        text(&d, "#job").await
+        d.text("#job").await
     );
     d.screenshot(&shot("progress")).await;
 
@@ -450,10 +431,10 @@ async fn queue_place_progress_bar_and_cancel() {
         )
         .await,
         "{}",
-        text(&d, "#job").await
+        d.text("#job").await
     );
-    assert_eq!(text(&d, "#job-badge").await, "Cancelled");
-    let card = text(&d, "#job").await;
+    assert_eq!(d.text("#job-badge").await, "Cancelled");
+    let card = d.text("#job").await;
     assert!(card.contains("Returned"), "{card}");
     let person = s
         .store()

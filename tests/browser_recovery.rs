@@ -11,25 +11,13 @@ mod common;
 use common::smtp::*;
 use common::webdriver::Driver;
 use common::*;
-use serde_json::json;
 
 const ADMIN: &str = "olga@example.com";
 const ADMIN_PW: &str = "olga's long admin password";
 const EMAIL: &str = "pavel@example.com";
 
 fn shot(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("pictor-recovery-{name}.png"))
-}
-
-async fn text(d: &Driver, css: &str) -> String {
-    d.execute(
-        "const e = document.querySelector(arguments[0]); return e ? e.textContent.trim() : '';",
-        vec![json!(css)],
-    )
-    .await
-    .as_str()
-    .unwrap_or_default()
-    .to_string()
+    common::webdriver::shot("recovery", name)
 }
 
 async fn sign_in(s: &TestServer, d: &Driver, email: &str, password: &str) {
@@ -93,13 +81,13 @@ async fn a_reset_link_and_a_mailed_link_both_set_a_new_password() {
     ))
     .await;
     d.wait_for("#reset-link").await;
-    let link = text(&d, "#reset-link").await;
+    let link = d.text("#reset-link").await;
     assert!(link.starts_with(&s.url("/reset?token=")), "{link}");
     sign_out(&d).await;
 
     // Pavel opens it and chooses a password.
     d.goto(&link).await;
-    assert_eq!(text(&d, "h1").await, "Choose a new password");
+    assert_eq!(d.text("h1").await, "Choose a new password");
     d.screenshot(&shot("reset")).await;
     choose_password(&d, "pavel's first new password").await;
     sign_in(&s, &d, EMAIL, "pavel's first new password").await;
@@ -119,11 +107,11 @@ async fn a_reset_link_and_a_mailed_link_both_set_a_new_password() {
         .await,
         "the bot check finishes in the browser"
     );
-    assert_eq!(text(&d, ".pow-status").await, "Проверка на бота пройдена.");
+    assert_eq!(d.text(".pow-status").await, "Проверка на бота пройдена.");
     d.click("form[action=\"/forgot\"] button[type=submit]")
         .await;
     d.wait_for("#forgot-sent").await;
-    assert!(text(&d, "#forgot-sent").await.contains(EMAIL));
+    assert!(d.text("#forgot-sent").await.contains(EMAIL));
     d.screenshot(&shot("forgot-sent")).await;
 
     let mail = next_mail(&mut mails).await;
@@ -135,7 +123,7 @@ async fn a_reset_link_and_a_mailed_link_both_set_a_new_password() {
         .expect("a link in the mail")
         .to_string();
     d.goto(&link).await;
-    assert_eq!(text(&d, "h1").await, "Новый пароль");
+    assert_eq!(d.text("h1").await, "Новый пароль");
     choose_password(&d, "pavel's second new password").await;
     sign_in(&s, &d, EMAIL, "pavel's second new password").await;
     s.stop().await;

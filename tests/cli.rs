@@ -537,14 +537,7 @@ async fn cli_with_server_running_goes_through_admin_channel() {
         .as_str()
         .unwrap()
         .to_string();
-    let client = reqwest::Client::new();
-    let r = client
-        .get(format!("{}/api/pictor/v1/me", server.base))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
-    let (st, me) = status_json(r).await;
+    let (st, me) = server.get(&key, "/api/pictor/v1/me").await;
     assert_eq!(st, 200, "{me}");
     assert_eq!(me["balance"], 12);
     assert_eq!(me["pro"], true);

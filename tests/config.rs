@@ -230,14 +230,9 @@ async fn a_model_backend_from_the_config_file_serves_jobs() {
     .unwrap();
     let server = spawn_server(dir.path(), &[("PICTOR_CONFIG", file.to_str().unwrap())]);
     let http = reqwest::Client::new();
-    let r = http
-        .post(format!("{}/api/pictor/v1/generate", server.base))
-        .bearer_auth(&key)
-        .json(&json!({"prompt": "anything", "ratio": "16:9"}))
-        .send()
-        .await
-        .unwrap();
-    let (_, c) = status_json(r).await;
+    let (_, c) = server
+        .generate(&key, json!({"prompt": "anything", "ratio": "16:9"}))
+        .await;
     let done: serde_json::Value = http
         .get(format!("{}?wait=60", c["poll_url"].as_str().unwrap()))
         .bearer_auth(&key)

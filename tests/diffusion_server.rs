@@ -9,7 +9,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::{cli_json, spawn_server};
+use common::{Api, ChildServer, cli_json, spawn_server};
 use serde_json::{Value, json};
 
 fn fixture_model() -> PathBuf {
@@ -17,62 +17,28 @@ fn fixture_model() -> PathBuf {
         .join("crates/pictor-diffusion/tests/fixtures/diffusion/sd15/model")
 }
 
-/// Sends a request and reads its JSON body.
+/// Sends a request and reads its JSON body (for the requests `Api` has no method for).
 async fn json_of(req: reqwest::RequestBuilder) -> Value {
     req.send().await.unwrap().json().await.unwrap()
 }
 
-async fn finish(http: &reqwest::Client, base: &str, key: &str, job: &str) -> Value {
-    for _ in 0..60 {
-        let v: Value = json_of(
-            http.get(format!("{base}/api/pictor/v1/jobs/{job}?wait=30"))
-                .bearer_auth(key),
-        )
-        .await;
-        if v["status"] == "done" || v["status"] == "failed" {
-            return v;
-        }
-    }
-    panic!("job {job} did not finish");
-}
-
 /// Runs a generate job to completion; the picture's PNG bytes.
-async fn generate(
-    http: &reqwest::Client,
-    base: &str,
-    key: &str,
-    model: &str,
-    seed: u64,
-) -> Vec<u8> {
-    generate_with(http, base, key, json!({"model": model, "seed": seed})).await
+async fn generate(server: &ChildServer, key: &str, model: &str, seed: u64) -> Vec<u8> {
+    generate_with(server, key, json!({"model": model, "seed": seed})).await
 }
 
 /// A generate job with these request fields (and the test prompt), to its PNG.
-async fn generate_with(http: &reqwest::Client, base: &str, key: &str, fields: Value) -> Vec<u8> {
+async fn generate_with(server: &ChildServer, key: &str, fields: Value) -> Vec<u8> {
     let model = fields["model"].clone();
     let mut body = json!({"prompt": "a photo of a red car"});
     for (k, v) in fields.as_object().unwrap() {
         body[k] = v.clone();
     }
-    let r: Value = json_of(
-        http.post(format!("{base}/api/pictor/v1/generate"))
-            .bearer_auth(key)
-            .json(&body),
-    )
-    .await;
-    let job = r["job_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{r}"))
-        .to_string();
-    let done = finish(http, base, key, &job).await;
+    let (_, r) = server.generate(key, body).await;
+    let job = r["job_id"].as_str().unwrap_or_else(|| panic!("{r}"));
+    let done = server.finish(key, job).await;
     assert_eq!(done["status"], "done", "{model}: {done}");
-    png(http, done["photo_url"].as_str().unwrap()).await
-}
-
-async fn png(http: &reqwest::Client, url: &str) -> Vec<u8> {
-    let r = http.get(url).send().await.unwrap();
-    assert_eq!(r.status(), 200);
-    r.bytes().await.unwrap().to_vec()
+    server.fetch(done["photo_url"].as_str().unwrap()).await
 }
 
 #[tokio::test]
@@ -141,11 +107,9 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
         .to_string();
 
     let server = spawn_server(&d, &[("PICTOR_CONFIG", config.to_str().unwrap())]);
-    let base = server.base.clone();
-    let http = reqwest::Client::new();
 
     // /v1/models names the engine of each model.
-    let models: Value = json_of(http.get(format!("{base}/api/pictor/v1/models"))).await;
+    let models: Value = json_of(server.http().get(server.url("/api/pictor/v1/models"))).await;
     let engine = |id: &str| {
         models["models"]
             .as_array()
@@ -161,7 +125,7 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
 
     let mut pictures = Vec::new();
     for seed in [7u64, 7, 8] {
-        let bytes = generate(&http, &base, &key, "fast", seed).await;
+        let bytes = generate(&server, &key, "fast", seed).await;
         let params = pictor::render::encode::read_parameters(&bytes).unwrap();
         assert!(
             params.starts_with("a photo of a red car")
@@ -194,8 +158,7 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
     );
     // The job chooses A1111's GPU noise: the same seed, another picture, and the PNG says so.
     let bytes = generate_with(
-        &http,
-        &base,
+        &server,
         &key,
         json!({"model": "fast", "seed": 7, "noise": "a1111-gpu"}),
     )
@@ -212,7 +175,7 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
         "GPU noise is another noise"
     );
     // The single file, same settings and seed: the very same picture as the folder.
-    let bytes = generate(&http, &base, &key, "artist", 7).await;
+    let bytes = generate(&server, &key, "artist", 7).await;
     let params = pictor::render::encode::read_parameters(&bytes).unwrap();
     assert!(params.contains("Model: tinyfile"), "{params}");
     // A single file's "Model hash" is AUTOMATIC1111's: the file's SHA-256, first 10 digits.
@@ -251,7 +214,7 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
         "the single file renders the folder's picture: {worst} (another seed: {apart})"
     );
     // The tiny decoder: the same latents, another decoder, another (real) picture.
-    let bytes = generate(&http, &base, &key, "0.2plus", 7).await;
+    let bytes = generate(&server, &key, "0.2plus", 7).await;
     let tiny = small(&image::load_from_memory(&bytes).unwrap().to_rgb8());
     let differs = tiny
         .iter()
@@ -297,7 +260,9 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
                     .unwrap(),
             );
         let r: Value = json_of(
-            http.post(format!("{base}/api/pictor/v1/edit"))
+            server
+                .http()
+                .post(server.url("/api/pictor/v1/edit"))
                 .bearer_auth(&key)
                 .multipart(form),
         )
@@ -306,9 +271,9 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
             .as_str()
             .unwrap_or_else(|| panic!("{r}"))
             .to_string();
-        let done = finish(&http, &base, &key, &job).await;
+        let done = server.finish(&key, &job).await;
         assert_eq!(done["status"], "done", "{instruction}: {done}");
-        let bytes = png(&http, done["photo_url"].as_str().unwrap()).await;
+        let bytes = server.fetch(done["photo_url"].as_str().unwrap()).await;
         let params = pictor::render::encode::read_parameters(&bytes).unwrap();
         assert_eq!(
             params.contains("Denoising strength: 0.6"),
@@ -321,11 +286,7 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
     }
 
     // Three fast generations, one artist generation and two edits were charged, nothing else.
-    let me: Value = json_of(
-        http.get(format!("{base}/api/pictor/v1/me"))
-            .bearer_auth(&key),
-    )
-    .await;
+    let me: Value = server.get(&key, "/api/pictor/v1/me").await.1;
     let edit_price = models["edit_price"].as_i64().unwrap();
     let price = |id: &str| {
         models["models"]
@@ -358,16 +319,11 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
             ("PICTOR_RENDER_WORKERS", "1"),
         ],
     );
-    let base = server.base.clone();
     let create = |model: &'static str| {
-        let (http, base, key) = (http.clone(), base.clone(), key.clone());
+        let (server, key) = (&server, key.clone());
         async move {
-            let r: Value = json_of(
-                http.post(format!("{base}/api/pictor/v1/generate"))
-                    .bearer_auth(&key)
-                    .json(&json!({"prompt": "a red car", "model": model, "seed": 3, "enhance": false})),
-            )
-            .await;
+            let body = json!({"prompt": "a red car", "model": model, "seed": 3, "enhance": false});
+            let (_, r) = server.generate(&key, body).await;
             r["job_id"]
                 .as_str()
                 .unwrap_or_else(|| panic!("{r}"))
@@ -379,13 +335,13 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
     let mut seen = Vec::new();
     let mut since = String::new();
     let done = loop {
-        let v: Value = json_of(
-            http.get(format!(
-                "{base}/api/pictor/v1/jobs/{job}?wait=30&wait_for=progress&since={since}"
-            ))
-            .bearer_auth(&key),
-        )
-        .await;
+        let v: Value = server
+            .get(
+                &key,
+                &format!("/api/pictor/v1/jobs/{job}?wait=30&wait_for=progress&since={since}"),
+            )
+            .await
+            .1;
         since = v["state_token"].as_str().unwrap_or_default().to_string();
         if let Some(p) = v["progress"].as_f64() {
             seen.push(p);
@@ -402,27 +358,25 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
 
     // The same render cancelled after its first step: failed at once with the credits back, and
     // the render slot free again long before the loop could have ended.
-    let before: Value = json_of(
-        http.get(format!("{base}/api/pictor/v1/me"))
-            .bearer_auth(&key),
-    )
-    .await;
+    let before: Value = server.get(&key, "/api/pictor/v1/me").await.1;
     let long = create("artist").await;
     for _ in 0..600 {
-        let v: Value = json_of(
-            http.get(format!(
-                "{base}/api/pictor/v1/jobs/{long}?wait=10&wait_for=progress"
-            ))
-            .bearer_auth(&key),
-        )
-        .await;
+        let v: Value = server
+            .get(
+                &key,
+                &format!("/api/pictor/v1/jobs/{long}?wait=10&wait_for=progress"),
+            )
+            .await
+            .1;
         if v["progress"].as_f64().is_some_and(|p| p > 0.05) {
             break;
         }
     }
     let cancelled_at = std::time::Instant::now();
     let cancelled: Value = json_of(
-        http.post(format!("{base}/api/pictor/v1/jobs/{long}/cancel"))
+        server
+            .http()
+            .post(server.url(&format!("/api/pictor/v1/jobs/{long}/cancel")))
             .bearer_auth(&key),
     )
     .await;
@@ -431,11 +385,7 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
     // The user's next job can start once the render has stopped (it holds the active slot
     // until then).
     let freed_after = loop {
-        let me: Value = json_of(
-            http.get(format!("{base}/api/pictor/v1/me"))
-                .bearer_auth(&key),
-        )
-        .await;
+        let me: Value = server.get(&key, "/api/pictor/v1/me").await.1;
         if me["active_job"].is_null() {
             break cancelled_at.elapsed().as_millis() as u64;
         }
@@ -446,7 +396,7 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     };
     let next = create("fast").await;
-    let next = finish(&http, &base, &key, &next).await;
+    let next = server.finish(&key, &next).await;
     assert_eq!(next["status"], "done", "{next}");
     eprintln!(
         "150-step render: {full} ms, {} progress answers; slot freed {freed_after} ms after the cancel",
@@ -458,9 +408,9 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
         "the slot was freed {freed_after} ms after the cancel (the whole render takes {full} ms)"
     );
     let twin = create("fast").await;
-    let twin = finish(&http, &base, &key, &twin).await;
-    let same = png(&http, twin["photo_url"].as_str().unwrap()).await;
-    let again = png(&http, next["photo_url"].as_str().unwrap()).await;
+    let twin = server.finish(&key, &twin).await;
+    let same = server.fetch(twin["photo_url"].as_str().unwrap()).await;
+    let again = server.fetch(next["photo_url"].as_str().unwrap()).await;
     assert_eq!(
         image::load_from_memory(&same).unwrap().to_rgb8().as_raw(),
         image::load_from_memory(&again).unwrap().to_rgb8().as_raw(),

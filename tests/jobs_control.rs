@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Gate, Options, Stepper, TestServer, assert_error, flat_picture, status_json};
+use common::{Api, Gate, Options, Stepper, TestServer, assert_error, flat_picture, status_json};
 use pictor::ops::AdminRequest;
 use pictor::render::{EditSpec, GenerateSpec, Picture, ProceduralRenderer, RenderError, Renderer};
 use serde_json::{Value, json};

@@ -61,17 +61,6 @@ fn script_texts(html: &str) -> serde_json::Map<String, Value> {
     }
 }
 
-async fn text(d: &Driver, css: &str) -> String {
-    d.execute(
-        "const e = document.querySelector(arguments[0]); return e ? e.textContent.trim() : null;",
-        vec![json!(css)],
-    )
-    .await
-    .as_str()
-    .unwrap_or_default()
-    .to_string()
-}
-
 fn contains_all(body: &str, texts: &[&str]) {
     for t in texts {
         assert!(body.contains(t), "{t:?} missing from:\n{body}");
@@ -389,22 +378,22 @@ async fn the_playground_script_speaks_russian_in_a_browser() {
         )
         .await,
         "the empty gallery: {}",
-        text(&d, "#gallery-status").await
+        d.text("#gallery-status").await
     );
-    assert_eq!(text(&d, "#pg-balance-unit").await, "кредитов");
-    assert_eq!(text(&d, "#gen-price-unit").await, "кредит");
-    assert_eq!(text(&d, "#gen-submit").await, "Создать");
+    assert_eq!(d.text("#pg-balance-unit").await, "кредитов");
+    assert_eq!(d.text("#gen-price-unit").await, "кредит");
+    assert_eq!(d.text("#gen-submit").await, "Создать");
     assert!(
-        text(&d, "#gen-size").await.ends_with(" пикс."),
+        d.text("#gen-size").await.ends_with(" пикс."),
         "{}",
-        text(&d, "#gen-size").await
+        d.text("#gen-size").await
     );
     d.execute(
         "const m = document.getElementById('gen-model'); m.value = '0.2plus'; m.dispatchEvent(new Event('change'));",
         vec![],
     )
     .await;
-    let warn = text(&d, "#gen-warn").await;
+    let warn = d.text("#gen-warn").await;
     assert!(
         warn.starts_with("Не хватает кредитов: это стоит 10 кредитов, а у вас 5."),
         "{warn}"
@@ -423,21 +412,21 @@ async fn the_playground_script_speaks_russian_in_a_browser() {
         )
         .await,
         "{}",
-        text(&d, "#job").await
+        d.text("#job").await
     );
-    assert_eq!(text(&d, "#job-badge").await, "Готово");
-    assert_eq!(text(&d, "#job-status").await, "Ваша картинка готова.");
-    let took = text(&d, "#job-elapsed").await;
+    assert_eq!(d.text("#job-badge").await, "Готово");
+    assert_eq!(d.text("#job-status").await, "Ваша картинка готова.");
+    let took = d.text("#job-elapsed").await;
     assert!(
         took.starts_with("заняло ") && took.ends_with(" с"),
         "{took}"
     );
-    let facts = text(&d, "#job-facts").await;
+    let facts = d.text("#job-facts").await;
     assert!(
         facts.contains("Запрос") && facts.contains("Зерно"),
         "{facts}"
     );
-    assert_eq!(text(&d, "#job-actions a").await, "Скачать");
+    assert_eq!(d.text("#job-actions a").await, "Скачать");
     assert!(
         d.wait_until(
             "return document.getElementById('pg-balance').textContent === '4'",
@@ -446,7 +435,7 @@ async fn the_playground_script_speaks_russian_in_a_browser() {
         .await,
         "the balance is refreshed"
     );
-    assert_eq!(text(&d, "#pg-balance-unit").await, "кредита");
+    assert_eq!(d.text("#pg-balance-unit").await, "кредита");
     let widths = d
         .execute(
             "return [document.documentElement.scrollWidth, document.documentElement.clientWidth];",

@@ -860,23 +860,17 @@ async fn pool_failover_in_the_real_binary_with_status_in_the_cli_and_metrics() {
     let cfg = config.display().to_string();
     let server = spawn_server(d, &[("PICTOR_CONFIG", cfg.as_str())]);
     let client = reqwest::Client::new();
-    let r = client
-        .post(format!("{}/api/pictor/v1/generate", server.base))
-        .bearer_auth(&key)
-        .json(&json!({"prompt": "a harbour", "model": "fast", "ratio": "3:2"}))
-        .send()
-        .await
-        .unwrap();
-    let (st, c) = status_json(r).await;
+    let (st, c) = server
+        .generate(
+            &key,
+            json!({"prompt": "a harbour", "model": "fast", "ratio": "3:2"}),
+        )
+        .await;
     assert_eq!(st, 202, "{c}");
     let id = c["job_id"].as_str().unwrap();
-    let r = client
-        .get(format!("{}/api/pictor/v1/jobs/{id}?wait=60", server.base))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
-    let (_, job) = status_json(r).await;
+    let (_, job) = server
+        .get(&key, &format!("/api/pictor/v1/jobs/{id}?wait=60"))
+        .await;
     assert_eq!(job["status"], "done", "{job}");
     assert_eq!(job["balance"], 9, "charged once despite the failover");
     let png = client

@@ -18,16 +18,6 @@ use serde_json::{Value, json};
 
 const MIB: u64 = 1024;
 
-/// The peak resident memory of a process that may have exited (KiB), or `None`.
-fn peak_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-}
-
 struct Run {
     code: i32,
     stderr: String,
@@ -76,23 +66,13 @@ fn cli_watched(
     let started = Instant::now();
     let mut peak = 0;
     let code = loop {
-        if let Some(p) = peak_kib(pid) {
+        if let Some(p) = status_kib(pid, "VmHWM:") {
             peak = peak.max(p);
         }
         if let Some(status) = child.try_wait().unwrap() {
             break status.code().unwrap_or(-1);
         }
-        let server_rss = watch.map_or(0, |pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/status"))
-                .ok()
-                .and_then(|s| {
-                    s.lines()
-                        .find(|l| l.starts_with("VmRSS:"))
-                        .and_then(|l| l.split_whitespace().nth(1))
-                        .and_then(|v| v.parse::<u64>().ok())
-                })
-                .unwrap_or(0)
-        });
+        let server_rss = watch.and_then(|pid| status_kib(pid, "VmRSS:")).unwrap_or(0);
         if started.elapsed() > limit || peak > 1024 * MIB || server_rss > 1024 * MIB {
             if server_rss > 1024 * MIB {
                 let _ = std::process::Command::new("kill")
@@ -296,36 +276,21 @@ fn big_vocab(bytes: usize) -> String {
 /// Polls a job until it is done or failed, failing the test (and so killing the server) if
 /// the server holds more than 1 GiB meanwhile.
 #[cfg(feature = "diffusion")]
-async fn finish_watched(
-    http: &reqwest::Client,
-    base: &str,
-    key: &str,
-    job: &str,
-    pid: u32,
-) -> Value {
+async fn finish_watched(server: &ChildServer, key: &str, job: &str) -> Value {
     for _ in 0..600 {
-        let v = get_json(
-            http,
-            &format!("{base}/api/pictor/v1/jobs/{job}?wait=1"),
-            key,
-        )
-        .await;
+        let (_, v) = server
+            .get(key, &format!("/api/pictor/v1/jobs/{job}?wait=1"))
+            .await;
         if v["status"] == "done" || v["status"] == "failed" {
             return v;
         }
-        let (rss, _) = memory_kib(pid);
+        let (rss, _) = memory_kib(server.child.id());
         assert!(
             rss < 1024 * MIB,
             "the server holds {rss} KiB while rendering"
         );
     }
     panic!("job {job} did not finish");
-}
-
-#[cfg(feature = "diffusion")]
-async fn credits(http: &reqwest::Client, base: &str, key: &str) -> i64 {
-    let me = get_json(http, &format!("{base}/api/pictor/v1/me"), key).await;
-    me["balance"].as_i64().unwrap_or_else(|| panic!("{me}"))
 }
 
 /// The files the engine reads at the first render, swapped after `models add` checked them: a
@@ -350,10 +315,7 @@ async fn render_time_reads_of_model_files_are_bounded() {
     let key = cli_user_key(&data, "r@example.com", 20);
     let server = spawn_server(&data, &[("PICTOR_CONFIG", config.to_str().unwrap())]);
     let pid = server.child.id();
-    let base = server.base.clone();
-    let http = reqwest::Client::new();
-    let before = credits(&http, &base, &key).await;
-    let generate = format!("{base}/api/pictor/v1/generate");
+    let before = server.me(&key).await["balance"].clone();
     let car = json!({"prompt": "a red car", "model": "fast"});
 
     let merges: String = (0..6_000_000).map(|i| format!("a{i} b{i}\n")).collect();
@@ -381,9 +343,9 @@ async fn render_time_reads_of_model_files_are_bounded() {
         swap(&path);
         let (rss0, _) = memory_kib(pid);
         reset_peak(pid);
-        let (_, r) = post_json(&http, &generate, &key, &car).await;
+        let (_, r) = server.generate(&key, car.clone()).await;
         let job = r["job_id"].as_str().unwrap_or_else(|| panic!("{r}"));
-        let done = finish_watched(&http, &base, &key, job, pid).await;
+        let done = finish_watched(&server, &key, job).await;
         let (_, peak) = memory_kib(pid);
         let growth = peak.saturating_sub(rss0);
         eprintln!("render with {file} swapped: server peak RSS +{growth} KiB; job {done}");
@@ -391,13 +353,13 @@ async fn render_time_reads_of_model_files_are_bounded() {
         let text = done.to_string();
         assert!(text.contains(file) && text.contains(why), "{done}");
         assert!(growth < 48 * MIB, "server peak RSS grew by {growth} KiB");
-        assert_eq!(credits(&http, &base, &key).await, before, "refunded");
+        assert_eq!(server.me(&key).await["balance"], before, "refunded");
         std::fs::remove_file(&path).unwrap();
         std::fs::write(&path, kept).unwrap();
     }
     // The server needed no restart: the restored model renders.
-    let (_, r) = post_json(&http, &generate, &key, &car).await;
-    let done = finish_watched(&http, &base, &key, r["job_id"].as_str().unwrap(), pid).await;
+    let (_, r) = server.generate(&key, car).await;
+    let done = finish_watched(&server, &key, r["job_id"].as_str().unwrap()).await;
     assert_eq!(done["status"], "done", "{done}");
 }
 
@@ -539,8 +501,6 @@ async fn webhook_urls_in_ipv6_forms_of_forbidden_addresses_are_refused() {
     std::fs::write(&config, "[webhooks]\nallow_private = true\n").unwrap();
     let key = cli_user_key(&data, "w@example.com", 10);
     let server = spawn_server(&data, &[("PICTOR_CONFIG", config.to_str().unwrap())]);
-    let http = reqwest::Client::new();
-    let generate = format!("{}/api/pictor/v1/generate", server.base);
     for url in [
         "http://[::ffff:0.0.0.0]/",
         "http://[::ffff:224.0.0.1]/",
@@ -553,13 +513,9 @@ async fn webhook_urls_in_ipv6_forms_of_forbidden_addresses_are_refused() {
         "http://[::]/",
         "http://224.0.0.1/",
     ] {
-        let got = post_json(
-            &http,
-            &generate,
-            &key,
-            &json!({"prompt": "a cat", "webhook_url": url}),
-        )
-        .await;
+        let got = server
+            .generate(&key, json!({"prompt": "a cat", "webhook_url": url}))
+            .await;
         assert_error(&got, 400, "invalid_request");
         assert!(
             got.1["error"]
@@ -571,10 +527,10 @@ async fn webhook_urls_in_ipv6_forms_of_forbidden_addresses_are_refused() {
         );
     }
     // Nothing was charged for the refusals.
-    let me = get_json(&http, &format!("{}/api/pictor/v1/me", server.base), &key).await;
+    let me = server.me(&key).await;
     assert_eq!(me["balance"], 10, "{me}");
     assert_eq!(me["active_job"], Value::Null, "{me}");
     // Loopback stays allowed in this mode, in its mapped form too.
     let hook = json!({"prompt": "a cat", "webhook_url": "http://[::ffff:127.0.0.1]:9/hook"});
-    assert_eq!(post_json(&http, &generate, &key, &hook).await.0, 202);
+    assert_eq!(server.generate(&key, hook).await.0, 202);
 }

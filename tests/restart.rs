@@ -5,33 +5,15 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
 use pictor::store::{LedgerReason, Store};
 use serde_json::{Value, json};
 
-async fn wait_status(
-    client: &reqwest::Client,
-    base: &str,
-    key: &str,
-    id: &str,
-    want: &str,
-) -> Value {
-    for _ in 0..200 {
-        let r = client
-            .get(format!("{base}/api/pictor/v1/jobs/{id}"))
-            .bearer_auth(key)
-            .send()
-            .await
-            .unwrap();
-        let (_, v) = status_json(r).await;
-        if v["status"] == want {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("job {id} never reached {want}");
+/// Polls the job until its status is `want`.
+async fn wait_status(server: &impl Api, key: &str, id: &str, want: &str) -> Value {
+    server
+        .wait_for_job(key, id, want, |v| v["status"] == want)
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -39,50 +21,26 @@ async fn killed_mid_job_resumes_and_charges_once() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let key = cli_user_key(d, "k@example.com", 20);
-    let client = reqwest::Client::new();
 
     // A slow renderer: the job is surely running when we kill the process.
     let server = spawn_server(d, &[("PICTOR_DEBUG_RENDER_DELAY_MS", "60000")]);
-    let r = client
-        .post(format!("{}/api/pictor/v1/generate", server.base))
-        .bearer_auth(&key)
-        .json(&json!({"prompt": "a lighthouse", "model": "artist"}))
-        .send()
-        .await
-        .unwrap();
-    let (st, c) = status_json(r).await;
+    let (st, c) = server
+        .generate(&key, json!({"prompt": "a lighthouse", "model": "artist"}))
+        .await;
     assert_eq!(st, 202);
     let id = c["job_id"].as_str().unwrap().to_string();
-    let running = wait_status(&client, &server.base, &key, &id, "running").await;
+    let running = wait_status(&server, &key, &id, "running").await;
     assert_eq!(running["balance"], 15, "charged at start");
     server.kill9();
 
     let server = spawn_server(d, &[]);
-    let r = client
-        .get(format!("{}/api/pictor/v1/jobs/{id}?wait=60", server.base))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
-    let (_, done) = status_json(r).await;
+    let (_, done) = server
+        .get(&key, &format!("/api/pictor/v1/jobs/{id}?wait=60"))
+        .await;
     assert_eq!(done["status"], "done", "{done}");
     assert_eq!(done["balance"], 15, "not charged twice");
-    let img = client
-        .get(done["photo_url"].as_str().unwrap())
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    assert!(image::load_from_memory(&img).is_ok());
-    let r = client
-        .get(format!("{}/api/pictor/v1/me", server.base))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(status_json(r).await.1["active_job"], json!(null));
+    server.download(done["photo_url"].as_str().unwrap()).await;
+    assert_eq!(server.me(&key).await["active_job"], json!(null));
     server.terminate();
 
     let store = Store::open(&d.join("pictor.redb")).unwrap();
@@ -104,7 +62,6 @@ async fn edit_with_lost_source_fails_source_missing_with_refund() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let key = cli_user_key(d, "e@example.com", 10);
-    let client = reqwest::Client::new();
     let server = spawn_server(d, &[("PICTOR_DEBUG_RENDER_DELAY_MS", "60000")]);
     let form = reqwest::multipart::Form::new()
         .part(
@@ -112,31 +69,20 @@ async fn edit_with_lost_source_fails_source_missing_with_refund() {
             reqwest::multipart::Part::bytes(png_bytes(40, 30)).file_name("a.png"),
         )
         .text("prompt", "make it black and white");
-    let r = client
-        .post(format!("{}/api/pictor/v1/edit", server.base))
-        .bearer_auth(&key)
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    let (st, c) = status_json(r).await;
+    let (st, c) = server.edit_form(&key, form).await;
     assert_eq!(st, 202, "{c}");
     let id = c["job_id"].as_str().unwrap().to_string();
     // The upload is on disk before the 202.
     assert_eq!(std::fs::read_dir(d.join("sources")).unwrap().count(), 1);
-    wait_status(&client, &server.base, &key, &id, "running").await;
+    wait_status(&server, &key, &id, "running").await;
     server.kill9();
     for f in std::fs::read_dir(d.join("sources")).unwrap() {
         std::fs::remove_file(f.unwrap().path()).unwrap();
     }
     let server = spawn_server(d, &[]);
-    let r = client
-        .get(format!("{}/api/pictor/v1/jobs/{id}?wait=60", server.base))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
-    let (_, v) = status_json(r).await;
+    let (_, v) = server
+        .get(&key, &format!("/api/pictor/v1/jobs/{id}?wait=60"))
+        .await;
     assert_eq!(v["status"], "failed");
     assert_eq!(v["error_code"], "source_missing");
     assert_eq!(v["balance"], 10);
@@ -147,14 +93,13 @@ async fn edit_with_lost_source_fails_source_missing_with_refund() {
 /// runs, `times` times; returns the server started after the last kill.
 async fn interrupt(
     d: &std::path::Path,
-    client: &reqwest::Client,
     key: &str,
     id: &str,
     mut server: ChildServer,
     times: usize,
 ) -> ChildServer {
     for attempt in 1..=times {
-        let running = wait_status(client, &server.base, key, id, "running").await;
+        let running = wait_status(&server, key, id, "running").await;
         assert_eq!(
             running["balance"], 15,
             "attempt {attempt}: charged once, at the first start"
@@ -170,32 +115,20 @@ async fn a_job_interrupted_three_times_is_given_up_with_a_refund() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let key = cli_user_key(d, "i@example.com", 20);
-    let client = reqwest::Client::new();
     let server = spawn_server(d, &[("PICTOR_DEBUG_RENDER_DELAY_MS", "60000")]);
-    let r = client
-        .post(format!("{}/api/pictor/v1/generate", server.base))
-        .bearer_auth(&key)
-        .json(&json!({"prompt": "a lighthouse", "model": "artist"}))
-        .send()
-        .await
-        .unwrap();
-    let (st, c) = status_json(r).await;
+    let (st, c) = server
+        .generate(&key, json!({"prompt": "a lighthouse", "model": "artist"}))
+        .await;
     assert_eq!(st, 202, "{c}");
     let id = c["job_id"].as_str().unwrap().to_string();
     // Interrupted twice: it runs a third time.
-    let server = interrupt(d, &client, &key, &id, server, 2).await;
-    let third = wait_status(&client, &server.base, &key, &id, "running").await;
+    let server = interrupt(d, &key, &id, server, 2).await;
+    let third = wait_status(&server, &key, &id, "running").await;
     assert_eq!(third["balance"], 15);
     // The third interruption gives it up: failed, credits and daily slot returned.
     server.kill9();
     let server = spawn_server(d, &[]);
-    let r = client
-        .get(format!("{}/api/pictor/v1/jobs/{id}", server.base))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
-    let (_, v) = status_json(r).await;
+    let (_, v) = server.get(&key, &format!("/api/pictor/v1/jobs/{id}")).await;
     assert_eq!(v["status"], "failed", "{v}");
     assert_eq!(v["error_code"], "generation_failed", "{v}");
     assert!(
@@ -206,13 +139,7 @@ async fn a_job_interrupted_three_times_is_given_up_with_a_refund() {
         "{v}"
     );
     assert_eq!(v["balance"], 20, "{v}");
-    let r = client
-        .get(format!("{}/api/pictor/v1/me", server.base))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap();
-    let me = status_json(r).await.1;
+    let me = server.me(&key).await;
     assert_eq!(
         (me["daily_used"].as_u64(), &me["active_job"]),
         (Some(0), &json!(null)),
@@ -233,7 +160,6 @@ async fn jobs_left_queued_run_after_a_restart_in_creation_order() {
     let keys: Vec<String> = (0..4)
         .map(|i| cli_user_key(d, &format!("q{i}@example.com"), 20))
         .collect();
-    let client = reqwest::Client::new();
     // One render slot held by a minute-long render: the other three jobs stay queued.
     let server = spawn_server(
         d,
@@ -244,18 +170,16 @@ async fn jobs_left_queued_run_after_a_restart_in_creation_order() {
     );
     let mut ids = Vec::new();
     for (i, key) in keys.iter().enumerate() {
-        let r = client
-            .post(format!("{}/api/pictor/v1/generate", server.base))
-            .bearer_auth(key)
-            .json(&json!({"prompt": format!("queued {i}"), "model": "fast"}))
-            .send()
-            .await
-            .unwrap();
-        let (st, c) = status_json(r).await;
+        let (st, c) = server
+            .generate(
+                key,
+                json!({"prompt": format!("queued {i}"), "model": "fast"}),
+            )
+            .await;
         assert_eq!(st, 202, "{c}");
         let id = c["job_id"].as_str().unwrap().to_string();
         let want = if i == 0 { "running" } else { "queued" };
-        let v = wait_status(&client, &server.base, key, &id, want).await;
+        let v = wait_status(&server, key, &id, want).await;
         if i > 0 {
             assert_eq!(v["balance"], 20, "a queued job is not charged yet");
         }
@@ -273,13 +197,9 @@ async fn jobs_left_queued_run_after_a_restart_in_creation_order() {
     );
     let mut spans = Vec::new();
     for (key, id) in keys.iter().zip(&ids) {
-        let r = client
-            .get(format!("{}/api/pictor/v1/jobs/{id}?wait=60", server.base))
-            .bearer_auth(key)
-            .send()
-            .await
-            .unwrap();
-        let (_, v) = status_json(r).await;
+        let (_, v) = server
+            .get(key, &format!("/api/pictor/v1/jobs/{id}?wait=60"))
+            .await;
         assert_eq!(v["status"], "done", "{v}");
         assert_eq!(
             v["balance"].as_i64().unwrap(),

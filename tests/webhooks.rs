@@ -474,14 +474,12 @@ async fn delivered_after_sigkill_and_restart() {
         .as_str()
         .unwrap()
         .to_string();
-    let r = client
-        .post(format!("{}/api/pictor/v1/generate", server.base))
-        .bearer_auth(&key)
-        .json(&json!({"prompt": "a lighthouse", "webhook_url": format!("{}/k", rx.url)}))
-        .send()
-        .await
-        .unwrap();
-    let (st, c) = status_json(r).await;
+    let (st, c) = server
+        .generate(
+            &key,
+            json!({"prompt": "a lighthouse", "webhook_url": format!("{}/k", rx.url)}),
+        )
+        .await;
     assert_eq!(st, 202, "{c}");
     let id = c["job_id"].as_str().unwrap().to_string();
     // The receiver is down (500s): Pictor is retrying when it is killed.

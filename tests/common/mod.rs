@@ -84,10 +84,6 @@ impl TestServer {
         }
     }
 
-    pub fn url(&self, path: &str) -> String {
-        format!("{}{}", self.base, path)
-    }
-
     pub fn data_dir(&self) -> std::path::PathBuf {
         self.dir.path().join("data")
     }
@@ -120,9 +116,43 @@ impl TestServer {
         &self.handle.as_ref().unwrap().state.store
     }
 
-    pub async fn get(&self, key: &str, path: &str) -> (u16, Value) {
+    /// The books balance and nothing is left half-done (see [`books_mismatches`]). Call it once
+    /// every job the test made has ended.
+    pub fn assert_books_balanced(&self) {
+        let mismatches = books_mismatches(self.store(), &self.data_dir());
+        assert!(mismatches.is_empty(), "{mismatches:#?}");
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(h) = self.handle.take() {
+            h.shutdown().await;
+        }
+    }
+
+    /// Stops the server and hands over its temporary folder (the data dir is `<it>/data`).
+    pub async fn stop_keeping_data(mut self) -> TempDir {
+        if let Some(h) = self.handle.take() {
+            h.shutdown().await;
+        }
+        std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
+    }
+}
+
+/// The image API over HTTP, for any server a test started: in-process ([`TestServer`]) or the
+/// real binary as a child ([`ChildServer`]). `use common::*` brings it in.
+#[allow(async_fn_in_trait)]
+pub trait Api {
+    /// `http://127.0.0.1:PORT`.
+    fn base(&self) -> &str;
+    fn http(&self) -> &reqwest::Client;
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base(), path)
+    }
+
+    async fn get(&self, key: &str, path: &str) -> (u16, Value) {
         let r = self
-            .client
+            .http()
             .get(self.url(path))
             .bearer_auth(key)
             .send()
@@ -131,9 +161,9 @@ impl TestServer {
         status_json(r).await
     }
 
-    pub async fn generate(&self, key: &str, body: Value) -> (u16, Value) {
+    async fn generate(&self, key: &str, body: Value) -> (u16, Value) {
         let r = self
-            .client
+            .http()
             .post(self.url("/api/pictor/v1/generate"))
             .bearer_auth(key)
             .json(&body)
@@ -143,14 +173,14 @@ impl TestServer {
         status_json(r).await
     }
 
-    pub async fn me(&self, key: &str) -> Value {
+    async fn me(&self, key: &str) -> Value {
         let (s, v) = self.get(key, "/api/pictor/v1/me").await;
         assert_eq!(s, 200, "{v}");
         v
     }
 
     /// Polls with `wait` until the job is done or failed.
-    pub async fn finish(&self, key: &str, job_id: &str) -> Value {
+    async fn finish(&self, key: &str, job_id: &str) -> Value {
         for _ in 0..60 {
             let (s, v) = self
                 .get(key, &format!("/api/pictor/v1/jobs/{job_id}?wait=30"))
@@ -165,7 +195,7 @@ impl TestServer {
 
     /// Polls the job (every 10 ms, 60 s at most) until `until` holds for its body, and returns
     /// the body; a deadline passed is a failure naming `what`.
-    pub async fn wait_for_job(
+    async fn wait_for_job(
         &self,
         key: &str,
         job_id: &str,
@@ -189,35 +219,58 @@ impl TestServer {
         }
     }
 
-    pub async fn download(&self, url: &str) -> image::RgbaImage {
-        let r = self.client.get(url).send().await.unwrap();
+    /// The PNG at `url` (a `photo_url`), its bytes as served.
+    async fn fetch(&self, url: &str) -> Vec<u8> {
+        let r = self.http().get(url).send().await.unwrap();
         assert_eq!(r.status(), 200);
         assert_eq!(r.headers()["content-type"], "image/png");
-        let bytes = r.bytes().await.unwrap();
+        r.bytes().await.unwrap().to_vec()
+    }
+
+    /// The PNG at `url`, decoded.
+    async fn download(&self, url: &str) -> image::RgbaImage {
+        let bytes = self.fetch(url).await;
         image::load_from_memory_with_format(&bytes, image::ImageFormat::Png)
             .unwrap()
             .to_rgba8()
     }
 
-    /// The books balance and nothing is left half-done (see [`books_mismatches`]). Call it once
-    /// every job the test made has ended.
-    pub fn assert_books_balanced(&self) {
-        let mismatches = books_mismatches(self.store(), &self.data_dir());
-        assert!(mismatches.is_empty(), "{mismatches:#?}");
+    /// `POST /v1/edit` with the key and a multipart `form`: (status, the answer's JSON).
+    async fn edit_form(&self, key: &str, form: reqwest::multipart::Form) -> (u16, Value) {
+        let r = self
+            .http()
+            .post(self.url("/api/pictor/v1/edit"))
+            .bearer_auth(key)
+            .multipart(form)
+            .send()
+            .await
+            .unwrap();
+        status_json(r).await
     }
 
-    pub async fn stop(mut self) {
-        if let Some(h) = self.handle.take() {
-            h.shutdown().await;
-        }
+    /// `POST` a JSON `body` to `path` with the key: (status, the answer's JSON).
+    async fn post(&self, key: &str, path: &str, body: &Value) -> (u16, Value) {
+        post_json(self.http(), &self.url(path), key, body).await
+    }
+}
+
+impl Api for TestServer {
+    fn base(&self) -> &str {
+        &self.base
     }
 
-    /// Stops the server and hands over its temporary folder (the data dir is `<it>/data`).
-    pub async fn stop_keeping_data(mut self) -> TempDir {
-        if let Some(h) = self.handle.take() {
-            h.shutdown().await;
-        }
-        std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
+    fn http(&self) -> &reqwest::Client {
+        &self.client
+    }
+}
+
+impl Api for ChildServer {
+    fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn http(&self) -> &reqwest::Client {
+        &self.client
     }
 }
 
@@ -472,6 +525,7 @@ pub fn books_mismatches(store: &pictor::store::Store, data_dir: &Path) -> Vec<St
 pub struct ChildServer {
     pub child: std::process::Child,
     pub base: String,
+    pub client: reqwest::Client,
 }
 
 /// The binary on `data_dir`, with `--init`: tests make their stores with their first command
@@ -513,7 +567,14 @@ pub fn spawn_server(data_dir: &Path, envs: &[(&str, &str)]) -> ChildServer {
     let base = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("server did not start");
-    ChildServer { child, base }
+    ChildServer {
+        child,
+        base,
+        client: reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .build()
+            .unwrap(),
+    }
 }
 
 /// A test that fails half-way does not leave its server running.
@@ -971,18 +1032,23 @@ pub fn mount_tmpfs(at: &Path, size: &str) -> Option<Mount> {
     }
 }
 
-/// (VmRSS, VmHWM) of a process, in KiB.
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS:`, `VmHWM:`), or `None` once the process has
+/// gone.
+pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
+/// (VmRSS, VmHWM) of a running process, in KiB.
 pub fn memory_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap()
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    (
+        status_kib(pid, "VmRSS:").unwrap(),
+        status_kib(pid, "VmHWM:").unwrap(),
+    )
 }
 
 /// Resets the process's peak-RSS mark (Linux: writing 5 to clear_refs).

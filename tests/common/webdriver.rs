@@ -250,6 +250,18 @@ impl Drop for Driver {
 impl Driver {
     /// Runs `script` in the page (WebDriver "Execute Script": the body of a function called with
     /// `args`) and returns what it returns.
+    /// The trimmed text of the first element matching `css`, or "" when there is none.
+    pub async fn text(&self, css: &str) -> String {
+        self.execute(
+            "const e = document.querySelector(arguments[0]); return e ? e.textContent.trim() : '';",
+            vec![serde_json::json!(css)],
+        )
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+    }
+
     pub async fn execute(&self, script: &str, args: Vec<Value>) -> Value {
         self.cmd(
             reqwest::Method::POST,
@@ -331,4 +343,10 @@ impl Driver {
             std::fs::write(path, bytes).unwrap();
         }
     }
+}
+
+/// Where a browser test saves its screenshot `name` (`pictor-<test>-<name>.png` in the temp
+/// folder; the ones the README shows are copied to packaging/screenshots by hand).
+pub fn shot(test: &str, name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("pictor-{test}-{name}.png"))
 }

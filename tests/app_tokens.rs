@@ -30,11 +30,7 @@ async fn token_for(
     if let Some(scope) = scope {
         params.push(("scope", scope));
     }
-    let url = format!(
-        "{}/oauth/authorize?{}",
-        s.base,
-        serde_urlencoded::to_string(&params).unwrap()
-    );
+    let url = authorize_url(&s.base, &params);
     let mut browser = Browser::new();
     let back = s
         .sign_in_and_consent(&mut browser, &url, email, password)
@@ -150,26 +146,20 @@ async fn apps_read_and_generate_only_with_the_scopes_the_user_gave() {
 
     // 3. Both scopes, asked for by name; the consent page says what they mean.
     let mut browser = Browser::new();
-    let url = format!(
-        "{}/oauth/authorize?{}",
-        s.base,
-        serde_urlencoded::to_string([
+    let url = authorize_url(
+        &s.base,
+        &[
             ("response_type", "code"),
             ("client_id", app.as_str()),
             ("redirect_uri", REDIRECT),
             ("state", "st"),
             ("scope", "openid images:read images:generate"),
             ("prompt", "consent"),
-        ])
-        .unwrap()
+        ],
     );
-    let page = browser.get(&url).await;
-    let page = browser.follow(&s.base, page).await;
-    let mut fields = form_fields(&page.body, "/login");
-    set_field(&mut fields, "email", "bob@example.com");
-    set_field(&mut fields, "password", "bob's long password");
-    let r = browser.post(&s.url("/login"), &fields).await;
-    let consent = browser.follow(&s.base, r).await;
+    let consent = browser
+        .through_login(&s.base, &url, "bob@example.com", "bob's long password")
+        .await;
     assert!(
         consent
             .body
@@ -356,30 +346,20 @@ async fn consent_with_caps(
     secret: &str,
     caps: &[(&str, &str)],
 ) -> Result<String, (u16, String)> {
-    let url = format!(
-        "{}/oauth/authorize?{}",
-        s.base,
-        serde_urlencoded::to_string([
+    let url = authorize_url(
+        &s.base,
+        &[
             ("response_type", "code"),
             ("client_id", app),
             ("redirect_uri", REDIRECT),
             ("state", "st"),
             ("scope", "openid images:read images:generate"),
             ("prompt", "consent"),
-        ])
-        .unwrap()
+        ],
     );
-    let page = browser.get(&url).await;
-    let page = browser.follow(&s.base, page).await;
-    let page = if page.body.contains("action=\"/login\"") {
-        let mut fields = form_fields(&page.body, "/login");
-        set_field(&mut fields, "email", "bob@example.com");
-        set_field(&mut fields, "password", "bob's long password");
-        let r = browser.post(&s.url("/login"), &fields).await;
-        browser.follow(&s.base, r).await
-    } else {
-        page
-    };
+    let page = browser
+        .through_login(&s.base, &url, "bob@example.com", "bob's long password")
+        .await;
     assert!(page.body.contains("How much may"), "{}", page.body);
     let mut fields = form_fields(&page.body, "/oauth/authorize");
     set_field(&mut fields, "decision", "allow");
@@ -688,25 +668,19 @@ async fn the_consent_page_shows_the_apps_profile() {
     assert_eq!(v["app_name"], "painter-app");
 
     let mut browser = Browser::new();
-    let url = format!(
-        "{}/oauth/authorize?{}",
-        s.base,
-        serde_urlencoded::to_string([
+    let url = authorize_url(
+        &s.base,
+        &[
             ("response_type", "code"),
             ("client_id", "painter-app"),
             ("redirect_uri", REDIRECT),
             ("state", "st"),
             ("scope", "openid images:generate"),
-        ])
-        .unwrap()
+        ],
     );
-    let page = browser.get(&url).await;
-    let page = browser.follow(&s.base, page).await;
-    let mut fields = form_fields(&page.body, "/login");
-    set_field(&mut fields, "email", "bob@example.com");
-    set_field(&mut fields, "password", "bob's long password");
-    let r = browser.post(&s.url("/login"), &fields).await;
-    let consent = browser.follow(&s.base, r).await;
+    let consent = browser
+        .through_login(&s.base, &url, "bob@example.com", "bob's long password")
+        .await;
     assert_eq!(consent.status, 200);
     let body = &consent.body;
     assert!(

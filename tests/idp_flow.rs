@@ -233,11 +233,7 @@ async fn code_for(
         ("state", "st-123"),
     ];
     params.extend_from_slice(extra);
-    let url = format!(
-        "{}/oauth/authorize?{}",
-        s.base,
-        serde_urlencoded::to_string(&params).unwrap()
-    );
+    let url = authorize_url(&s.base, &params);
     let back = s
         .sign_in_and_consent(browser, &url, "bob@example.com", "bob's long password")
         .await;
@@ -774,13 +770,9 @@ async fn authorize_errors_and_open_redirect_protection() {
         ("state", "deny-me"),
         ("scope", "openid email"),
     ]);
-    let page = browser.get(&url).await;
-    let page = browser.follow(&s.base, page).await;
-    let mut fields = form_fields(&page.body, "/login");
-    set_field(&mut fields, "email", "bob@example.com");
-    set_field(&mut fields, "password", "bob's long password");
-    let r = browser.post(&s.url("/login"), &fields).await;
-    let consent = browser.follow(&s.base, r).await;
+    let consent = browser
+        .through_login(&s.base, &url, "bob@example.com", "bob's long password")
+        .await;
     assert!(
         consent.body.contains("See your e-mail address"),
         "scopes in plain words"

@@ -1426,16 +1426,14 @@ async fn authorized_apps_are_listed_and_revoke_ends_their_refresh_tokens() {
         .unwrap();
     assert_eq!(r.status(), 401, "its access token ended too");
     // The consent is forgotten: authorizing again asks again.
-    let url = format!(
-        "{}/oauth/authorize?{}",
-        s.base,
-        serde_urlencoded::to_string([
+    let url = authorize_url(
+        &s.base,
+        &[
             ("response_type", "code"),
             ("client_id", app.as_str()),
             ("redirect_uri", REDIRECT),
             ("state", "st-2"),
-        ])
-        .unwrap()
+        ],
     );
     let r = b.get(&url).await;
     assert_eq!(r.status, 200, "consent page again: {:?}", r.location);

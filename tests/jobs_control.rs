@@ -36,15 +36,7 @@ async fn edit(s: &TestServer, key: &str) -> (u16, Value) {
     let form = reqwest::multipart::Form::new()
         .part("image", photo)
         .text("prompt", "make it black and white");
-    let r = s
-        .client
-        .post(s.url("/api/pictor/v1/edit"))
-        .bearer_auth(key)
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    status_json(r).await
+    s.edit_form(key, form).await
 }
 
 fn id(v: &Value) -> String {

@@ -228,17 +228,15 @@ async fn consent_and_sign_out_in_russian() {
     s.finish_setup();
     s.person(EMAIL, PASSWORD);
     let (app, _secret) = s.oauth_client("shop", &[REDIRECT]);
-    let authorize = format!(
-        "{}/oauth/authorize?{}",
-        s.base,
-        serde_urlencoded::to_string([
+    let authorize = authorize_url(
+        &s.base,
+        &[
             ("response_type", "code"),
             ("client_id", app.as_str()),
             ("redirect_uri", REDIRECT),
             ("state", "st-1"),
             ("scope", "openid profile email images:read images:generate"),
-        ])
-        .unwrap()
+        ],
     );
 
     let mut b = russian_browser();

@@ -427,25 +427,29 @@ async fn hostile_hub() -> String {
     format!("http://{addr}")
 }
 
+/// `pictor models pull REPO` from the hub at `endpoint`, watched (see [`cli_watched`]).
+async fn pull(data: &Path, endpoint: &str, repo: &str) -> Run {
+    let (data, endpoint, repo) = (data.to_path_buf(), endpoint.to_string(), repo.to_string());
+    tokio::task::spawn_blocking(move || {
+        cli_watched(
+            &data,
+            &["models", "pull", &repo],
+            &[("HF_ENDPOINT", &endpoint)],
+            Duration::from_secs(120),
+            None,
+        )
+    })
+    .await
+    .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn models_pull_reads_hub_listings_within_bounds() {
     let endpoint = hostile_hub().await;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
 
-    let d = data.clone();
-    let e = endpoint.clone();
-    let run = tokio::task::spawn_blocking(move || {
-        cli_watched(
-            &d,
-            &["models", "pull", "owner/endless"],
-            &[("HF_ENDPOINT", e.as_str())],
-            Duration::from_secs(120),
-            None,
-        )
-    })
-    .await
-    .unwrap();
+    let run = pull(&data, &endpoint, "owner/endless").await;
     eprintln!(
         "pull of an endless listing: exit {}, peak RSS {} KiB: {}",
         run.code,
@@ -461,18 +465,7 @@ async fn models_pull_reads_hub_listings_within_bounds() {
     );
     assert!(run.peak_kib < 96 * MIB, "peak RSS {} KiB", run.peak_kib);
 
-    let d = data.clone();
-    let run = tokio::task::spawn_blocking(move || {
-        cli_watched(
-            &d,
-            &["models", "pull", "owner/huge"],
-            &[("HF_ENDPOINT", endpoint.as_str())],
-            Duration::from_secs(120),
-            None,
-        )
-    })
-    .await
-    .unwrap();
+    let run = pull(&data, &endpoint, "owner/huge").await;
     eprintln!(
         "pull of sizes past 2^64: exit {}, {} bytes of standard error: {}",
         run.code,

@@ -18,17 +18,15 @@ const PASSWORD: &str = "bob's long password";
 
 /// Signs `browser` in through an authorize request of `app`; the id_token of the code exchange.
 async fn sign_in(s: &TestServer, browser: &mut Browser, app: &str, secret: &str) -> String {
-    let url = format!(
-        "{}/oauth/authorize?{}",
-        s.base,
-        serde_urlencoded::to_string([
+    let url = authorize_url(
+        &s.base,
+        &[
             ("response_type", "code"),
             ("client_id", app),
             ("redirect_uri", REDIRECT),
             ("scope", "openid profile"),
             ("state", "st"),
-        ])
-        .unwrap()
+        ],
     );
     let back = s.sign_in_and_consent(browser, &url, EMAIL, PASSWORD).await;
     let code = query_of(&back)["code"].clone();
@@ -220,17 +218,15 @@ async fn apps_sign_their_user_out_and_bad_requests_change_nothing() {
     // 4. A hint for somebody else (Eve's token, Bob's browser) asks too; an expired-looking or
     //    old hint is still a hint. A POST from the app works like the GET.
     let mut eve = Browser::new();
-    let url = format!(
-        "{}/oauth/authorize?{}",
-        s.base,
-        serde_urlencoded::to_string([
+    let url = authorize_url(
+        &s.base,
+        &[
             ("response_type", "code"),
             ("client_id", other.as_str()),
             ("redirect_uri", REDIRECT),
             ("scope", "openid"),
             ("state", "st"),
-        ])
-        .unwrap()
+        ],
     );
     let back = s
         .sign_in_and_consent(&mut eve, &url, "eve@example.com", "eve's long password")

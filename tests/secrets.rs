@@ -104,15 +104,14 @@ async fn no_secret_in_logs_or_in_the_store_file() {
     set_field(&mut fields, "password", "wrong secret guess 123");
     b.post(&format!("{base}/login"), &fields).await;
     // Sign in, consent, code, tokens, refresh, userinfo, revoke.
-    let url = format!(
-        "{base}/oauth/authorize?{}",
-        serde_urlencoded::to_string([
+    let url = authorize_url(
+        &base,
+        &[
             ("response_type", "code"),
             ("client_id", "app"),
             ("redirect_uri", "http://127.0.0.1:9/cb"),
-            ("state", "st")
-        ])
-        .unwrap()
+            ("state", "st"),
+        ],
     );
     let page = b.get(&url).await;
     let page = b.follow(&base, page).await;

@@ -782,6 +782,29 @@ impl Browser {
         .await
     }
 
+    /// Opens `url` (an authorize request, a page that needs a session) and follows it; when it
+    /// leads to the sign-in form, signs in as `email` and follows on: the page that ends it (the
+    /// consent page, or a redirect to the client).
+    pub async fn through_login(
+        &mut self,
+        base: &str,
+        url: &str,
+        email: &str,
+        password: &str,
+    ) -> Page {
+        let page = self.get(url).await;
+        let page = self.follow(base, page).await;
+        if !page.body.contains("action=\"/login\"") {
+            return page;
+        }
+        let mut fields = form_fields(&page.body, "/login");
+        set_field(&mut fields, "email", email);
+        set_field(&mut fields, "password", password);
+        let r = self.post(&format!("{base}/login"), &fields).await;
+        assert_eq!(r.status, 303, "login failed: {}", r.body);
+        self.follow(base, r).await
+    }
+
     /// Follows same-origin redirects (relative or starting with `base`) until a page or a redirect
     /// elsewhere; returns the last response.
     pub async fn follow(&mut self, base: &str, mut page: Page) -> Page {
@@ -947,18 +970,9 @@ pub async fn sign_in_and_consent(
     email: &str,
     password: &str,
 ) -> String {
-    let page = browser.get(authorize_url).await;
-    let page = browser.follow(base, page).await;
-    let page = if page.body.contains("action=\"/login\"") {
-        let mut fields = form_fields(&page.body, "/login");
-        set_field(&mut fields, "email", email);
-        set_field(&mut fields, "password", password);
-        let r = browser.post(&format!("{base}/login"), &fields).await;
-        assert_eq!(r.status, 303, "login failed: {}", r.body);
-        browser.follow(base, r).await
-    } else {
-        page
-    };
+    let page = browser
+        .through_login(base, authorize_url, email, password)
+        .await;
     if page.body.contains("action=\"/oauth/authorize\"") {
         let mut fields = form_fields(&page.body, "/oauth/authorize");
         set_field(&mut fields, "decision", "allow");
@@ -970,6 +984,14 @@ pub async fn sign_in_and_consent(
     }
     page.location
         .unwrap_or_else(|| panic!("no redirect: {} {}", page.status, page.body))
+}
+
+/// `{base}/oauth/authorize?` with these query parameters.
+pub fn authorize_url(base: &str, params: &[(&str, &str)]) -> String {
+    format!(
+        "{base}/oauth/authorize?{}",
+        serde_urlencoded::to_string(params).unwrap()
+    )
 }
 
 /// Exchanges an authorization code at `base`'s `/oauth/token` with the client's secret (HTTP

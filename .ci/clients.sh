@@ -57,9 +57,10 @@ no_warnings openapi-python-client "$WORK/python.log"
 # The generated package's dependencies (httpx, attrs, python-dateutil) are the generator's own.
 PICTOR_API=$API PICTOR_KEY=$PY_KEY PYTHONPATH="$WORK/python" \
   "$WORK/venv/bin/python" tests/clients/python/smoke.py
-# The README's example, as written there (with this server's address and a key).
+# The manual's examples (docs/api.md, "Generated clients"), as written there (with this
+# server's address and a key).
 readme_example() {
-  sed -n "/^\`\`\`$1\$/,/^\`\`\`\$/p" "$ROOT/README.md" | sed '1d;$d' | sed "s#http://127.0.0.1:8080/api/pictor#$API#"
+  sed -n "/^\`\`\`$1\$/,/^\`\`\`\$/p" "$ROOT/docs/api.md" | sed '1d;$d' | sed "s#http://127.0.0.1:8080/api/pictor#$API#"
 }
 { echo 'import os; KEY = os.environ["PICTOR_KEY"]'; readme_example python; } > "$WORK/readme.py"
 PICTOR_KEY=$README_KEY PYTHONPATH="$WORK/python" "$WORK/venv/bin/python" "$WORK/readme.py" \

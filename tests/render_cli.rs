@@ -216,9 +216,9 @@ fn diffusion_render_matches_diffusers_for_every_sampler_and_rerenders_from_png()
     assert!(!data.exists(), "rendering must not create a data folder");
 }
 
-/// The README's example: a picture AUTOMATIC1111-style metadata describes (DPM++ 2M Karras, GPU
-/// noise, made by diffusers with A1111's Philox noise) is reproduced from the PNG alone, the model
-/// found among the installed ones by the name the PNG gives.
+/// The example in docs/reproducing.md: a picture AUTOMATIC1111-style metadata describes (DPM++ 2M
+/// Karras, GPU noise, made by diffusers with A1111's Philox noise) is reproduced from the PNG
+/// alone, the model found among the installed ones by the name the PNG gives.
 #[cfg(feature = "diffusion")]
 #[test]
 fn from_png_reproduces_an_a1111_picture_with_the_installed_model() {

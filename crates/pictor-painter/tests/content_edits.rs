@@ -552,7 +552,7 @@ fn an_instruction_not_understood_gets_a_short_answer_in_its_language() {
     assert!(ru.chars().count() < 260, "short: {ru}");
 }
 
-/// The README's sheet of content edits: each row a picture and what the edits made of it
+/// The sheet of content edits in docs/painter.md: each row a picture and what the edits made of it
 /// (`PICTOR_WRITE_GALLERY=1 cargo test --release --test content_edits -- --ignored edits_sheet`).
 #[test]
 #[ignore = "writes the gallery sheet"]

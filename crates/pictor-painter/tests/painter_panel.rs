@@ -3,7 +3,7 @@
 //! drops one silently (every content word is either drawn or reported as not drawn).
 //!
 //! `PICTOR_WRITE_GALLERY=1 cargo test --release --test painter_panel -- --ignored gallery_sheet`
-//! renders 40 of them into `assets/gallery/panel-sheet.png` (the README's gallery sheet).
+//! renders 40 of them into `assets/gallery/panel-sheet.png` (the gallery sheet in docs/painter.md).
 
 /// The painter and the shared types under one name, as the server shows them (`pictor::render`).
 mod render {

@@ -348,8 +348,10 @@ pub fn setting_for(key: &str) -> Option<&'static str> {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read the config file {0}: {1}")]
-    Read(PathBuf, std::io::Error),
+    /// The file could not be read (missing, not a regular file, over its 1 MiB cap); the
+    /// message names it.
+    #[error("cannot read the config file: {0}")]
+    Read(crate::bounded::FileError),
     #[error("config file {0}: {1}")]
     Parse(PathBuf, String),
     #[error("unknown configuration key `{key}` ({origin}); known keys: {known}")]
@@ -445,17 +447,7 @@ impl Layers {
                 crate::bounded::CONFIG_FILE_MAX,
                 "a configuration file",
             )
-            .map_err(|e| {
-                ConfigError::Read(
-                    path.clone(),
-                    match e {
-                        crate::bounded::FileError::Io { err, .. } => err,
-                        other => {
-                            std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string())
-                        }
-                    },
-                )
-            })?;
+            .map_err(ConfigError::Read)?;
             layers.read_file_text(&path, &text)?;
         }
         for key in KEYS {

@@ -12,19 +12,9 @@ use pictor::ops::AdminRequest;
 use pictor::render::{EditSpec, GenerateSpec, Picture, ProceduralRenderer, RenderError, Renderer};
 use serde_json::{Value, json};
 
-async fn post(s: &TestServer, key: &str, path: &str) -> (u16, Value) {
-    let r = s
-        .client
-        .post(s.url(path))
-        .bearer_auth(key)
-        .send()
-        .await
-        .unwrap();
-    status_json(r).await
-}
-
 async fn cancel(s: &TestServer, key: &str, job: &str) -> (u16, Value) {
-    post(s, key, &format!("/api/pictor/v1/jobs/{job}/cancel")).await
+    s.post(key, &format!("/api/pictor/v1/jobs/{job}/cancel"), None)
+        .await
 }
 
 /// Sends a small PNG to `/v1/edit` with an instruction the filters do exactly.

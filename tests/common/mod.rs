@@ -248,9 +248,13 @@ pub trait Api {
         status_json(r).await
     }
 
-    /// `POST` a JSON `body` to `path` with the key: (status, the answer's JSON).
-    async fn post(&self, key: &str, path: &str, body: &Value) -> (u16, Value) {
-        post_json(self.http(), &self.url(path), key, body).await
+    /// `POST` to `path` with the key, and `body` as JSON when given: (status, the answer's JSON).
+    async fn post(&self, key: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let mut req = self.http().post(self.url(path)).bearer_auth(key);
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        status_json(req.send().await.unwrap()).await
     }
 }
 
@@ -297,19 +301,6 @@ pub async fn get_json(http: &reqwest::Client, url: &str, key: &str) -> Value {
         .json()
         .await
         .unwrap()
-}
-
-/// `POST url` with the key and `body` as JSON: (status, the answer's JSON).
-pub async fn post_json(http: &reqwest::Client, url: &str, key: &str, body: &Value) -> (u16, Value) {
-    status_json(
-        http.post(url)
-            .bearer_auth(key)
-            .json(body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
 }
 
 /// Asserts the seed's error shape with the given status and code.

@@ -164,27 +164,30 @@ impl<'de> serde::de::Visitor<'de> for HeaderVisitor {
                     info.shape.len()
                 )));
             }
-            let elements = info
-                .shape
-                .iter()
-                .try_fold(1u64, |n, &d| n.checked_mul(d))
-                .and_then(|n| n.checked_mul(dtype_bytes(&info.dtype).unwrap_or(1)));
+            let span = end - start;
+            let elements = info.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
             let fits = match (elements, dtype_bytes(&info.dtype)) {
-                (Some(bytes), Some(_)) => bytes == end - start,
+                (Some(n), Some(size)) => n.checked_mul(size) == Some(span),
                 // Sub-byte dtypes (F4, F6): at least one bit an element.
-                (Some(n), None) => n <= (end - start).saturating_mul(8),
+                (Some(n), None) => n <= span.saturating_mul(8),
                 (None, _) => false,
             };
             if !fits {
                 return Err(A::Error::custom(format!(
-                    "tensor {name}: shape {:?} of {} does not match its {} bytes",
-                    info.shape,
-                    info.dtype,
-                    end - start
+                    "tensor {name}: shape {:?} of {} does not match its {span} bytes",
+                    info.shape, info.dtype
                 )));
             }
-            if out.insert(name.clone(), info).is_some() {
-                return Err(A::Error::custom(format!("tensor {name} is listed twice")));
+            match out.entry(name) {
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(info);
+                }
+                std::collections::btree_map::Entry::Occupied(e) => {
+                    return Err(A::Error::custom(format!(
+                        "tensor {} is listed twice",
+                        e.key()
+                    )));
+                }
             }
         }
         Ok(out)
@@ -412,22 +415,24 @@ fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
             bytes = bytes.saturating_add(std::fs::metadata(&w).map_err(io(&w))?.len());
         }
     }
-    // Absent or unreadable JSON: the engine's defaults; a device, a FIFO or a file over the cap
-    // is refused here rather than at the first render.
+    // Absent or not JSON: the engine's defaults; a device, a FIFO or a file over the cap is
+    // refused here rather than at the first render.
     let scheduler = dir.join("scheduler").join("scheduler_config.json");
-    if std::fs::symlink_metadata(&scheduler).is_ok() {
-        bounded::check_file(
+    let prediction = if std::fs::symlink_metadata(&scheduler).is_ok() {
+        let bytes = bounded::read_file(
             &scheduler,
             bounded::CONFIG_MAX,
             "a model configuration file",
         )
         .map_err(file_error)?;
-    }
-    let prediction = read_json(&scheduler).ok().and_then(|v| {
-        v.get("prediction_type")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    });
+        serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| {
+            v.get("prediction_type")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+    } else {
+        None
+    };
     Ok(ModelInfo {
         layout: Layout::Diffusers,
         arch,

@@ -80,13 +80,12 @@ impl ClipTokenizer {
             "a tokenizer vocabulary",
         )?)
         .map_err(|e| DiffusionError::Model(format!("{}: {e}", vocab_path.display())))?;
-        let merges_path = dir.join("merges.txt");
-        let merges = String::from_utf8(read_file(
-            &merges_path,
+        let merges = pictor_core::files::read_text(
+            &dir.join("merges.txt"),
             TOKENIZER_MAX,
             "a tokenizer's merges",
-        )?)
-        .map_err(|_| DiffusionError::Model(format!("{}: not UTF-8 text", merges_path.display())))?;
+        )
+        .map_err(|e| DiffusionError::Model(e.to_string()))?;
         let mut pad = None;
         let mut max_len = 77;
         for f in ["special_tokens_map.json", "tokenizer_config.json"] {

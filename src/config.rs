@@ -487,7 +487,47 @@ impl Layers {
                 origin: Source::Flag,
                 reason: "--set takes key=value".into(),
             })?;
-            check_known(k.trim(), "given with --set")?;
+            let k = k.trim();
+            // `--set diffusion.fast.model=sd-turbo`: a key of the config file's [diffusion]
+            // table (a TOML value, or else a string).
+            if let Some(path) = k.strip_prefix("diffusion.") {
+                let bad = |reason: &str| ConfigError::Invalid {
+                    key: k.to_string(),
+                    value: v.to_string(),
+                    origin: Source::Flag,
+                    reason: reason.into(),
+                };
+                let value = toml::from_str::<toml::Table>(&format!("v = {}", v.trim()))
+                    .ok()
+                    .and_then(|mut t| t.remove("v"))
+                    .unwrap_or_else(|| toml::Value::String(v.trim().to_string()));
+                let table = self.diffusion.get_or_insert_with(toml::Table::new);
+                match path.split_once('.') {
+                    Some((tier, field))
+                        if !tier.is_empty() && !field.is_empty() && !field.contains('.') =>
+                    {
+                        let entry = table
+                            .entry(tier.trim_matches('"').to_string())
+                            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                        match entry {
+                            toml::Value::Table(t) => {
+                                t.insert(field.to_string(), value);
+                            }
+                            _ => return Err(bad("not a table in the config file")),
+                        }
+                    }
+                    None if path == "memory_budget_mb" => {
+                        table.insert(path.to_string(), value);
+                    }
+                    _ => {
+                        return Err(bad(
+                            "use diffusion.<tier>.<setting>=value (tier: fast, artist, 0.2plus, edit) or diffusion.memory_budget_mb=N",
+                        ));
+                    }
+                }
+                continue;
+            }
+            check_known(k, "given with --set")?;
             self.flags
                 .insert(k.trim().to_string(), v.trim().to_string());
         }

@@ -105,6 +105,31 @@ pub enum AdminRequest {
     ModelRemove {
         name: String,
     },
+    /// Maps a tier (`fast`, `artist`, `0.2plus`, `edit`) to an installed model; settings not
+    /// given come from the model's family preset.
+    ModelMap {
+        tier: String,
+        mapping: crate::store::models::TierMapping,
+    },
+    ModelUnmap {
+        tier: String,
+    },
+    /// The stored tier mappings (the running server's view, config file included, is in
+    /// `GET /api/pictor/v1/models` and the console).
+    TierList,
+}
+
+impl AdminRequest {
+    /// Whether a running server must re-read its tier mappings after this request.
+    pub fn changes_tiers(&self) -> bool {
+        matches!(
+            self,
+            AdminRequest::ModelAdd { .. }
+                | AdminRequest::ModelRemove { .. }
+                | AdminRequest::ModelMap { .. }
+                | AdminRequest::ModelUnmap { .. }
+        )
+    }
 }
 
 impl std::fmt::Debug for AdminRequest {
@@ -242,6 +267,18 @@ fn audit_of(req: &AdminRequest, store: &Store) -> Option<(&'static str, Option<S
         AdminRequest::KeysRotate => ("signing_key.rotate", None, String::new()),
         AdminRequest::ModelAdd { name, path, .. } => ("model.add", None, format!("{name} {path}")),
         AdminRequest::ModelRemove { name } => ("model.remove", None, name.clone()),
+        AdminRequest::ModelMap { tier, mapping } => (
+            "model.map",
+            None,
+            format!(
+                "{tier} → {} {}",
+                mapping.model,
+                serde_json::to_string(&crate::render::tiers::mapping_table(mapping))
+                    .unwrap_or_default()
+            ),
+        ),
+        AdminRequest::ModelUnmap { tier } => ("model.unmap", None, tier.clone()),
+        AdminRequest::TierList => return None,
         AdminRequest::UserShow { .. }
         | AdminRequest::UserList
         | AdminRequest::SettingsList
@@ -499,11 +536,23 @@ fn run(
                 return Err(OpError::Invalid(format!("{path} is not an absolute path")));
             }
             let info = crate::models::inspect(p).map_err(|e| OpError::Invalid(e.to_string()))?;
+            let (arch, family) = match info.kind {
+                crate::models::Kind::TinyDecoder => (
+                    crate::models::tiny_decoder_arch(&name, source.as_deref()),
+                    None,
+                ),
+                crate::models::Kind::Pipeline => (
+                    info.arch,
+                    Some(crate::models::family_of(&info, &name, source.as_deref())),
+                ),
+            };
             let record = crate::store::models::ModelRecord {
+                kind: info.kind,
+                family,
                 name,
                 path,
                 layout: info.layout,
-                arch: info.arch,
+                arch,
                 prediction: info.prediction,
                 weight_bytes: info.weight_bytes,
                 added_at: now,
@@ -517,6 +566,38 @@ fn run(
         AdminRequest::ModelRemove { name } => {
             let record = store.remove_model(&name)?;
             Ok(json!({ "removed": record }))
+        }
+        AdminRequest::ModelMap { tier, mut mapping } => {
+            let installed = store.models()?;
+            crate::render::tiers::check(&tier, &mapping, &installed).map_err(OpError::Invalid)?;
+            mapping.updated_at = now;
+            let replaced = store.map_tier(&tier, &mapping)?;
+            let settings = crate::render::tiers::effective(
+                &tier,
+                &crate::render::tiers::mapping_table(&mapping),
+                &installed,
+            )
+            .map_err(OpError::Invalid)?;
+            Ok(
+                json!({ "tier": tier, "mapping": mapping, "settings": settings, "replaced": replaced }),
+            )
+        }
+        AdminRequest::ModelUnmap { tier } => {
+            if !crate::store::models::TIER_NAMES.contains(&tier.as_str()) {
+                return Err(OpError::Invalid(format!(
+                    "{tier:?} is not a tier: use fast, artist, 0.2plus or edit"
+                )));
+            }
+            let old = store.unmap_tier(&tier)?;
+            Ok(json!({ "tier": tier, "removed": old }))
+        }
+        AdminRequest::TierList => {
+            let tiers: serde_json::Map<String, Value> = store
+                .tiers()?
+                .into_iter()
+                .map(|(t, m)| (t, json!(m)))
+                .collect();
+            Ok(json!({ "tiers": tiers }))
         }
     }
 }

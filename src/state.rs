@@ -21,6 +21,18 @@ impl AppState {
     }
 }
 
+impl AppState {
+    /// Applies changed tier mappings (after an admin operation that may have changed them).
+    pub async fn reload_tiers(&self) {
+        let (tiers, store) = (self.tiers.clone(), self.store.clone());
+        match tokio::task::spawn_blocking(move || tiers.reload(&store)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "reloading the tier mappings"),
+            Err(e) => tracing::error!(error = %e, "reloading the tier mappings"),
+        }
+    }
+}
+
 impl std::ops::Deref for AppState {
     type Target = AppParts;
     fn deref(&self) -> &AppParts {
@@ -33,6 +45,8 @@ pub struct AppParts {
     pub config: Arc<Config>,
     pub store: Store,
     pub jobs: JobEngine,
+    /// What draws each tier (`render::tiers`); the job engine renders through it.
+    pub tiers: Arc<crate::render::tiers::Tiers>,
     pub clock: Clock,
     /// Base URL without a trailing slash, e.g. `http://127.0.0.1:8080`.
     pub public_url: Arc<str>,

@@ -433,3 +433,183 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
         "{err}"
     );
 }
+
+/// `pictor models map/unmap` against a running server: applied to the next job without a
+/// restart, the family preset filling what is not given, bad values refused with nothing
+/// changed, a mapped model not removable, `config show` naming each tier's source.
+#[tokio::test]
+async fn tiers_are_mapped_and_unmapped_without_a_restart() {
+    use common::run_cli;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let model = fixture_model();
+    cli_json(
+        &d,
+        &["models", "add", "tiny", model.to_str().unwrap(), "--json"],
+        None,
+    );
+    let taesd = model
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("taesd/model");
+    let added = cli_json(
+        &d,
+        &["models", "add", "taesd", taesd.to_str().unwrap(), "--json"],
+        None,
+    );
+    assert_eq!(added["model"]["kind"], "tiny_decoder", "{added}");
+    let key = common::cli_user_key(&d, "t@example.com", 50);
+    let server = spawn_server(&d, &[]);
+    let fast = |models: &Value| {
+        models["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == "fast")
+            .cloned()
+            .unwrap()
+    };
+    let models: Value = json_of(server.http().get(server.url("/api/pictor/v1/models"))).await;
+    assert_eq!(fast(&models)["engine"], "procedural", "{models}");
+    assert_eq!(
+        fast(&models)["label"],
+        "Standard · built-in painter",
+        "{models}"
+    );
+
+    // Mapped through the running server: the preset of the model's family (SD 1.x: DPM++ 2M
+    // Karras, CFG 7) with the steps given.
+    let mapped = cli_json(
+        &d,
+        &["models", "map", "fast", "tiny", "--steps", "2", "--json"],
+        None,
+    );
+    assert_eq!(mapped["settings"]["steps"], 2, "{mapped}");
+    assert_eq!(mapped["settings"]["sampler"], "dpm++_2m", "{mapped}");
+    assert_eq!(mapped["settings"]["schedule"], "karras", "{mapped}");
+    let models: Value = json_of(server.http().get(server.url("/api/pictor/v1/models"))).await;
+    assert_eq!(fast(&models)["engine"], "diffusion:tiny", "{models}");
+    assert_eq!(fast(&models)["label"], "Standard · tiny", "{models}");
+    let bytes = generate(&server, &key, "fast", 3).await;
+    let params = pictor::render::encode::read_parameters(&bytes).unwrap();
+    assert!(
+        params.contains("Steps: 2, Sampler: DPM++ 2M, Schedule type: Karras, CFG scale: 7"),
+        "{params}"
+    );
+    assert!(params.contains("Model: tiny"), "{params}");
+    // `pictor render --model fast` renders as the server's fast tier does.
+    let out = d.join("fast.png");
+    let (code, _, err) = run_cli(
+        &d,
+        &[
+            "render",
+            "--model",
+            "fast",
+            "--prompt",
+            "a photo of a red car",
+            "--seed",
+            "3",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let rendered = pictor::render::encode::read_parameters(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(
+        rendered.contains("Steps: 2, Sampler: DPM++ 2M, Schedule type: Karras, CFG scale: 7"),
+        "{rendered}"
+    );
+    assert!(rendered.contains("Model: tiny"), "{rendered}");
+
+    // Bad requests change nothing.
+    for (args, why) in [
+        (vec!["models", "map", "turbo", "tiny"], "not a tier"),
+        (vec!["models", "map", "fast", "nope"], "no installed model"),
+        (vec!["models", "map", "fast", "taesd"], "tiny decoder"),
+        (
+            vec!["models", "map", "fast", "tiny", "--steps", "0"],
+            "from 1 to 150",
+        ),
+        (
+            vec!["models", "map", "fast", "tiny", "--guidance", "31"],
+            "from 0 to 30",
+        ),
+        (
+            vec!["models", "map", "fast", "tiny", "--sampler", "bogus"],
+            "one of euler",
+        ),
+        (
+            vec![
+                "models",
+                "map",
+                "fast",
+                "tiny",
+                "--sampler",
+                "euler_a",
+                "--schedule",
+                "karras",
+            ],
+            "no Karras schedule",
+        ),
+        (
+            vec!["models", "map", "fast", "tiny", "--size", "100"],
+            "multiple of 64",
+        ),
+        (
+            vec!["models", "map", "fast", "tiny", "--tiny-vae", "tiny"],
+            "not a tiny decoder",
+        ),
+        (vec!["models", "remove", "tiny"], "draws the fast tier"),
+        (vec!["models", "unmap", "artist"], "not mapped"),
+    ] {
+        let (code, _, err) = run_cli(&d, &args, None);
+        assert_ne!(code, 0, "{args:?} succeeded");
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+    let shown = cli_json(&d, &["config", "show", "--json"], None);
+    let tiers = shown["tiers"].as_array().unwrap();
+    assert_eq!(tiers[0]["tier"], "fast", "{shown}");
+    assert_eq!(tiers[0]["source"], "console", "{shown}");
+    assert_eq!(tiers[0]["model"], "tiny", "{shown}");
+    assert_eq!(tiers[0]["settings"]["steps"], 2, "{shown}");
+    assert_eq!(tiers[1]["source"], "default", "{shown}");
+
+    // With the tiny decoder: the next picture is decoded by it (another picture, same seed).
+    cli_json(
+        &d,
+        &[
+            "models",
+            "map",
+            "fast",
+            "tiny",
+            "--steps",
+            "2",
+            "--tiny-vae",
+            "taesd",
+            "--json",
+        ],
+        None,
+    );
+    let tiny_decoded = generate(&server, &key, "fast", 3).await;
+    let pixels = |b: &[u8]| image::load_from_memory(b).unwrap().to_rgba8().into_raw();
+    assert_ne!(
+        pixels(&tiny_decoded),
+        pixels(&bytes),
+        "the tiny decoder made the same pixels"
+    );
+
+    // Unmapped: the painter again, at once.
+    let out = cli_json(&d, &["models", "unmap", "fast", "--json"], None);
+    assert_eq!(out["removed"]["model"], "tiny", "{out}");
+    let models: Value = json_of(server.http().get(server.url("/api/pictor/v1/models"))).await;
+    assert_eq!(fast(&models)["engine"], "procedural", "{models}");
+    let painted = generate(&server, &key, "fast", 3).await;
+    let params = pictor::render::encode::read_parameters(&painted).unwrap();
+    assert!(!params.contains("Model: tiny"), "{params}");
+    // Now it can go.
+    cli_json(&d, &["models", "remove", "tiny", "--json"], None);
+    server.terminate();
+}

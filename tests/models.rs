@@ -556,3 +556,25 @@ async fn add_list_and_remove_models_on_disk() {
     let v: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["models"], json!([]));
 }
+
+/// Offline: the pull says what to do instead (a mirror, or download elsewhere and add), and a
+/// catalogue name names its repository and licence.
+#[tokio::test]
+async fn an_unreachable_hub_says_what_to_do_instead() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("data");
+    let (code, _, err) = cli(
+        &d,
+        &["models", "pull", "sd-turbo", "--yes"],
+        &[("HF_ENDPOINT", "http://127.0.0.1:9")],
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(err.contains("stabilityai/sd-turbo"), "{err}");
+    assert!(err.contains("non-commercial"), "{err}");
+    assert!(err.contains("cannot reach http://127.0.0.1:9"), "{err}");
+    assert!(
+        err.contains("HF_ENDPOINT") && err.contains("pictor models add"),
+        "{err}"
+    );
+}

@@ -48,6 +48,11 @@ pub struct ModelView {
     /// weights), `diffusion:<installed model>` (the built-in Stable Diffusion engine), or
     /// `a1111`/`openai`/`comfyui` (configured inference servers).
     pub engine: String,
+    /// The same in words, for people: the model's name ("SD-Turbo"), "built-in painter", or the
+    /// inference server's kind.
+    pub engine_name: String,
+    /// What a picker shows: the display name and what draws it ("Standard · SD-Turbo").
+    pub label: String,
 }
 
 #[derive(Object, Debug)]
@@ -58,6 +63,11 @@ pub struct ModelList {
     pub edit_price: u32,
     /// Accepted values of `ratio`.
     pub ratios: Vec<String>,
+    /// What does edits the instruction filters cannot do exactly: `procedural` or
+    /// `diffusion:<installed model>` (img2img), or an inference server.
+    pub edit_engine: String,
+    /// The same in words.
+    pub edit_engine_name: String,
 }
 
 /// One operation of the interface.
@@ -224,16 +234,24 @@ pub(crate) fn model_list(state: &AppState) -> Result<ModelList, ApiError> {
         ok: true,
         models: Model::ALL
             .into_iter()
-            .map(|m| ModelView {
-                id: m.id().into(),
-                name: m.display_name().into(),
-                aliases: m.aliases().iter().map(|a| a.to_string()).collect(),
-                price: settings.price(m),
-                long_side: m.long_side(),
-                engine: state.jobs.engine_for(m),
+            .map(|m| {
+                let engine = state.jobs.engine_for(m);
+                let engine_name = state.tiers.engine_name(m.id(), &engine);
+                ModelView {
+                    id: m.id().into(),
+                    name: m.display_name().into(),
+                    aliases: m.aliases().iter().map(|a| a.to_string()).collect(),
+                    price: settings.price(m),
+                    long_side: m.long_side(),
+                    label: format!("{} · {engine_name}", m.display_name()),
+                    engine,
+                    engine_name,
+                }
             })
             .collect(),
         edit_price: settings.price_edit,
         ratios: Ratio::ALL.iter().map(|r| r.as_str().to_string()).collect(),
+        edit_engine: state.tiers.edit_engine(),
+        edit_engine_name: state.tiers.engine_name("edit", &state.tiers.edit_engine()),
     })
 }

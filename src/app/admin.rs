@@ -77,6 +77,7 @@ async fn exec(
         Err(resp) => return resp,
     };
     let now = state.clock.now();
+    let tiers = request.changes_tiers();
     match state
         .store
         .call({
@@ -86,6 +87,9 @@ async fn exec(
         .await
     {
         Ok(Ok(mut value)) => {
+            if tiers {
+                state.reload_tiers().await;
+            }
             crate::ops::complete_urls(&mut value, &state.public_url);
             Json(json!({"ok": true, "result": value})).into_response()
         }

@@ -98,10 +98,21 @@ impl Server {
             .trim_end_matches('/')
             .to_string();
 
+        // What draws each tier: the config file's [diffusion] mappings, then the stored ones,
+        // on top of the renderer given (render::tiers).
+        let tiers = {
+            let (table, s) = (config.diffusion.clone(), store.clone());
+            Arc::new(
+                tokio::task::spawn_blocking(move || {
+                    crate::render::tiers::Tiers::new(table, renderer, &s)
+                })
+                .await??,
+            )
+        };
         let metrics = Arc::new(crate::metrics::Metrics::default());
         let engine = JobEngine::new(
             store.clone(),
-            renderer,
+            tiers.clone(),
             clock.clone(),
             EngineOptions {
                 metrics: metrics.clone(),
@@ -148,6 +159,7 @@ impl Server {
             config: Arc::new(config),
             store,
             jobs: engine.clone(),
+            tiers,
             clock,
             public_url: public_url.clone().into(),
         });

@@ -363,12 +363,65 @@ pub enum ModelsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Choose the installed model that draws a tier (fast, artist, 0.2plus or edit). Settings
+    /// not given come from the model's family preset (Turbo: 1 step, guidance 0, Euler a,
+    /// trailing timesteps, the tiny decoder when installed; SD 1.5: 25 steps DPM++ 2M Karras,
+    /// CFG 7; SDXL: 30 steps…). Applied at once by a running server; the config file's
+    /// [diffusion.TIER] still wins.
+    Map {
+        /// fast, artist, 0.2plus or edit.
+        tier: String,
+        /// An installed model's name (`pictor models list`).
+        model: String,
+        /// Denoising steps, 1 to 150.
+        #[arg(long)]
+        steps: Option<u32>,
+        /// Classifier-free guidance (CFG scale), 0 to 30; 1 or less turns it off.
+        #[arg(long)]
+        guidance: Option<f64>,
+        /// euler, euler_a, ddim, dpm++_2m, heun, lms (A1111 names too).
+        #[arg(long)]
+        sampler: Option<String>,
+        /// automatic (the model's sigmas), karras or uniform.
+        #[arg(long)]
+        schedule: Option<String>,
+        /// Long side rendered, a multiple of 64 (default: the model's native size).
+        #[arg(long)]
+        size: Option<u32>,
+        #[arg(long)]
+        negative_prompt: Option<String>,
+        /// An installed tiny decoder (TAESD) to decode with, or `none`.
+        #[arg(long)]
+        tiny_vae: Option<String>,
+        /// img2img strength for edits when the instruction does not say, (0, 1].
+        #[arg(long)]
+        strength: Option<f64>,
+        /// leading, trailing or linspace (overrides the model's scheduler).
+        #[arg(long)]
+        timestep_spacing: Option<String>,
+        /// Print JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Give a tier back to the built-in painter (or its inference server).
+    Unmap {
+        /// fast, artist, 0.2plus or edit.
+        tier: String,
+        /// Print JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Download a diffusers repository from the Hugging Face hub into the data folder and
     /// register it (resumable; every file checked against the hub's SHA-256). Honours
     /// HF_ENDPOINT and HF_TOKEN. You accept the model's licence.
     Pull {
-        /// `owner/name` on the hub, e.g. stabilityai/sd-turbo.
+        /// `owner/name` on the hub, e.g. stabilityai/sd-turbo, or a catalogue name: sd-turbo,
+        /// sdxl-turbo, sd15, dreamshaper-8, sdxl-base, taesd, taesdxl (its repository and
+        /// weight variant).
         repo: String,
+        /// Download without asking, whatever the size (asked above 1 GB on a terminal).
+        #[arg(long, short = 'y')]
+        yes: bool,
         /// Branch, tag or commit.
         #[arg(long, default_value = "main")]
         revision: String,
@@ -670,14 +723,134 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
             });
             Ok(())
         }
+        ModelsCommand::Map {
+            tier,
+            model,
+            steps,
+            guidance,
+            sampler,
+            schedule,
+            size,
+            negative_prompt,
+            tiny_vae,
+            strength,
+            timestep_spacing,
+            json,
+        } => {
+            let mapping = crate::store::models::TierMapping {
+                model: model.clone(),
+                steps: *steps,
+                guidance: *guidance,
+                sampler: sampler.clone(),
+                schedule: schedule.clone(),
+                size: *size,
+                negative_prompt: negative_prompt.clone(),
+                tiny_vae: tiny_vae.clone(),
+                strength: *strength,
+                timestep_spacing: timestep_spacing.clone(),
+                updated_at: 0,
+            };
+            let v = run_admin(
+                dir,
+                AdminRequest::ModelMap {
+                    tier: tier.clone(),
+                    mapping,
+                },
+            )
+            .await?;
+            print(&v, *json, |v| {
+                let settings = v["settings"]
+                    .as_object()
+                    .map(|o| {
+                        o.iter()
+                            .filter(|(k, _)| *k != "model")
+                            .map(|(k, v)| format!("{k} = {v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default();
+                format!(
+                    "{} is drawn by {} ({settings})",
+                    v["tier"].as_str().unwrap_or_default(),
+                    v["mapping"]["model"].as_str().unwrap_or_default()
+                )
+            });
+            Ok(())
+        }
+        ModelsCommand::Unmap { tier, json } => {
+            let v = run_admin(dir, AdminRequest::ModelUnmap { tier: tier.clone() }).await?;
+            print(&v, *json, |v| {
+                format!(
+                    "{} is drawn by the built-in painter again (was {})",
+                    v["tier"].as_str().unwrap_or_default(),
+                    v["removed"]["model"].as_str().unwrap_or_default()
+                )
+            });
+            Ok(())
+        }
         ModelsCommand::Pull {
             repo,
+            yes,
             revision,
             variant,
             name,
             json,
         } => {
-            let name = name.clone().unwrap_or_else(|| name_from_repo(repo));
+            // A catalogue name: its repository, variant and name.
+            let known = (!repo.contains('/'))
+                .then(|| crate::models::known(repo))
+                .flatten();
+            let (repo, variant, name) = match &known {
+                Some(k) => (
+                    k.repo.to_string(),
+                    variant.clone().or(k.variant.map(str::to_string)),
+                    name.clone().unwrap_or_else(|| k.id.to_string()),
+                ),
+                None => (
+                    repo.clone(),
+                    variant.clone(),
+                    name.clone().unwrap_or_else(|| name_from_repo(repo)),
+                ),
+            };
+            if let Some(k) = &known
+                && !*json
+            {
+                eprintln!(
+                    "{}: {} ({}). Licence: {} — {}{}",
+                    k.id,
+                    k.title,
+                    k.repo,
+                    k.licence.name,
+                    k.licence.url,
+                    if k.licence.commercial {
+                        ""
+                    } else {
+                        " (non-commercial: pictures may not be used commercially)"
+                    }
+                );
+            }
+            let interactive = {
+                use std::io::IsTerminal;
+                !*json && !*yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+            };
+            let quiet = *json;
+            let approve = std::sync::Arc::new(move |bytes: u64, files: usize| {
+                if !quiet {
+                    eprintln!(
+                        "{files} files, {} to download",
+                        crate::bounded::size_text(bytes)
+                    );
+                }
+                if !interactive || bytes <= 1 << 30 {
+                    return true;
+                }
+                eprint!("Download {}? [y/N] ", crate::bounded::size_text(bytes));
+                let mut answer = String::new();
+                let _ = std::io::stdin().read_line(&mut answer);
+                matches!(answer.trim(), "y" | "Y" | "yes" | "Yes")
+            });
+            let repo = &repo;
+            let variant = &variant;
             crate::models::check_name(&name)?;
             let models_dir = dir.join("models");
             crate::store::private_dir(&dir)
@@ -695,6 +868,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
                 variant: variant.clone(),
                 dest: models_dir.join(&name),
                 progress: !*json,
+                approve: Some(approve),
             };
             let report = crate::models::hub::pull(&pull).await?;
             let source = format!("{}@{}", report.repo, report.commit);
@@ -723,6 +897,57 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
     }
 }
 
+/// What draws each tier, for `config show`: the config file's `[diffusion.<tier>]` first, then
+/// the stored mapping, else the painter; settings with the family preset filled in.
+pub(crate) async fn tier_lines(
+    dir: &std::path::Path,
+    has_store: bool,
+    config: Option<&toml::Table>,
+) -> Vec<Value> {
+    use crate::store::models::{ModelRecord, TIER_NAMES, TierMapping};
+    let (mut installed, mut stored) = (Vec::<ModelRecord>::new(), serde_json::Map::new());
+    if has_store {
+        if let Ok(v) = run_admin(dir.to_path_buf(), AdminRequest::ModelList).await {
+            installed = serde_json::from_value(v["models"].clone()).unwrap_or_default();
+        }
+        if let Ok(v) = run_admin(dir.to_path_buf(), AdminRequest::TierList).await {
+            stored = v["tiers"].as_object().cloned().unwrap_or_default();
+        }
+    }
+    let from_config = |tier: &str| {
+        config?.iter().find_map(|(k, v)| {
+            let id = match k.as_str() {
+                "edit" => "edit",
+                k => crate::render::Model::parse(k)?.id(),
+            };
+            (id == tier).then(|| v.as_table().cloned()).flatten()
+        })
+    };
+    TIER_NAMES
+        .iter()
+        .map(|tier| {
+            let (source, given) = match from_config(tier) {
+                Some(t) => ("config file", Some(t)),
+                None => match stored
+                    .get(*tier)
+                    .and_then(|v| serde_json::from_value::<TierMapping>(v.clone()).ok())
+                {
+                    Some(m) => ("console", Some(crate::render::tiers::mapping_table(&m))),
+                    None => ("default", None),
+                },
+            };
+            let Some(given) = given else {
+                return serde_json::json!({"tier": tier, "source": source, "model": null});
+            };
+            let model = given.get("model").and_then(toml::Value::as_str);
+            match crate::render::tiers::effective(tier, &given, &installed) {
+                Ok(t) => serde_json::json!({"tier": tier, "source": source, "model": model, "settings": t}),
+                Err(e) => serde_json::json!({"tier": tier, "source": source, "model": model, "problem": e}),
+            }
+        })
+        .collect()
+}
+
 /// Runs a non-serve command.
 /// Whether the command works on the store (and so must not make a new, empty one by mistake).
 fn uses_store(command: &Command) -> bool {
@@ -748,7 +973,13 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
     }
     match command {
         Command::Serve(_) => unreachable_serve(),
-        Command::Render(args) => render::run(args, dir).await,
+        Command::Render(args) => {
+            // The config file's [diffusion] mappings, for `--model fast` and the like.
+            let diffusion = load_config(cli, None)
+                .ok()
+                .and_then(|(_, _, l)| l.diffusion);
+            render::run(args, dir, diffusion).await
+        }
         Command::Backup { to, json } => {
             let to =
                 std::path::absolute(to).with_context(|| format!("bad path {}", to.display()))?;
@@ -817,6 +1048,7 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
                 }
             }
             let file = layers.file_path.as_ref().map(|p| p.display().to_string());
+            let tiers = tier_lines(&dir, has_store, layers.diffusion.as_ref()).await;
             if *json {
                 let values: serde_json::Map<String, Value> = effective
                     .iter()
@@ -834,7 +1066,7 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
                     .unwrap_or_default();
                 println!(
                     "{}",
-                    serde_json::json!({"config_file": file, "values": values, "backends": backends})
+                    serde_json::json!({"config_file": file, "values": values, "backends": backends, "tiers": tiers})
                 );
             } else {
                 match &file {
@@ -853,6 +1085,30 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
                 if let Some(b) = &layers.backends {
                     for model in b.keys() {
                         println!("backends.{model} = (table)    # config file");
+                    }
+                }
+                for t in &tiers {
+                    let name = format!("tiers.{}", t["tier"].as_str().unwrap_or_default());
+                    let origin = t["source"].as_str().unwrap_or_default();
+                    match t["model"].as_str() {
+                        None => println!("{name:width$} = built-in painter    # {origin}"),
+                        Some(model) => {
+                            let settings = t["settings"]
+                                .as_object()
+                                .map(|o| {
+                                    o.iter()
+                                        .filter(|(k, _)| *k != "model")
+                                        .map(|(k, v)| format!("{k} = {v}"))
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                })
+                                .unwrap_or_default();
+                            let problem = t["problem"]
+                                .as_str()
+                                .map(|p| format!(" — NOT APPLIED: {p}"))
+                                .unwrap_or_default();
+                            println!("{name:width$} = {model} ({settings})    # {origin}{problem}");
+                        }
                     }
                 }
             }

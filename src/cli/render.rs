@@ -87,7 +87,11 @@ pub struct RenderArgs {
     pub png_karras: Option<bool>,
 }
 
-pub async fn run(args: &RenderArgs, data_dir: PathBuf) -> anyhow::Result<()> {
+pub async fn run(
+    args: &RenderArgs,
+    data_dir: PathBuf,
+    diffusion: Option<toml::Table>,
+) -> anyhow::Result<()> {
     let mut args = args.clone();
     let mut from_png = None;
     if let Some(path) = &args.from_png {
@@ -113,9 +117,24 @@ pub async fn run(args: &RenderArgs, data_dir: PathBuf) -> anyhow::Result<()> {
         (None, Some(_)) => String::new(),
     };
     let painter = Model::parse(&model).filter(|_| !Path::new(&model).exists());
-    let (picture, params) = match painter {
-        Some(model) => paint(&args, model)?,
-        None => diffuse(&args, &model, from_png.as_ref(), &data_dir).await?,
+    // A tier mapped to an installed model (config file or store) renders as the server would.
+    let mapped = match painter {
+        Some(tier) if args.edit.is_none() => {
+            let has_store = data_dir.join("pictor.redb").exists();
+            super::tier_lines(&data_dir, has_store, diffusion.as_ref())
+                .await
+                .into_iter()
+                .find(|t| t["tier"] == tier.id() && t["settings"].is_object())
+        }
+        _ => None,
+    };
+    let (picture, params) = match (painter, mapped) {
+        (Some(_), Some(tier)) => {
+            let name = tier["model"].as_str().unwrap_or_default().to_owned();
+            diffuse(&args, &name, None, &data_dir, Some(&tier["settings"])).await?
+        }
+        (Some(model), None) => paint(&args, model)?,
+        (None, _) => diffuse(&args, &model, from_png.as_ref(), &data_dir, None).await?,
     };
     let picture = match args.max_side {
         Some(side) => render::downscale(picture, side),
@@ -298,6 +317,7 @@ async fn diffuse(
     model: &str,
     _: Option<&Infotext>,
     _: &Path,
+    _: Option<&serde_json::Value>,
 ) -> anyhow::Result<(render::Picture, PngParameters)> {
     bail!(
         "{model:?} is not fast, artist or 0.2plus, and this build has no diffusion engine (feature `diffusion`)"
@@ -310,6 +330,7 @@ async fn diffuse(
     model: &str,
     from_png: Option<&Infotext>,
     data_dir: &Path,
+    mapped: Option<&serde_json::Value>,
 ) -> anyhow::Result<(render::Picture, PngParameters)> {
     use crate::catalog::NoiseKind;
     use crate::render::diffusion::renderer::{parse_schedule, render_details, to_picture};
@@ -319,15 +340,28 @@ async fn diffuse(
     if args.edit.is_some() {
         bail!("--edit works with the painter models (fast, artist, 0.2plus)");
     }
-    let (sampler, named_karras) = match &args.sampler {
+    let (name, source, hash, preset) = resolve_model(args, model, from_png, data_dir).await?;
+    // What the flags and a PNG leave open: the tier's mapping, else the model family's preset
+    // (a Turbo model runs 1 step without guidance, not 20 at CFG 7).
+    let defaults = mapped.cloned().or(preset).unwrap_or_default();
+    let default_str = |k: &str| defaults.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+    let sampler_name = args.sampler.clone().or_else(|| default_str("sampler"));
+    let (sampler, named_karras) = match &sampler_name {
         None => (Sampler::EulerAncestral, None),
         Some(s) => Sampler::parse_with_schedule(s).with_context(|| {
             format!("unknown sampler {s:?}; use euler, euler_a, ddim, dpm++_2m, heun or lms")
         })?,
     };
     // An explicit --schedule decides; else a name like "DPM++ 2M Karras"; else what a PNG's
-    // "Schedule type" meant to A1111; else the model's own configuration.
-    let karras = match &args.schedule {
+    // "Schedule type" meant to A1111; else the mapping's or preset's (when the sampler is
+    // theirs too); else the model's own configuration.
+    let schedule = args.schedule.clone().or_else(|| {
+        args.sampler
+            .is_none()
+            .then(|| default_str("schedule"))
+            .flatten()
+    });
+    let karras = match &schedule {
         Some(s) => parse_schedule(s)
             .with_context(|| format!("unknown schedule {s:?}; use automatic, karras or uniform"))?,
         None => named_karras.or(args.png_karras),
@@ -343,9 +377,20 @@ async fn diffuse(
         Some(n) => NoiseKind::parse(n)
             .with_context(|| format!("unknown noise source {n:?}; use torch-cpu or a1111-gpu"))?,
     };
-    let steps = args.steps.unwrap_or(20);
+    let steps = args
+        .steps
+        .or_else(|| {
+            defaults
+                .get("steps")
+                .and_then(|v| v.as_u64())
+                .map(|v| v as usize)
+        })
+        .unwrap_or(20);
     anyhow::ensure!((1..=150).contains(&steps), "--steps must be from 1 to 150");
-    let guidance = args.guidance.unwrap_or(7.0);
+    let guidance = args
+        .guidance
+        .or_else(|| defaults.get("guidance").and_then(|v| v.as_f64()))
+        .unwrap_or(7.0);
     anyhow::ensure!(
         (0.0..=30.0).contains(&guidance),
         "--guidance must be from 0 to 30"
@@ -363,17 +408,36 @@ async fn diffuse(
         }
     }
 
-    let (name, source, hash) = resolve_model(args, model, from_png, data_dir).await?;
     let started = std::time::Instant::now();
     let device = crate::render::diffusion::device();
-    let pipeline =
-        tokio::task::spawn_blocking(move || Pipeline::load(&source, &Default::default(), &device))
-            .await?
-            .with_context(|| format!("cannot load {name:?}"))?;
-    let native = pipeline.sample_size * 8;
+    let overrides = crate::render::diffusion::single_file::Overrides {
+        prediction: default_str("prediction"),
+        timestep_spacing: default_str("timestep_spacing"),
+    };
+    let tiny = default_str("tiny_vae").map(PathBuf::from);
+    let pipeline = tokio::task::spawn_blocking(move || {
+        let mut p = Pipeline::load(&source, &overrides, &device)?;
+        if let Some(dir) = &tiny {
+            p.use_tiny_decoder(crate::render::diffusion::taesd::TinyDecoder::load(
+                dir, &device,
+            )?)?;
+        }
+        Ok::<_, crate::render::diffusion::DiffusionError>(p)
+    })
+    .await?
+    .with_context(|| format!("cannot load {name:?}"))?;
+    let native = defaults
+        .get("size")
+        .and_then(|v| v.as_u64())
+        .map(|v| v as usize)
+        .unwrap_or(pipeline.sample_size * 8);
     let req = Request {
         prompt: prompt.clone(),
-        negative_prompt: args.negative_prompt.clone().unwrap_or_default(),
+        negative_prompt: args
+            .negative_prompt
+            .clone()
+            .or_else(|| default_str("negative_prompt"))
+            .unwrap_or_default(),
         steps,
         guidance,
         sampler,
@@ -415,7 +479,12 @@ async fn resolve_model(
     model: &str,
     from_png: Option<&Infotext>,
     data_dir: &Path,
-) -> anyhow::Result<(String, crate::render::diffusion::ModelSource, String)> {
+) -> anyhow::Result<(
+    String,
+    crate::render::diffusion::ModelSource,
+    String,
+    Option<serde_json::Value>,
+)> {
     use crate::render::diffusion::{ModelSource, load};
 
     // The hash a PNG records: A1111's (the file's SHA-256, first 10 digits) for a single file,
@@ -445,14 +514,21 @@ async fn resolve_model(
         };
         Ok((name, source, hash))
     };
+    // The family preset of a model on disk, as a mapping's settings.
+    let preset = |path: &Path, name: &str, source: Option<&str>| {
+        let info = crate::models::inspect(path).ok()?;
+        let family = crate::models::family_of(&info, name, source);
+        serde_json::to_value(preset_settings(family)).ok()
+    };
     let path = Path::new(model);
-    let explicit = args.model.is_some();
+    let explicit = args.model.is_some() || from_png.is_none();
     if explicit && path.exists() {
         let name = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| model.to_owned());
-        return from_path(path, name, None);
+        let p = preset(path, &name, None);
+        return from_path(path, name, None).map(|(a, b, c)| (a, b, c, p));
     }
     // Installed models, if there is a store (rendering never creates one).
     let listed = if data_dir.join("pictor.redb").exists() {
@@ -460,20 +536,12 @@ async fn resolve_model(
     } else {
         serde_json::Value::Null
     };
-    let installed: Vec<(String, PathBuf, Option<String>)> = listed["models"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|m| {
-                    Some((
-                        m["name"].as_str()?.to_owned(),
-                        PathBuf::from(m["path"].as_str()?),
-                        m["sha256"].as_str().map(str::to_owned),
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let records: Vec<crate::store::models::ModelRecord> =
+        serde_json::from_value(listed["models"].clone()).unwrap_or_default();
+    let installed: Vec<(String, PathBuf, Option<String>)> = records
+        .iter()
+        .map(|m| (m.name.clone(), PathBuf::from(&m.path), m.sha256.clone()))
+        .collect();
     let stem = |p: &Path| p.file_stem().map(|s| s.to_string_lossy().into_owned());
     let found = if explicit {
         installed.iter().find(|(n, _, _)| n == model)
@@ -492,7 +560,13 @@ async fn resolve_model(
             })
     };
     match found {
-        Some((name, path, sha)) => from_path(path, name.clone(), sha.as_deref()),
+        Some((name, path, sha)) => {
+            let t = toml::Table::from_iter([("model".to_string(), name.clone().into())]);
+            let p = crate::render::tiers::effective("--model", &t, &records)
+                .ok()
+                .and_then(|t| serde_json::to_value(t).ok());
+            from_path(path, name.clone(), sha.as_deref()).map(|(a, b, c)| (a, b, c, p))
+        }
         None if explicit => bail!(
             "no installed model is named {model:?} and no such file or folder exists (see `pictor models list`)"
         ),
@@ -502,4 +576,21 @@ async fn resolve_model(
             from_png.and_then(|i| i.get("Model hash")).unwrap_or("?"),
         ),
     }
+}
+
+/// A family's preset as a mapping's settings (for a model given by path, with no installed
+/// tiny decoder to attach).
+#[cfg(feature = "diffusion")]
+fn preset_settings(family: crate::models::Family) -> serde_json::Value {
+    let p = family.preset();
+    let mut v = serde_json::json!({
+        "steps": p.steps,
+        "guidance": p.guidance,
+        "sampler": p.sampler,
+        "schedule": p.schedule,
+    });
+    if let Some(s) = p.timestep_spacing {
+        v["timestep_spacing"] = s.into();
+    }
+    v
 }

@@ -74,6 +74,9 @@ pub struct Pull {
     pub dest: PathBuf,
     /// Draw a progress bar on standard error.
     pub progress: bool,
+    /// Asked with (bytes, files) once the listing is read, before anything is downloaded; a
+    /// `false` stops the pull (the CLI's confirmation above 1 GB).
+    pub approve: Option<std::sync::Arc<dyn Fn(u64, usize) -> bool + Send + Sync>>,
 }
 
 /// What a pull did.
@@ -216,6 +219,17 @@ fn select(siblings: &[Sibling], variant: Option<&str>) -> Result<Vec<Wanted>, Pu
         } else if name.ends_with(".json") || name.ends_with(".txt") {
             out.push(s.wanted()?);
         }
+    }
+    // A tiny decoder (TAESD): its configuration and weights at the top of the repository.
+    if !out.iter().any(|w| w.path == "model_index.json")
+        && let (Some(config), Some(weights)) = (
+            siblings.iter().find(|s| s.rfilename == "config.json"),
+            siblings
+                .iter()
+                .find(|s| s.rfilename == "diffusion_pytorch_model.safetensors"),
+        )
+    {
+        return Ok(vec![config.wanted()?, weights.wanted()?]);
     }
     if !out.iter().any(|w| w.path == "model_index.json") {
         return Err(PullError::Invalid(
@@ -456,7 +470,14 @@ pub async fn pull(p: &Pull) -> Result<PullReport, PullError> {
         .auth(client.http.get(info_url.clone()), &info_url)
         .send()
         .await
-        .map_err(|e| PullError::Http(format!("cannot reach {}: {e}", client.endpoint)))?;
+        .map_err(|e| {
+            PullError::Http(format!(
+                "cannot reach {}: {e}. Check this machine's connection; or use a mirror of the hub \
+                 (HF_ENDPOINT=https://…); or download the model on another machine and install \
+                 its folder or .safetensors file with `pictor models add NAME PATH`",
+                client.endpoint
+            ))
+        })?;
     if !resp.status().is_success() {
         return Err(http_error(
             &format!("listing {}@{}", p.repo, p.revision),
@@ -485,6 +506,13 @@ pub async fn pull(p: &Pull) -> Result<PullReport, PullError> {
             )
         })?;
 
+    if let Some(approve) = &p.approve
+        && !approve(total, wanted.len())
+    {
+        return Err(PullError::Invalid(
+            "download not confirmed; nothing was fetched".into(),
+        ));
+    }
     let parent = p
         .dest
         .parent()
@@ -807,6 +835,23 @@ mod tests {
             select(&[sib("unet/a.safetensors", true)], None).is_err(),
             "no model_index.json"
         );
+    }
+
+    #[test]
+    fn a_tiny_decoder_is_its_config_and_weights() {
+        let files = [
+            sib("config.json", false),
+            sib("diffusion_pytorch_model.safetensors", true),
+            sib("diffusion_pytorch_model.bin", true),
+            sib("README.md", false),
+            sib("images/example.png", true),
+        ];
+        let got: Vec<String> = select(&files, None)
+            .unwrap()
+            .into_iter()
+            .map(|w| w.path)
+            .collect();
+        assert_eq!(got, ["config.json", "diffusion_pytorch_model.safetensors"]);
     }
 
     #[test]

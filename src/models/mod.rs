@@ -4,4 +4,5 @@
 
 pub mod hub;
 
+pub use pictor_core::known_models::*;
 pub use pictor_core::models::*;

@@ -1,6 +1,6 @@
 //! Rendering in the server: the engines' crates seen from one place, plus what is the server's
-//! own — the bounded blocking pool ([`pool`]), inference servers ([`backends`]), avatars and the
-//! test hooks ([`faults`]).
+//! own — the bounded blocking pool ([`pool`]), inference servers ([`backends`]), what draws each
+//! tier ([`tiers`]), avatars and the test hooks ([`faults`]).
 //!
 //! - `pictor-core` (re-exported here): the [`Renderer`] trait, pictures, specs, errors, upload
 //!   decoding, PNG encoding, the watermark;
@@ -15,6 +15,7 @@ pub mod avatar;
 pub mod backends;
 pub mod faults;
 pub mod pool;
+pub mod tiers;
 
 pub use pictor_core::*;
 #[cfg(feature = "diffusion")]

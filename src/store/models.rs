@@ -5,10 +5,10 @@
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
-use super::tables::MODELS;
+use super::tables::{MODELS, TIERS};
 use super::{Store, StoreError, codec};
 use crate::clock::Millis;
-use crate::models::{Arch, Layout};
+use crate::models::{Arch, Family, Kind, Layout};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelRecord {
@@ -28,6 +28,73 @@ pub struct ModelRecord {
     /// "Model hash".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// A pipeline, or a tiny decoder (records from before this field are pipelines).
+    #[serde(default)]
+    pub kind: Kind,
+    /// A pipeline's family (its preset); absent on records from before it was recorded, where
+    /// it is worked out again from the architecture, name and source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<Family>,
+}
+
+impl ModelRecord {
+    /// The family of a pipeline (`None` for a tiny decoder).
+    pub fn family(&self) -> Option<Family> {
+        if self.kind != Kind::Pipeline {
+            return None;
+        }
+        Some(self.family.unwrap_or_else(|| {
+            let says = |s: &str| s.to_ascii_lowercase().contains("turbo");
+            Family::of(
+                self.arch,
+                says(&self.name) || self.source.as_deref().is_some_and(says),
+            )
+        }))
+    }
+
+    /// How people call it: the catalogue's title for a model pulled from its repository, else
+    /// the name it was installed under.
+    pub fn title(&self) -> String {
+        let repo = self
+            .source
+            .as_deref()
+            .map(|s| s.split('@').next().unwrap_or(s));
+        repo.and_then(crate::models::known)
+            .filter(|k| k.id == self.name || repo.is_some())
+            .map(|k| k.title.to_string())
+            .unwrap_or_else(|| self.name.clone())
+    }
+}
+
+/// The tiers an installed model can draw: the three model ids and edits.
+pub const TIER_NAMES: [&str; 4] = ["fast", "artist", "0.2plus", "edit"];
+
+/// What draws one tier: an installed model and the settings that differ from its family's
+/// preset (absent: the preset's). Values are the configuration file's (docs/models.md).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TierMapping {
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guidance: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampler: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub negative_prompt: Option<String>,
+    /// An installed tiny decoder's name, or `none`; absent: the preset's choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiny_vae: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strength: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestep_spacing: Option<String>,
+    #[serde(default)]
+    pub updated_at: Millis,
 }
 
 impl Store {
@@ -58,9 +125,24 @@ impl Store {
         Ok(out)
     }
 
-    /// Unregisters a model and returns what it was (its files are the caller's business).
+    /// Unregisters a model and returns what it was (its files are the caller's business). A
+    /// model a tier is mapped to is refused: unmap the tier first.
     pub fn remove_model(&self, name: &str) -> Result<ModelRecord, StoreError> {
         let txn = self.begin_write()?;
+        {
+            let t = txn.open_table(TIERS)?;
+            for row in t.iter()? {
+                let row = row?;
+                let m: TierMapping = codec::decode(row.1.value())?;
+                if m.model == name || m.tiny_vae.as_deref() == Some(name) {
+                    return Err(StoreError::Conflict(format!(
+                        "{name:?} draws the {} tier: map the tier to another model or unmap it first (pictor models unmap {})",
+                        row.0.value(),
+                        row.0.value()
+                    )));
+                }
+            }
+        }
         let record = {
             let mut t = txn.open_table(MODELS)?;
             let removed = t.remove(name)?;
@@ -71,5 +153,63 @@ impl Store {
         };
         self.commit(txn)?;
         Ok(record)
+    }
+}
+
+impl Store {
+    /// Sets what draws `tier` (the caller has checked the mapping); returns the one replaced.
+    pub fn map_tier(
+        &self,
+        tier: &str,
+        mapping: &TierMapping,
+    ) -> Result<Option<TierMapping>, StoreError> {
+        let txn = self.begin_write()?;
+        let old = {
+            let models = txn.open_table(MODELS)?;
+            for name in std::iter::once(&mapping.model).chain(mapping.tiny_vae.as_ref()) {
+                if name != "none" && models.get(name.as_str())?.is_none() {
+                    return Err(StoreError::NotFound(format!(
+                        "no installed model is named {name:?} (see `pictor models list`)"
+                    )));
+                }
+            }
+            let mut t = txn.open_table(TIERS)?;
+            t.insert(tier, codec::encode(mapping)?.as_slice())?
+                .map(|v| codec::decode(v.value()))
+                .transpose()?
+        };
+        self.commit(txn)?;
+        Ok(old)
+    }
+
+    /// Removes `tier`'s mapping (the tier goes back to the painter or its backend).
+    pub fn unmap_tier(&self, tier: &str) -> Result<TierMapping, StoreError> {
+        let txn = self.begin_write()?;
+        let old = {
+            let mut t = txn.open_table(TIERS)?;
+            let removed = t.remove(tier)?;
+            match removed {
+                Some(v) => codec::decode(v.value())?,
+                None => {
+                    return Err(StoreError::NotFound(format!(
+                        "the {tier} tier is not mapped to a model"
+                    )));
+                }
+            }
+        };
+        self.commit(txn)?;
+        Ok(old)
+    }
+
+    /// Every stored tier mapping.
+    pub fn tiers(&self) -> Result<Vec<(String, TierMapping)>, StoreError> {
+        let txn = self.begin_read()?;
+        let t = txn.open_table(TIERS)?;
+        let mut out = Vec::new();
+        for row in t.iter()? {
+            let row = row?;
+            out.push((row.0.value().to_string(), codec::decode(row.1.value())?));
+        }
+        Ok(out)
     }
 }

@@ -59,6 +59,9 @@ pub const APP_SPEND: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new(
 pub const SIGNING_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("oauth_signing_keys");
 /// model name → `ModelRecord` (installed diffusion models).
 pub const MODELS: TableDefinition<&str, &[u8]> = TableDefinition::new("models");
+/// tier (`fast`, `artist`, `0.2plus`, `edit`) → `TierMapping`: the installed model that draws it
+/// and how (set from the console or `pictor models map`; the config file's `[diffusion.*]` wins).
+pub const TIERS: TableDefinition<&str, &[u8]> = TableDefinition::new("tiers");
 /// SHA-256 of a session id → `SessionRecord`.
 pub const SESSIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("web_sessions");
 /// audit sequence → `AuditEntry`: what administrators changed (`store::audit`).
@@ -93,6 +96,7 @@ pub(crate) fn copy_all(
     copy(src, dst, CONSENTS)?;
     copy(src, dst, APP_SPEND)?;
     copy(src, dst, MODELS)?;
+    copy(src, dst, TIERS)?;
     copy(src, dst, SIGNING_KEYS)?;
     copy(src, dst, SESSIONS)?;
     copy(src, dst, PASSWORD_RESETS)?;

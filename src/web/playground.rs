@@ -60,6 +60,8 @@ struct ModelOption {
     /// "credits" for the price, in the page's language.
     unit: &'static str,
     long_side: u32,
+    /// What draws it, in words ("SD-Turbo", "built-in painter").
+    engine: String,
 }
 
 struct RatioOption {
@@ -87,6 +89,9 @@ struct PlaygroundPage {
     gen_unit: &'static str,
     edit_unit: &'static str,
     daily_unit: &'static str,
+    /// An administrator of a server where every tier is the painter: the first-run card, with
+    /// the model recommended for this build.
+    first_run: Option<String>,
     /// The texts of the script, as a JSON object (the page's `data-texts`, escaped as any
     /// attribute).
     texts: String,
@@ -156,14 +161,29 @@ pub async fn playground_get(
         current: "playground",
         models: Model::ALL
             .into_iter()
-            .map(|m| ModelOption {
-                id: m.id(),
-                name: m.display_name(),
-                price: settings.price(m),
-                unit: i18n::credits(settings.price(m)),
-                long_side: m.long_side(),
+            .map(|m| {
+                let engine = state.jobs.engine_for(m);
+                ModelOption {
+                    id: m.id(),
+                    name: m.display_name(),
+                    price: settings.price(m),
+                    unit: i18n::credits(settings.price(m)),
+                    long_side: m.long_side(),
+                    engine: match engine.as_str() {
+                        "procedural" => i18n::tr("playground.engine.painter").to_string(),
+                        other => state.tiers.engine_name(m.id(), other),
+                    },
+                }
             })
             .collect(),
+        first_run: (user.admin
+            && Model::ALL
+                .into_iter()
+                .all(|m| state.jobs.engine_for(m) == "procedural"))
+        .then(|| {
+            i18n::tr("playground.firstrun.text")
+                .replace("{}", crate::render::tiers::recommended_title())
+        }),
         ratios: Ratio::ALL
             .into_iter()
             .map(|r| RatioOption {

@@ -12,6 +12,7 @@ pub mod decode;
 pub mod encode;
 pub mod files;
 pub mod infotext;
+pub mod known_models;
 pub mod models;
 pub mod watermark;
 

@@ -43,6 +43,161 @@ impl Arch {
     }
 }
 
+/// What an installed model is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A whole pipeline (text encoders, UNet, VAE): draws pictures.
+    #[default]
+    Pipeline,
+    /// A tiny latent decoder (TAESD / TAESDXL, diffusers' `AutoencoderTiny`): attached to a
+    /// pipeline's mapping to decode its pictures faster.
+    TinyDecoder,
+}
+
+/// A model family: the architecture plus what its training asks of a run (Turbo models are
+/// distilled for 1–4 steps without guidance). Decides the preset a tier mapping starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Family {
+    #[serde(rename = "sd1")]
+    Sd1,
+    #[serde(rename = "sd2")]
+    Sd2,
+    #[serde(rename = "sd-turbo")]
+    SdTurbo,
+    #[serde(rename = "sdxl")]
+    Sdxl,
+    #[serde(rename = "sdxl-turbo")]
+    SdxlTurbo,
+}
+
+/// How a family is run unless the operator says otherwise (values as the configuration file
+/// writes them: see docs/models.md).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Preset {
+    pub steps: u32,
+    pub guidance: f64,
+    /// Pictor's sampler id (`euler_a`, `dpm++_2m`, …).
+    pub sampler: &'static str,
+    /// `automatic`, `karras` or `uniform`.
+    pub schedule: &'static str,
+    /// Long side rendered, pixels.
+    pub size: u32,
+    /// `trailing` where the model was distilled to start from the last timestep.
+    pub timestep_spacing: Option<&'static str>,
+    /// Whether a tiny decoder for the family is attached when one is installed.
+    pub tiny_decoder: bool,
+    pub negative_prompt: &'static str,
+}
+
+impl Family {
+    pub const ALL: [Family; 5] = [
+        Family::Sd1,
+        Family::Sd2,
+        Family::SdTurbo,
+        Family::Sdxl,
+        Family::SdxlTurbo,
+    ];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Family::Sd1 => "sd1",
+            Family::Sd2 => "sd2",
+            Family::SdTurbo => "sd-turbo",
+            Family::Sdxl => "sdxl",
+            Family::SdxlTurbo => "sdxl-turbo",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Family> {
+        let s = s.trim().to_ascii_lowercase();
+        Family::ALL.into_iter().find(|f| {
+            f.id() == s
+                || (s == "sd15" && *f == Family::Sd1)
+                || (s == "turbo" && *f == Family::SdTurbo)
+        })
+    }
+
+    /// How people call it.
+    pub fn title(self) -> &'static str {
+        match self {
+            Family::Sd1 => "SD 1.x",
+            Family::Sd2 => "SD 2.x",
+            Family::SdTurbo => "SD-Turbo",
+            Family::Sdxl => "SDXL",
+            Family::SdxlTurbo => "SDXL-Turbo",
+        }
+    }
+
+    pub fn arch(self) -> Arch {
+        match self {
+            Family::Sd1 => Arch::Sd1,
+            Family::Sd2 | Family::SdTurbo => Arch::Sd2,
+            Family::Sdxl | Family::SdxlTurbo => Arch::Sdxl,
+        }
+    }
+
+    pub fn turbo(self) -> bool {
+        matches!(self, Family::SdTurbo | Family::SdxlTurbo)
+    }
+
+    /// The family of an architecture, Turbo or not.
+    pub fn of(arch: Arch, turbo: bool) -> Family {
+        match (arch, turbo) {
+            (Arch::Sd1, _) => Family::Sd1,
+            (Arch::Sd2, false) => Family::Sd2,
+            (Arch::Sd2, true) => Family::SdTurbo,
+            (Arch::Sdxl, false) => Family::Sdxl,
+            (Arch::Sdxl, true) => Family::SdxlTurbo,
+        }
+    }
+
+    /// The settings a mapping of this family starts from: the model makers' recommendations
+    /// (Stability's Turbo cards: 1 step, no guidance, trailing timesteps; for the full models
+    /// what AUTOMATIC1111 and diffusers users run: DPM++ 2M Karras, CFG 7).
+    pub fn preset(self) -> Preset {
+        let turbo = Preset {
+            steps: 1,
+            guidance: 0.0,
+            sampler: "euler_a",
+            schedule: "automatic",
+            size: 512,
+            timestep_spacing: Some("trailing"),
+            tiny_decoder: true,
+            negative_prompt: "",
+        };
+        let full = Preset {
+            steps: 25,
+            guidance: 7.0,
+            sampler: "dpm++_2m",
+            schedule: "karras",
+            size: 512,
+            timestep_spacing: None,
+            tiny_decoder: false,
+            negative_prompt: "blurry, low quality, deformed",
+        };
+        match self {
+            Family::SdTurbo | Family::SdxlTurbo => turbo,
+            Family::Sd1 => full,
+            Family::Sd2 => Preset { size: 768, ..full },
+            Family::Sdxl => Preset {
+                steps: 30,
+                size: 1024,
+                ..full
+            },
+        }
+    }
+}
+
+/// The family of a pipeline: its architecture, Turbo when its scheduler starts from the last
+/// timestep (`timestep_spacing = "trailing"`, as both Turbo releases ship) or its hub
+/// repository or name says so.
+pub fn family_of(info: &ModelInfo, name: &str, source: Option<&str>) -> Family {
+    let says_turbo = |s: &str| s.to_ascii_lowercase().contains("turbo");
+    let turbo = info.trailing || says_turbo(name) || source.is_some_and(says_turbo);
+    Family::of(info.arch, turbo)
+}
+
 /// How the weights are laid out on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -55,7 +210,14 @@ pub enum Layout {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelInfo {
     pub layout: Layout,
+    #[serde(default)]
+    pub kind: Kind,
+    /// For a tiny decoder, the architecture it decodes for (read from its hub repository or
+    /// name: TAESD and TAESDXL have the same configuration).
     pub arch: Arch,
+    /// The scheduler configuration asks for trailing timestep spacing (Turbo models).
+    #[serde(default)]
+    pub trailing: bool,
     /// `epsilon` or `v_prediction`, when the scheduler configuration says.
     pub prediction: Option<String>,
     /// Bytes of weights.
@@ -335,8 +497,45 @@ pub fn inspect(path: &Path) -> Result<ModelInfo, ModelError> {
     }
 }
 
+/// A TAESD folder: `config.json` of diffusers' `AutoencoderTiny` and its weights.
+fn inspect_tiny_decoder(dir: &Path) -> Result<ModelInfo, ModelError> {
+    let weights = dir.join("diffusion_pytorch_model.safetensors");
+    if !weights.is_file() {
+        return Err(invalid(format!(
+            "{} is a tiny decoder's folder without diffusion_pytorch_model.safetensors",
+            dir.display()
+        )));
+    }
+    let header = safetensors_header(&weights)?;
+    if !header.keys().any(|k| k.starts_with("decoder.layers.")) {
+        return Err(invalid(format!(
+            "{} has no decoder.layers.* tensors: not a TAESD decoder",
+            weights.display()
+        )));
+    }
+    Ok(ModelInfo {
+        layout: Layout::Diffusers,
+        kind: Kind::TinyDecoder,
+        arch: Arch::Sd1,
+        trailing: false,
+        prediction: None,
+        weight_bytes: std::fs::metadata(&weights).map_err(io(&weights))?.len(),
+        tensors: header.len(),
+    })
+}
+
 fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
     let index_path = dir.join("model_index.json");
+    let config_path = dir.join("config.json");
+    if !index_path.is_file()
+        && config_path.is_file()
+        && read_json(&config_path)?
+            .get("_class_name")
+            .and_then(Value::as_str)
+            == Some("AutoencoderTiny")
+    {
+        return inspect_tiny_decoder(dir);
+    }
     if !index_path.is_file() {
         return Err(invalid(format!(
             "{} has no model_index.json: not a diffusers model folder",
@@ -418,23 +617,25 @@ fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
     // Absent or not JSON: the engine's defaults; a device, a FIFO or a file over the cap is
     // refused here rather than at the first render.
     let scheduler = dir.join("scheduler").join("scheduler_config.json");
-    let prediction = if std::fs::symlink_metadata(&scheduler).is_ok() {
+    let scheduler = if std::fs::symlink_metadata(&scheduler).is_ok() {
         let bytes = bounded::read_file(
             &scheduler,
             bounded::CONFIG_MAX,
             "a model configuration file",
         )
         .map_err(file_error)?;
-        serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| {
-            v.get("prediction_type")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
+        serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null)
     } else {
-        None
+        Value::Null
     };
+    let prediction = scheduler
+        .get("prediction_type")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     Ok(ModelInfo {
         layout: Layout::Diffusers,
+        kind: Kind::Pipeline,
+        trailing: scheduler.get("timestep_spacing").and_then(Value::as_str) == Some("trailing"),
         arch,
         prediction,
         weight_bytes: bytes,
@@ -471,6 +672,8 @@ fn inspect_single_file(path: &Path, len: u64) -> Result<ModelInfo, ModelError> {
     }
     Ok(ModelInfo {
         layout: Layout::SingleFile,
+        kind: Kind::Pipeline,
+        trailing: false,
         arch,
         prediction: None,
         weight_bytes: len,

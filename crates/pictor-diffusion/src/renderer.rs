@@ -6,7 +6,7 @@
 //! under a lock per model, so two jobs never load the same model twice.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use candle::Device;
 
@@ -77,14 +77,30 @@ impl ModelMapping {
 }
 
 struct Loaded {
+    /// The installed model's name.
+    name: String,
     pipeline: Arc<Pipeline>,
     last_used: u64,
 }
 
-/// The diffusion renderer (see the module documentation).
-pub struct DiffusionRenderer {
+/// What draws each model id and edits; replaced whole when the operator maps a tier.
+#[derive(Default)]
+struct Mappings {
     models: HashMap<Model, ModelMapping>,
     edit: Option<ModelMapping>,
+}
+
+/// A model held in memory (`DiffusionRenderer::loaded`).
+#[derive(Debug, Clone)]
+pub struct LoadedModel {
+    pub name: String,
+    /// Bytes of its weights as held (float32 on the CPU).
+    pub bytes: u64,
+}
+
+/// The diffusion renderer (see the module documentation).
+pub struct DiffusionRenderer {
+    mappings: RwLock<Arc<Mappings>>,
     fallback: Arc<dyn Renderer>,
     device: Device,
     budget_bytes: u64,
@@ -132,8 +148,7 @@ impl DiffusionRenderer {
         budget_bytes: u64,
     ) -> DiffusionRenderer {
         DiffusionRenderer {
-            models,
-            edit,
+            mappings: RwLock::new(Arc::new(Mappings { models, edit })),
             fallback,
             device: super::device(),
             budget_bytes,
@@ -143,9 +158,61 @@ impl DiffusionRenderer {
         }
     }
 
+    fn current(&self) -> Arc<Mappings> {
+        match self.mappings.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
     /// Which installed model serves `model`, if any.
-    pub fn mapping(&self, model: Model) -> Option<&ModelMapping> {
-        self.models.get(&model)
+    pub fn mapping(&self, model: Model) -> Option<ModelMapping> {
+        self.current().models.get(&model).cloned()
+    }
+
+    /// The edit mapping, if any.
+    pub fn edit_mapping(&self) -> Option<ModelMapping> {
+        self.current().edit.clone()
+    }
+
+    /// Replaces what draws each model id and edits, at once for the jobs that start after it
+    /// (running renders finish with the mapping they began with). Loaded pipelines that no
+    /// mapping uses any more are unloaded; the others stay resident.
+    pub fn set_mappings(&self, models: HashMap<Model, ModelMapping>, edit: Option<ModelMapping>) {
+        let keys: std::collections::HashSet<String> = models
+            .values()
+            .chain(edit.as_ref())
+            .map(ModelMapping::load_key)
+            .collect();
+        let next = Arc::new(Mappings { models, edit });
+        match self.mappings.write() {
+            Ok(mut g) => *g = next,
+            Err(p) => *p.into_inner() = next,
+        }
+        if let Ok(mut g) = self.loaded.lock() {
+            g.retain(|k, l| {
+                let keep = keys.contains(k);
+                if !keep {
+                    tracing::info!(model = %l.name, "diffusion model unloaded (no tier uses it)");
+                }
+                keep
+            });
+        }
+    }
+
+    /// The models held in memory now.
+    pub fn loaded(&self) -> Vec<LoadedModel> {
+        self.loaded
+            .lock()
+            .map(|g| {
+                g.values()
+                    .map(|l| LoadedModel {
+                        name: l.name.clone(),
+                        bytes: l.pipeline.resident_bytes,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     fn tick(&self) -> u64 {
@@ -207,6 +274,7 @@ impl DiffusionRenderer {
         g.insert(
             key,
             Loaded {
+                name: m.name.clone(),
                 pipeline: pipeline.clone(),
                 last_used: self.tick(),
             },
@@ -323,14 +391,22 @@ pub fn strength_for(instruction: &str, default: f64) -> f64 {
 
 impl Renderer for DiffusionRenderer {
     fn engine(&self, model: Model) -> String {
-        match self.models.get(&model) {
+        match self.current().models.get(&model) {
             Some(m) => format!("diffusion:{}", m.name),
             None => self.fallback.engine(model),
         }
     }
 
+    fn backends_status(&self) -> Vec<pictor_core::EndpointStatus> {
+        self.fallback.backends_status()
+    }
+
+    fn exact_edit(&self, instruction: &str) -> Result<bool, RenderError> {
+        self.fallback.exact_edit(instruction)
+    }
+
     fn is_local(&self, model: Model) -> bool {
-        self.models.contains_key(&model) || self.fallback.is_local(model)
+        self.current().models.contains_key(&model) || self.fallback.is_local(model)
     }
 
     fn generate(&self, spec: &GenerateSpec) -> Result<Picture, RenderError> {
@@ -346,7 +422,8 @@ impl Renderer for DiffusionRenderer {
         spec: &GenerateSpec,
         control: &RenderControl,
     ) -> Result<Picture, RenderError> {
-        let Some(m) = self.models.get(&spec.model) else {
+        let mappings = self.current();
+        let Some(m) = mappings.models.get(&spec.model) else {
             return self.fallback.generate_with(spec, control);
         };
         let (out_w, out_h) = spec.model.dimensions(spec.ratio.resolve_auto(&spec.prompt));
@@ -377,7 +454,8 @@ impl Renderer for DiffusionRenderer {
     }
 
     fn edit_with(&self, spec: &EditSpec, control: &RenderControl) -> Result<Picture, RenderError> {
-        let Some(m) = &self.edit else {
+        let mappings = self.current();
+        let Some(m) = &mappings.edit else {
             return self.fallback.edit_with(spec, control);
         };
         // What the instruction filters do exactly (rotate, crop, black and white…) stays theirs;

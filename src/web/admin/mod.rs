@@ -428,11 +428,16 @@ async fn run_as(
     req: ops::AdminRequest,
 ) -> Result<serde_json::Value, OpError> {
     let (now, secrets, actor) = (state.clock.now(), state.idp.secrets.clone(), actor_of(me));
-    state
+    let tiers = req.changes_tiers();
+    let out = state
         .store
         .call(move |s| Ok::<_, StoreError>(ops::execute_as(s, &secrets, req, now, &actor)))
         .await
-        .unwrap_or_else(|e| Err(OpError::Store(e)))
+        .unwrap_or_else(|e| Err(OpError::Store(e)));
+    if tiers && out.is_ok() {
+        state.reload_tiers().await;
+    }
+    out
 }
 
 /// Writes an admin page's change to the audit log (after the change succeeded).

@@ -43,6 +43,31 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "<kbd>Ctrl</kbd>+<kbd>Enter</kbd> — создать.",
     ),
     ("playground.model", "Model", "Модель"),
+    (
+        "playground.engine.painter",
+        "built-in painter",
+        "встроенный художник",
+    ),
+    (
+        "playground.engine.help",
+        "What draws each tier is set by the administrator. The built-in painter draws simple scenes from shapes; a diffusion model draws real pictures.",
+        "Что рисует каждый уровень, выбирает администратор. Встроенный художник рисует простые сцены из фигур, модель диффузии — настоящие картинки.",
+    ),
+    (
+        "playground.firstrun.title",
+        "Install a model for real pictures",
+        "Установите модель для настоящих картинок",
+    ),
+    (
+        "playground.firstrun.text",
+        "Every tier is drawn by the built-in painter now: simple scenes made of shapes. A diffusion model draws real pictures on this machine; {} is the one recommended here.",
+        "Сейчас все уровни рисует встроенный художник: простые сцены из фигур. Модель диффузии рисует настоящие картинки на этой машине; здесь рекомендуется {}.",
+    ),
+    (
+        "playground.firstrun.action",
+        "Choose a model",
+        "Выбрать модель",
+    ),
     ("playground.ratio", "Ratio", "Пропорции"),
     ("playground.ratio.square", "1:1 square", "1:1 квадрат"),
     ("playground.ratio.wide", "16:9 wide", "16:9 широкий"),

@@ -1,0 +1,619 @@
+//! Tiers: what draws Standard (`fast`), PRO (`artist`), Premium (`0.2plus`) and edits.
+//!
+//! A tier is drawn by an installed diffusion model when one is mapped to it, else by the
+//! renderer underneath (the procedural painter, or an inference server from `[backends]`).
+//! Mappings come from two places, as settings do: the config file's `[diffusion.<tier>]` tables
+//! (checked at start: a typo stops the server with its reason) and the store, where the
+//! operator console and `pictor models map` put them. The config file wins for a tier it maps.
+//! Every mapping starts from its model's family preset ([`crate::models::Family::preset`]) and
+//! overrides what it names; a stored mapping is applied without a restart ([`Tiers::reload`]).
+
+use std::sync::{Arc, RwLock};
+
+use serde::Serialize;
+
+use crate::models::{Arch, Kind};
+use crate::store::Store;
+use crate::store::models::{ModelRecord, TIER_NAMES, TierMapping};
+
+use super::{EditSpec, GenerateSpec, Model, Picture, RenderControl, RenderError, Renderer};
+
+/// The catalogue entry recommended for this build: SD-Turbo (+ TAESD) on a CPU, SDXL-Turbo
+/// with a GPU.
+pub fn recommended() -> &'static str {
+    if cfg!(feature = "cuda") {
+        "sdxl-turbo"
+    } else {
+        "sd-turbo"
+    }
+}
+
+/// [`recommended`]'s title.
+pub fn recommended_title() -> &'static str {
+    if cfg!(feature = "cuda") {
+        "SDXL-Turbo"
+    } else {
+        "SD-Turbo"
+    }
+}
+
+/// Where a tier's mapping comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// `[diffusion.<tier>]` in the config file.
+    ConfigFile,
+    /// The store: the operator console or `pictor models map`.
+    Console,
+    /// Not mapped: the renderer underneath draws it.
+    None,
+}
+
+/// One tier as it is served now.
+#[derive(Debug, Clone, Serialize)]
+pub struct TierState {
+    pub tier: &'static str,
+    pub origin: Origin,
+    /// The installed model that draws it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// How people call that model ("SD-Turbo").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub family: Option<&'static str>,
+    /// The settings it runs with (the preset with the mapping's overrides), as the config file
+    /// would write them.
+    pub settings: serde_json::Value,
+    /// Why a mapping is not applied (the tier is drawn by the renderer underneath meanwhile).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// A stored mapping as the config file would write it.
+pub fn mapping_table(m: &TierMapping) -> toml::Table {
+    let mut t = match toml::Value::try_from(m) {
+        Ok(toml::Value::Table(t)) => t,
+        _ => toml::Table::new(),
+    };
+    t.remove("updated_at");
+    t
+}
+
+/// Whether a tiny decoder made for `decoder` decodes `pipeline`'s latents (TAESD serves SD 1.x
+/// and 2.x, which share a latent space; TAESDXL serves SDXL).
+fn decodes_for(decoder: Arch, pipeline: Arch) -> bool {
+    (decoder == Arch::Sdxl) == (pipeline == Arch::Sdxl)
+}
+
+/// The settings a mapping runs with: its model's family preset, overlaid with the keys
+/// `given` names; `tiny_vae` resolved to a folder (an installed tiny decoder's name, `none`, or
+/// a path). Errors name the key.
+pub fn effective(
+    tier: &str,
+    given: &toml::Table,
+    installed: &[ModelRecord],
+) -> Result<toml::Table, String> {
+    let name = given
+        .get("model")
+        .and_then(toml::Value::as_str)
+        .ok_or_else(|| format!("{tier}: model = \"<installed model name>\" is required"))?;
+    let record = installed.iter().find(|r| r.name == name).ok_or_else(|| {
+        format!(
+            "{tier}: no installed model is named {name:?} (see `pictor models list`; add one with `pictor models add {name} PATH`)"
+        )
+    })?;
+    let family = record.family().ok_or_else(|| {
+        format!("{tier}: {name:?} is a tiny decoder; map a pipeline and attach it with tiny_vae")
+    })?;
+    let preset = family.preset();
+    let mut t = toml::Table::new();
+    t.insert("steps".into(), i64::from(preset.steps).into());
+    t.insert("guidance".into(), preset.guidance.into());
+    t.insert("sampler".into(), preset.sampler.into());
+    if !given.contains_key("sampler") {
+        // A schedule belongs with its sampler: a mapping that names another sampler gets that
+        // sampler's own unless it names one too.
+        t.insert("schedule".into(), preset.schedule.into());
+    }
+    if let Some(s) = preset.timestep_spacing {
+        t.insert("timestep_spacing".into(), s.into());
+    }
+    if !preset.negative_prompt.is_empty() {
+        t.insert("negative_prompt".into(), preset.negative_prompt.into());
+    }
+    if preset.tiny_decoder
+        && let Some(d) = installed
+            .iter()
+            .find(|r| r.kind == Kind::TinyDecoder && decodes_for(r.arch, record.arch))
+    {
+        t.insert("tiny_vae".into(), d.path.clone().into());
+    }
+    for (k, v) in given {
+        t.insert(k.clone(), v.clone());
+    }
+    if let Some(v) = given.get("tiny_vae") {
+        let v = v.as_str().ok_or_else(|| {
+            format!("{tier} tiny_vae: an installed tiny decoder's name, \"none\" or a folder")
+        })?;
+        if v == "none" {
+            t.remove("tiny_vae");
+        } else if let Some(d) = installed.iter().find(|r| r.name == v) {
+            if d.kind != Kind::TinyDecoder {
+                return Err(format!(
+                    "{tier} tiny_vae: {v:?} is a pipeline, not a tiny decoder (install madebyollin/taesd)"
+                ));
+            }
+            if !decodes_for(d.arch, record.arch) {
+                return Err(format!(
+                    "{tier} tiny_vae: {v:?} decodes for {}, {name:?} is {}",
+                    d.arch.as_str(),
+                    record.arch.as_str()
+                ));
+            }
+            t.insert("tiny_vae".into(), d.path.clone().into());
+        }
+    }
+    Ok(t)
+}
+
+/// Checks a mapping before it is stored: the tier, the model, and every setting as the engine
+/// will read it. Nothing is loaded.
+pub fn check(tier: &str, m: &TierMapping, installed: &[ModelRecord]) -> Result<(), String> {
+    if !TIER_NAMES.contains(&tier) {
+        return Err(format!(
+            "{tier:?} is not a tier: use fast, artist, 0.2plus or edit"
+        ));
+    }
+    let table = effective(tier, &mapping_table(m), installed)?;
+    #[cfg(feature = "diffusion")]
+    {
+        engine::mapping_from_table(tier, &table, installed)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+    #[cfg(not(feature = "diffusion"))]
+    {
+        let _ = table;
+        Err("this build has no diffusion engine (the `diffusion` cargo feature)".into())
+    }
+}
+
+/// The tiers of a running server: a [`Renderer`] that sends each tier to its mapped model or
+/// to the renderer underneath, and re-reads the stored mappings when they change.
+pub struct Tiers {
+    fallback: Arc<dyn Renderer>,
+    /// The config file's `[diffusion]` table.
+    config: Option<toml::Table>,
+    #[cfg(feature = "diffusion")]
+    engine: Arc<super::diffusion::DiffusionRenderer>,
+    states: RwLock<Vec<TierState>>,
+}
+
+/// The config file's mapping tables, by tier (`memory_budget_mb` apart); an unknown tier fails.
+fn config_tiers(config: Option<&toml::Table>) -> anyhow::Result<Vec<(&'static str, toml::Table)>> {
+    let mut out = Vec::new();
+    for (key, value) in config.into_iter().flatten() {
+        if key == "memory_budget_mb" {
+            continue;
+        }
+        let tier = match key.as_str() {
+            "edit" => "edit",
+            k => Model::parse(k).map(Model::id).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "[diffusion.{key}]: not a model id (fast, artist, 0.2plus) or \"edit\""
+                )
+            })?,
+        };
+        let t = value
+            .as_table()
+            .ok_or_else(|| anyhow::anyhow!("[diffusion.{key}] must be a table"))?;
+        out.push((tier, t.clone()));
+    }
+    Ok(out)
+}
+
+fn memory_budget(config: Option<&toml::Table>) -> anyhow::Result<u64> {
+    match config.and_then(|t| t.get("memory_budget_mb")) {
+        None => Ok(16 * 1024 * 1024 * 1024),
+        Some(v) => v
+            .as_integer()
+            .filter(|v| *v > 0)
+            .map(|v| v as u64 * 1024 * 1024)
+            .ok_or_else(|| {
+                anyhow::anyhow!("[diffusion] memory_budget_mb must be a positive integer")
+            }),
+    }
+}
+
+impl Tiers {
+    /// The tiers from the config file's `[diffusion]` table and the store. The config file's
+    /// mappings must be right (the error says which key is not); a stored mapping that no longer
+    /// works (its model's files gone) leaves its tier to the renderer underneath, with the
+    /// reason in [`Tiers::states`].
+    pub fn new(
+        config: Option<toml::Table>,
+        fallback: Arc<dyn Renderer>,
+        store: &Store,
+    ) -> anyhow::Result<Tiers> {
+        let budget = memory_budget(config.as_ref())?;
+        #[cfg(not(feature = "diffusion"))]
+        if config.is_some() {
+            anyhow::bail!(
+                "[diffusion] in the config file needs a build with the `diffusion` feature (the default)"
+            );
+        }
+        #[cfg(not(feature = "diffusion"))]
+        let _ = budget;
+        let tiers = Tiers {
+            #[cfg(feature = "diffusion")]
+            engine: Arc::new(super::diffusion::DiffusionRenderer::new(
+                Default::default(),
+                None,
+                fallback.clone(),
+                budget,
+            )),
+            fallback,
+            config,
+            states: RwLock::new(Vec::new()),
+        };
+        tiers.apply(store, true)?;
+        Ok(tiers)
+    }
+
+    /// Re-reads the stored mappings and applies them to the jobs that start from now on.
+    pub fn reload(&self, store: &Store) -> anyhow::Result<()> {
+        self.apply(store, false)
+    }
+
+    /// Every tier as served now.
+    pub fn states(&self) -> Vec<TierState> {
+        self.states.read().map(|g| g.clone()).unwrap_or_default()
+    }
+
+    /// What does edits that are not exact pixel filters: `diffusion:<name>` when a model is
+    /// mapped to edits, else the renderer underneath's engine for edits (`procedural`).
+    pub fn edit_engine(&self) -> String {
+        self.states()
+            .into_iter()
+            .find(|s| s.tier == "edit" && s.problem.is_none())
+            .and_then(|s| s.model)
+            .map(|m| format!("diffusion:{m}"))
+            .unwrap_or_else(|| "procedural".into())
+    }
+
+    /// An engine id in words: the mapped model's title for `diffusion:…`, "built-in painter",
+    /// or the inference server's kind.
+    pub fn engine_name(&self, tier: &str, engine: &str) -> String {
+        if let Some(name) = engine.strip_prefix("diffusion:") {
+            return self
+                .states()
+                .into_iter()
+                .find(|s| s.tier == tier && s.model.as_deref() == Some(name))
+                .and_then(|s| s.title)
+                .unwrap_or_else(|| name.to_string());
+        }
+        match engine {
+            "procedural" => "built-in painter".into(),
+            "a1111" => "AUTOMATIC1111 server".into(),
+            "comfyui" => "ComfyUI server".into(),
+            "openai" => "OpenAI-compatible server".into(),
+            other => other.to_string(),
+        }
+    }
+
+    /// The installed models held in memory now, with their bytes.
+    pub fn loaded(&self) -> Vec<(String, u64)> {
+        #[cfg(feature = "diffusion")]
+        {
+            self.engine
+                .loaded()
+                .into_iter()
+                .map(|l| (l.name, l.bytes))
+                .collect()
+        }
+        #[cfg(not(feature = "diffusion"))]
+        Vec::new()
+    }
+
+    fn apply(&self, store: &Store, strict: bool) -> anyhow::Result<()> {
+        let installed = store.models()?;
+        let stored = store.tiers()?;
+        let from_config = config_tiers(self.config.as_ref())?;
+        let mut states = Vec::new();
+        #[cfg(feature = "diffusion")]
+        let (mut models, mut edit) = (std::collections::HashMap::new(), None);
+        for tier in TIER_NAMES {
+            let (origin, given) = match from_config.iter().find(|(t, _)| *t == tier) {
+                Some((_, t)) => (Origin::ConfigFile, Some(t.clone())),
+                None => match stored.iter().find(|(t, _)| t == tier) {
+                    Some((_, m)) => (Origin::Console, Some(mapping_table(m))),
+                    None => (Origin::None, None),
+                },
+            };
+            let mut state = TierState {
+                tier,
+                origin,
+                model: None,
+                title: None,
+                family: None,
+                settings: serde_json::Value::Null,
+                problem: None,
+            };
+            if let Some(given) = given {
+                let name = given.get("model").and_then(toml::Value::as_str);
+                let record = name.and_then(|n| installed.iter().find(|r| r.name == n));
+                state.model = name.map(str::to_string);
+                state.title = record.map(ModelRecord::title);
+                state.family = record.and_then(ModelRecord::family).map(|f| f.id());
+                let key = match origin {
+                    Origin::ConfigFile => format!("[diffusion.{tier}]"),
+                    _ => tier.to_string(),
+                };
+                let resolved = effective(&key, &given, &installed).map_err(anyhow::Error::msg);
+                #[cfg(feature = "diffusion")]
+                let resolved = resolved.and_then(|t| {
+                    let m = engine::mapping_from_table(&key, &t, &installed)?;
+                    Ok((t, m))
+                });
+                #[cfg(not(feature = "diffusion"))]
+                let resolved = resolved.and_then(|_| -> anyhow::Result<(toml::Table, ())> {
+                    anyhow::bail!(
+                        "this build has no diffusion engine (the `diffusion` cargo feature)"
+                    )
+                });
+                match resolved {
+                    Ok((table, _mapping)) => {
+                        state.settings = serde_json::to_value(&table).unwrap_or_default();
+                        #[cfg(feature = "diffusion")]
+                        match Model::parse(tier) {
+                            Some(model) => {
+                                models.insert(model, _mapping);
+                            }
+                            None => edit = Some(_mapping),
+                        }
+                    }
+                    Err(e) if strict && origin == Origin::ConfigFile => return Err(e),
+                    Err(e) => {
+                        tracing::warn!(tier, error = %e, "tier mapping not applied; the painter draws it");
+                        state.problem = Some(e.to_string());
+                    }
+                }
+            }
+            states.push(state);
+        }
+        #[cfg(feature = "diffusion")]
+        {
+            tracing::info!(
+                models = ?models.iter().map(|(k, v)| format!("{k}={}", v.name)).collect::<Vec<_>>(),
+                edit = ?edit.as_ref().map(|m| m.name.clone()),
+                "diffusion models mapped"
+            );
+            self.engine.set_mappings(models, edit);
+        }
+        match self.states.write() {
+            Ok(mut g) => *g = states,
+            Err(p) => *p.into_inner() = states,
+        }
+        Ok(())
+    }
+
+    fn current(&self) -> &dyn Renderer {
+        #[cfg(feature = "diffusion")]
+        {
+            self.engine.as_ref()
+        }
+        #[cfg(not(feature = "diffusion"))]
+        {
+            self.fallback.as_ref()
+        }
+    }
+}
+
+impl Renderer for Tiers {
+    fn generate(&self, spec: &GenerateSpec) -> Result<Picture, RenderError> {
+        self.current().generate(spec)
+    }
+
+    fn edit(&self, spec: &EditSpec) -> Result<Picture, RenderError> {
+        self.current().edit(spec)
+    }
+
+    fn generate_with(
+        &self,
+        spec: &GenerateSpec,
+        control: &RenderControl,
+    ) -> Result<Picture, RenderError> {
+        self.current().generate_with(spec, control)
+    }
+
+    fn edit_with(&self, spec: &EditSpec, control: &RenderControl) -> Result<Picture, RenderError> {
+        self.current().edit_with(spec, control)
+    }
+
+    fn engine(&self, model: Model) -> String {
+        self.current().engine(model)
+    }
+
+    fn is_local(&self, model: Model) -> bool {
+        self.current().is_local(model)
+    }
+
+    fn backends_status(&self) -> Vec<super::EndpointStatus> {
+        self.fallback.backends_status()
+    }
+
+    fn exact_edit(&self, instruction: &str) -> Result<bool, RenderError> {
+        self.fallback.exact_edit(instruction)
+    }
+}
+
+#[cfg(feature = "diffusion")]
+pub mod engine {
+    //! A mapping's settings (the config file's keys) as the engine's [`ModelMapping`].
+    use std::path::PathBuf;
+
+    use crate::render::diffusion::scheduler::Sampler;
+    use crate::render::diffusion::{ModelMapping, ModelSource};
+    use crate::store::models::ModelRecord;
+
+    /// Reads one mapping table (`key` names it in errors: `[diffusion.fast]` or `fast`).
+    pub fn mapping_from_table(
+        key: &str,
+        t: &toml::Table,
+        installed: &[ModelRecord],
+    ) -> anyhow::Result<ModelMapping> {
+        let name = t
+            .get("model")
+            .and_then(toml::Value::as_str)
+            .ok_or_else(|| {
+                anyhow::anyhow!("{key}: model = \"<installed model name>\" is required")
+            })?;
+        let record = installed.iter().find(|r| r.name == name).ok_or_else(|| {
+            anyhow::anyhow!(
+                "{key}: no installed model is named {name:?} (see `pictor models list`; add one with `pictor models add {name} PATH`)"
+            )
+        })?;
+        let source = match record.layout {
+            crate::models::Layout::Diffusers => ModelSource::Diffusers(PathBuf::from(&record.path)),
+            crate::models::Layout::SingleFile => {
+                // `config`: a diffusers folder (an installed model's name, or a path) whose
+                // configuration and tokenizers the checkpoint uses instead of the inferred ones.
+                let config = match t.get("config") {
+                    None => None,
+                    Some(v) => {
+                        let c = v.as_str().ok_or_else(|| {
+                            anyhow::anyhow!("{key} config: a model name or a folder")
+                        })?;
+                        let dir = match installed.iter().find(|r| r.name == c) {
+                            Some(r) => PathBuf::from(&r.path),
+                            None => PathBuf::from(c),
+                        };
+                        if !dir.join("model_index.json").is_file() {
+                            anyhow::bail!(
+                                "{key} config: {c:?} is neither an installed diffusers model nor a diffusers folder"
+                            );
+                        }
+                        Some(dir)
+                    }
+                };
+                ModelSource::SingleFile {
+                    path: PathBuf::from(&record.path),
+                    config,
+                }
+            }
+        };
+        let mut m = ModelMapping::new(name, source);
+        // A1111's hash of a single file (taken when it was added); Pictor's quick one otherwise.
+        m.hash = match &record.sha256 {
+            Some(h) if h.len() >= 10 => h[..10].to_owned(),
+            _ => crate::render::diffusion::load::quick_hash(std::path::Path::new(&record.path)),
+        };
+        for (k, v) in t {
+            let bad = |what: &str| anyhow::anyhow!("{key} {k}: {what}");
+            match k.as_str() {
+                "model" => {}
+                "config" if record.layout == crate::models::Layout::SingleFile => {}
+                "prediction" => {
+                    m.overrides.prediction = Some(
+                        match v.as_str() {
+                            Some("epsilon" | "eps") => "epsilon",
+                            Some("v_prediction" | "v") => "v_prediction",
+                            _ => return Err(bad("\"epsilon\" or \"v_prediction\"")),
+                        }
+                        .to_owned(),
+                    )
+                }
+                "tiny_vae" => {
+                    let dir = PathBuf::from(v.as_str().ok_or_else(|| bad("a folder"))?);
+                    if !dir.join("config.json").is_file() {
+                        return Err(bad(
+                            "an installed tiny decoder's name or a TAESD folder (config.json + diffusion_pytorch_model.safetensors, as madebyollin/taesd)",
+                        ));
+                    }
+                    m.tiny_vae = Some(dir);
+                }
+                "timestep_spacing" => {
+                    m.overrides.timestep_spacing = Some(
+                        v.as_str()
+                            .filter(|s| matches!(*s, "leading" | "trailing" | "linspace"))
+                            .ok_or_else(|| bad("\"leading\", \"trailing\" or \"linspace\""))?
+                            .to_owned(),
+                    )
+                }
+                "steps" => {
+                    m.steps = v
+                        .as_integer()
+                        .filter(|s| (1..=150).contains(s))
+                        .ok_or_else(|| bad("an integer from 1 to 150"))?
+                        as usize
+                }
+                "guidance" => {
+                    m.guidance = v
+                        .as_float()
+                        .or(v.as_integer().map(|i| i as f64))
+                        .filter(|g| (0.0..=30.0).contains(g))
+                        .ok_or_else(|| bad("a number from 0 to 30"))?
+                }
+                "sampler" => {
+                    let (sampler, karras) = v
+                        .as_str()
+                        .and_then(Sampler::parse_with_schedule)
+                        .ok_or_else(|| {
+                            bad("one of euler, euler_a, ddim, dpm++_2m, heun, lms (A1111 names too, e.g. \"DPM++ 2M Karras\")")
+                        })?;
+                    m.sampler = sampler;
+                    if karras.is_some() {
+                        m.karras = karras;
+                    }
+                }
+                "schedule" => {}
+                "noise" => {
+                    m.noise = v
+                        .as_str()
+                        .and_then(crate::catalog::NoiseKind::parse)
+                        .ok_or_else(|| bad("\"torch-cpu\" or \"a1111-gpu\""))?
+                }
+                "size" => {
+                    m.size = Some(
+                        v.as_integer()
+                            .filter(|s| (64..=2048).contains(s) && s % 64 == 0)
+                            .ok_or_else(|| bad("a multiple of 64 from 64 to 2048"))?
+                            as usize,
+                    )
+                }
+                "negative_prompt" => {
+                    m.negative_prompt = v.as_str().ok_or_else(|| bad("a string"))?.to_owned()
+                }
+                "strength" => {
+                    m.strength = v
+                        .as_float()
+                        .or(v.as_integer().map(|i| i as f64))
+                        .filter(|s| *s > 0.0 && *s <= 1.0)
+                        .ok_or_else(|| bad("a number in (0, 1]"))?
+                }
+                _ => {
+                    return Err(bad(
+                        "unknown setting (model, steps, guidance, sampler, schedule, noise, size, negative_prompt, strength, prediction, timestep_spacing, tiny_vae; config for single files)",
+                    ));
+                }
+            }
+        }
+        // After the sampler: "schedule" refines what the sampler's name said.
+        if let Some(v) = t.get("schedule") {
+            let bad = |what: &str| anyhow::anyhow!("{key} schedule: {what}");
+            let karras = v
+                .as_str()
+                .and_then(crate::render::diffusion::renderer::parse_schedule)
+                .ok_or_else(|| bad("\"automatic\" (the model's), \"karras\" or \"uniform\""))?;
+            if karras == Some(true) && !m.sampler.supports_karras() {
+                return Err(bad(&format!(
+                    "{} has no Karras schedule (euler, dpm++_2m, heun and lms have)",
+                    m.sampler.id()
+                )));
+            }
+            m.karras = karras;
+        }
+        Ok(m)
+    }
+}

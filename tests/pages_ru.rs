@@ -151,7 +151,7 @@ async fn the_playground_in_russian() {
             "<h1>Мастерская</h1>",
             // 22 credits: «22 кредита»; the models' prices: 1 кредит, 5 кредитов.
             "id=\"pg-balance\">22</strong> <span id=\"pg-balance-unit\">кредита</span>",
-            ">Standard · 1 кредит</option>",
+            ">Standard · встроенный художник · 1 кредит</option>",
             "кредитов</option>",
             "<dt>Сегодня <span class=\"muted\">(UTC)</span></dt>",
             "<span id=\"pg-daily-unit\">картинок</span>",
@@ -209,7 +209,7 @@ async fn the_playground_in_russian() {
         &[
             "<title>Playground · Pictor</title>",
             "id=\"pg-balance\">22</strong> <span id=\"pg-balance-unit\">credits</span>",
-            ">Standard · 1 credit</option>",
+            ">Standard · built-in painter · 1 credit</option>",
             "<dt>Today <span class=\"muted\">(UTC)</span></dt>",
             "Costs <strong id=\"gen-price\">1</strong> <span id=\"gen-price-unit\">credit</span>",
             "add text \"Hello\" at the bottom",

@@ -275,10 +275,21 @@ async fn the_page_shows_prices_balance_and_limits_before_anything_is_sent() {
         "nav link"
     );
     // Current prices (price.artist was changed to 7), display names, every ratio.
-    assert!(html.contains(">Standard · 1 credit</option>"), "{html}");
-    assert!(html.contains(">PRO · 7 credits</option>"), "{html}");
-    assert!(html.contains(">Premium · 10 credits</option>"), "{html}");
+    assert!(
+        html.contains(">Standard · built-in painter · 1 credit</option>"),
+        "{html}"
+    );
+    assert!(
+        html.contains(">PRO · built-in painter · 7 credits</option>"),
+        "{html}"
+    );
+    assert!(
+        html.contains(">Premium · built-in painter · 10 credits</option>"),
+        "{html}"
+    );
     assert!(html.contains("value=\"artist\" data-price=\"7\""), "{html}");
+    // Not an administrator: no first-run card (that is for whoever can install a model).
+    assert!(!html.contains("id=\"first-run\""), "{html}");
     for ratio in ["1:1", "16:9", "9:16", "3:2", "2:3", "4:3", "3:4", "auto"] {
         assert!(
             html.contains(&format!("<option value=\"{ratio}\">")),

@@ -388,6 +388,7 @@ pub enum ModelsCommand {
         /// Long side rendered, a multiple of 64 (default: the model's native size).
         #[arg(long)]
         size: Option<u32>,
+        /// What the pictures must not show.
         #[arg(long)]
         negative_prompt: Option<String>,
         /// An installed tiny decoder (TAESD) to decode with, or `none`.

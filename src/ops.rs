@@ -114,6 +114,21 @@ pub enum AdminRequest {
     ModelUnmap {
         tier: String,
     },
+    /// Starts a download in the running server (`models::pulls`); the CLI pulls by itself when
+    /// no server runs.
+    ModelPull {
+        repo: String,
+        revision: String,
+        #[serde(default)]
+        variant: Option<String>,
+        name: String,
+    },
+    /// The running server's downloads.
+    PullList,
+    /// Stops a running server's download.
+    PullCancel {
+        name: String,
+    },
     /// The stored tier mappings (the running server's view, config file included, is in
     /// `GET /api/pictor/v1/models` and the console).
     TierList,
@@ -278,7 +293,10 @@ fn audit_of(req: &AdminRequest, store: &Store) -> Option<(&'static str, Option<S
             ),
         ),
         AdminRequest::ModelUnmap { tier } => ("model.unmap", None, tier.clone()),
-        AdminRequest::TierList => return None,
+        AdminRequest::TierList
+        | AdminRequest::ModelPull { .. }
+        | AdminRequest::PullList
+        | AdminRequest::PullCancel { .. } => return None,
         AdminRequest::UserShow { .. }
         | AdminRequest::UserList
         | AdminRequest::SettingsList
@@ -590,6 +608,11 @@ fn run(
             }
             let old = store.unmap_tier(&tier)?;
             Ok(json!({ "tier": tier, "removed": old }))
+        }
+        AdminRequest::ModelPull { .. } | AdminRequest::PullList | AdminRequest::PullCancel { .. } => {
+            Err(OpError::Invalid(
+                "downloads run in the server: start it, or use `pictor models pull` while it is stopped".into(),
+            ))
         }
         AdminRequest::TierList => {
             let tiers: serde_json::Map<String, Value> = store

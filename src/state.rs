@@ -47,6 +47,8 @@ pub struct AppParts {
     pub jobs: JobEngine,
     /// What draws each tier (`render::tiers`); the job engine renders through it.
     pub tiers: Arc<crate::render::tiers::Tiers>,
+    /// Model downloads the server runs (`models::pulls`).
+    pub pulls: Arc<crate::models::pulls::Pulls>,
     pub clock: Clock,
     /// Base URL without a trailing slash, e.g. `http://127.0.0.1:8080`.
     pub public_url: Arc<str>,

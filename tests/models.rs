@@ -117,6 +117,23 @@ struct HubState {
     /// (path, Range header, Authorization present) of every storage download.
     storage_log: Mutex<Vec<(String, Option<String>, bool)>>,
     gated: bool,
+    /// Other repositories (`owner/name` → files), served without a token.
+    extra: BTreeMap<String, BTreeMap<String, (Vec<u8>, bool)>>,
+    /// Storage sends 8 KiB every this many milliseconds (0: all at once), so a download can
+    /// be watched, cancelled and interrupted.
+    delay_ms: std::sync::atomic::AtomicU64,
+    /// Sizes the listing claims instead of the real ones (path → bytes).
+    claimed: BTreeMap<String, u64>,
+}
+
+impl HubState {
+    fn repo(&self, repo: &str) -> Option<&BTreeMap<String, (Vec<u8>, bool)>> {
+        if repo == REPO {
+            Some(&self.files)
+        } else {
+            self.extra.get(repo)
+        }
+    }
 }
 
 type Hub = Arc<HubState>;
@@ -133,25 +150,25 @@ fn api(
     req: &Request,
     hub: Data<&Hub>,
 ) -> Response {
-    if !authorized(&hub, req.headers()) {
+    let repo = format!("{owner}/{name}");
+    if repo == REPO && !authorized(&hub, req.headers()) {
         return StatusCode::UNAUTHORIZED.into_response();
     }
-    if format!("{owner}/{name}") != REPO || !(rev == "main" || rev == COMMIT) {
+    let Some(files) = hub.repo(&repo).filter(|_| rev == "main" || rev == COMMIT) else {
         return StatusCode::NOT_FOUND.into_response();
-    }
-    let siblings: Vec<Value> = hub
-        .files
+    };
+    let siblings: Vec<Value> = files
         .iter()
         .map(|(p, (bytes, lfs))| {
-            let mut s = json!({"rfilename": p, "size": bytes.len(), "blobId": git_blob(bytes)});
+            let size = hub.claimed.get(p).copied().unwrap_or(bytes.len() as u64);
+            let mut s = json!({"rfilename": p, "size": size, "blobId": git_blob(bytes)});
             if *lfs {
-                s["lfs"] =
-                    json!({"sha256": sha256_hex(bytes), "size": bytes.len(), "pointerSize": 134});
+                s["lfs"] = json!({"sha256": sha256_hex(bytes), "size": size, "pointerSize": 134});
             }
             s
         })
         .collect();
-    poem::web::Json(json!({"id": REPO, "sha": COMMIT, "siblings": siblings})).into_response()
+    poem::web::Json(json!({"id": repo, "sha": COMMIT, "siblings": siblings})).into_response()
 }
 
 #[handler]
@@ -160,15 +177,17 @@ fn resolve(
     req: &Request,
     hub: Data<&Hub>,
 ) -> Response {
-    if !authorized(&hub, req.headers()) {
+    let repo = format!("{owner}/{name}");
+    if repo == REPO && !authorized(&hub, req.headers()) {
         return StatusCode::UNAUTHORIZED.into_response();
     }
-    let Some((bytes, lfs)) = hub.files.get(&path) else {
+    let Some((bytes, lfs)) = hub
+        .repo(&repo)
+        .filter(|_| rev == "main" || rev == COMMIT)
+        .and_then(|f| f.get(&path))
+    else {
         return StatusCode::NOT_FOUND.into_response();
     };
-    if format!("{owner}/{name}") != REPO || !(rev == "main" || rev == COMMIT) {
-        return StatusCode::NOT_FOUND.into_response();
-    }
     if *lfs {
         let sha = sha256_hex(bytes);
         // LFS storage is another host, as on the real hub (there a CDN): `localhost` for the
@@ -184,7 +203,7 @@ fn resolve(
             .status(StatusCode::FOUND)
             .header(
                 "location",
-                format!("http://localhost:{port}/lfs-storage/{sha}?path={path}"),
+                format!("http://localhost:{port}/lfs-storage/{sha}?repo={repo}&path={path}"),
             )
             .header("x-linked-etag", format!("\"{sha}\""))
             .header("x-linked-size", bytes.len().to_string())
@@ -206,12 +225,16 @@ fn resolve(
 
 #[handler]
 fn storage(req: &Request, hub: Data<&Hub>) -> Response {
-    let path = req
+    let query: BTreeMap<String, String> = req
         .uri()
         .query()
-        .and_then(|q| q.strip_prefix("path="))
         .unwrap_or_default()
-        .to_string();
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let path = query.get("path").cloned().unwrap_or_default();
+    let repo = query.get("repo").cloned().unwrap_or_default();
     let range = req
         .headers()
         .get("range")
@@ -222,7 +245,7 @@ fn storage(req: &Request, hub: Data<&Hub>) -> Response {
         range.clone(),
         req.headers().contains_key("authorization"),
     ));
-    let Some((bytes, _)) = hub.files.get(&path) else {
+    let Some((bytes, _)) = hub.repo(&repo).and_then(|f| f.get(&path)) else {
         return StatusCode::NOT_FOUND.into_response();
     };
     let mut bytes = bytes.clone();
@@ -258,6 +281,20 @@ fn storage(req: &Request, hub: Data<&Hub>) -> Response {
             Err(std::io::Error::other("connection dropped")),
         ];
         return builder.body(Body::from_bytes_stream(futures_util::stream::iter(chunks)));
+    }
+    let delay = hub.delay_ms.load(std::sync::atomic::Ordering::Relaxed);
+    if delay > 0 {
+        // Slowly: 8 KiB, then a pause.
+        let chunks: Vec<bytes::Bytes> = body
+            .chunks(8192)
+            .map(|c| bytes::Bytes::from(c.to_vec()))
+            .collect();
+        let stream = futures_util::stream::unfold(chunks.into_iter(), move |mut it| async move {
+            let next = it.next()?;
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+            Some((Ok::<_, std::io::Error>(next), it))
+        });
+        return builder.body(Body::from_bytes_stream(stream));
     }
     builder.body(body)
 }
@@ -557,6 +594,46 @@ async fn add_list_and_remove_models_on_disk() {
     assert_eq!(v["models"], json!([]));
 }
 
+/// A download larger than the free space is refused before anything is written, with the
+/// numbers.
+#[tokio::test]
+async fn a_download_larger_than_the_disk_is_refused_with_the_numbers() {
+    let mut claimed = BTreeMap::new();
+    // 1 PiB of UNet: more than any test machine's disk.
+    claimed.insert(
+        "unet/diffusion_pytorch_model.safetensors".to_string(),
+        1u64 << 50,
+    );
+    let state = Arc::new(HubState {
+        files: repo_files(),
+        claimed,
+        ..HubState::default()
+    });
+    let (endpoint, _task) = fake_hub(state.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (code, _, err) = cli(
+        &data,
+        &["models", "pull", REPO, "--yes"],
+        &[("HF_ENDPOINT", endpoint.as_str())],
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("not enough disk space: the download needs 1024.0 TiB more")
+            && err.contains(" free (Pictor keeps 256.0 MiB spare)"),
+        "{err}"
+    );
+    assert!(
+        state.storage_log.lock().unwrap().is_empty(),
+        "nothing fetched"
+    );
+    assert!(
+        !data.join("models/.partial-tiny-sd").exists(),
+        "nothing written"
+    );
+}
+
 /// Offline: the pull says what to do instead (a mirror, or download elsewhere and add), and a
 /// catalogue name names its repository and licence.
 #[tokio::test]
@@ -577,4 +654,329 @@ async fn an_unreachable_hub_says_what_to_do_instead() {
         err.contains("HF_ENDPOINT") && err.contains("pictor models add"),
         "{err}"
     );
+}
+
+/// The files of a fixture folder as a hub repository (`.safetensors` through LFS).
+fn folder_files(dir: &Path) -> BTreeMap<String, (Vec<u8>, bool)> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (Vec<u8>, bool)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().to_str().unwrap().to_string();
+                let lfs = rel.ends_with(".safetensors");
+                out.insert(rel, (std::fs::read(&p).unwrap(), lfs));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// The models page in chromium, against a fake hub serving a tiny SD 1.5-architecture model as
+/// `stabilityai/sd-turbo` and a tiny TAESD as `madebyollin/taesd`: the catalogue with its
+/// licence tick, a download with its progress rising, a cancel, a download interrupted by
+/// `kill -9` that resumes after the restart and installs, the tiny decoder, the fast tier
+/// mapped with the Turbo preset, the playground's picker naming it, a picture drawn by it, and
+/// removal refused while it is mapped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_models_page_downloads_maps_and_survives_a_restart() {
+    let Some(d) = common::webdriver::Driver::start().await else {
+        return;
+    };
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/pictor-diffusion/tests/fixtures/diffusion");
+    let turbo = folder_files(&fixtures.join("sd15/model"));
+    let total: usize = turbo.values().map(|(b, _)| b.len()).sum();
+    let mut extra = BTreeMap::new();
+    extra.insert("stabilityai/sd-turbo".to_string(), turbo);
+    extra.insert(
+        "madebyollin/taesd".to_string(),
+        folder_files(&fixtures.join("taesd/model")),
+    );
+    let hub = Arc::new(HubState {
+        extra,
+        delay_ms: 40.into(),
+        ..HubState::default()
+    });
+    let (endpoint, _task) = fake_hub(hub.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    const EMAIL: &str = "operator@example.com";
+    const PASSWORD: &str = "the operator's long password";
+    cli_json(
+        &data,
+        &[
+            "user",
+            "add",
+            "--email",
+            EMAIL,
+            "--admin",
+            "--password-stdin",
+            "--json",
+        ],
+        Some(&format!("{PASSWORD}\n")),
+    );
+    let env = [("HF_ENDPOINT", endpoint.as_str())];
+    let server = spawn_server(&data, &env);
+
+    d.goto(&server.url("/login?return_to=/admin/models")).await;
+    d.type_into("#email", EMAIL).await;
+    d.type_into("#password", PASSWORD).await;
+    d.click("form[action=\"/login\"] button[type=submit]").await;
+    assert!(
+        d.wait_until("return location.pathname === '/admin/models'", 20)
+            .await,
+        "{}",
+        d.current_url().await
+    );
+    // Nothing installed: the first-run card; the catalogue with the recommended model, its
+    // licence and the tick a non-commercial licence needs.
+    d.wait_for("#first-run").await;
+    let item = d.text("#catalogue-sd-turbo").await;
+    assert!(
+        item.contains("recommended here")
+            && item.contains("Non-Commercial")
+            && item.contains("estimate for this server"),
+        "{item}"
+    );
+    assert_eq!(
+        d.execute(
+            "return document.getElementById('pull-sd-turbo').form.checkValidity()",
+            vec![]
+        )
+        .await,
+        json!(false),
+        "the licence must be ticked first"
+    );
+    d.full_screenshot(&common::webdriver::shot("models", "catalogue"))
+        .await;
+
+    // Download, watch it rise, cancel.
+    d.click("#accept-sd-turbo").await;
+    d.click("#pull-sd-turbo").await;
+    assert!(
+        d.wait_until("return location.search.includes('done=pull') && document.querySelector('#download-sd-turbo.pull-running') !== null", 20)
+            .await
+    );
+    let progress =
+        "return Number(document.querySelector('#download-sd-turbo progress')?.value || 0)";
+    assert!(
+        d.wait_until(
+            &format!("{};", progress.replace("return ", "return 0 < ")),
+            20
+        )
+        .await
+    );
+    let first = d.execute(progress, vec![]).await.as_f64().unwrap();
+    assert!(
+        d.wait_until(&format!("return Number(document.querySelector('#download-sd-turbo progress')?.value || 0) > {first}"), 20)
+            .await,
+        "the download's progress rises"
+    );
+    assert!(
+        d.text("#download-sd-turbo").await.contains("/s"),
+        "a rate is shown"
+    );
+    d.full_screenshot(&common::webdriver::shot("models", "download"))
+        .await;
+    d.click("#download-sd-turbo form button").await;
+    assert!(
+        d.wait_until(
+            "return document.querySelector('#download-sd-turbo.pull-cancelled') !== null",
+            20
+        )
+        .await,
+        "{}",
+        d.text("#downloads").await
+    );
+    assert!(
+        !data.join("models/.partial-sd-turbo").exists(),
+        "a cancelled download frees its space"
+    );
+    assert!(!data.join("models/sd-turbo").exists());
+
+    // Again, interrupted by kill -9 four tenths of the way: the restarted server resumes it.
+    hub.storage_log.lock().unwrap().clear();
+    hub.delay_ms
+        .store(100, std::sync::atomic::Ordering::Relaxed);
+    d.goto(&server.url("/admin/models")).await;
+    d.wait_for("#pull-sd-turbo").await;
+    d.execute(
+        "document.getElementById('accept-sd-turbo').checked = true; document.getElementById('pull-sd-turbo').click();",
+        vec![],
+    )
+    .await;
+    assert!(
+        d.wait_until("return location.search.includes('done=pull') && document.querySelector('#download-sd-turbo.pull-running') !== null", 20)
+            .await,
+        "{} {}",
+        d.current_url().await,
+        d.text("main").await
+    );
+    let at = total * 4 / 10;
+    assert!(
+        d.wait_until(&format!("return Number(document.querySelector('#download-sd-turbo progress')?.value || 0) > {at}"), 30)
+            .await
+    );
+    server.kill9();
+    assert!(
+        data.join("models/.partial-sd-turbo").exists() && !data.join("models/sd-turbo").exists(),
+        "killed while downloading: {:?}",
+        walk_names(&data)
+    );
+    let before = hub.storage_log.lock().unwrap().len();
+    hub.delay_ms.store(5, std::sync::atomic::Ordering::Relaxed);
+    let server = spawn_server(&data, &env);
+    d.goto(&server.url("/admin/models")).await;
+    assert!(
+        d.wait_until(
+            "return document.getElementById('installed-sd-turbo') !== null",
+            40
+        )
+        .await,
+        "{}",
+        d.text("main").await
+    );
+    {
+        let log = hub.storage_log.lock().unwrap();
+        let after: Vec<_> = log[before..].iter().collect();
+        assert!(
+            after
+                .iter()
+                .all(|(p, _, _)| p != "text_encoder/model.safetensors"),
+            "a file finished before the kill is not fetched again: {after:?}"
+        );
+        assert!(
+            after.iter().any(|(_, r, _)| r.is_some()),
+            "the file in progress resumes with a Range request: {after:?}"
+        );
+    }
+    // The tiny decoder (MIT: no tick).
+    d.click("#pull-taesd").await;
+    assert!(
+        d.wait_until(
+            "return document.getElementById('installed-taesd') !== null",
+            40
+        )
+        .await
+    );
+
+    // `pictor models pull` while the server runs: the server downloads, the CLI follows.
+    let (code, out, err) = cli(
+        &data,
+        &[
+            "models",
+            "pull",
+            "madebyollin/taesd",
+            "--name",
+            "taesd-cli",
+            "--json",
+        ],
+        &env,
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["pull"]["status"], "done", "{v}");
+    assert_eq!(v["model"]["kind"], "tiny_decoder", "{v}");
+
+    // Fast → the pulled model with the Turbo preset.
+    d.execute("document.getElementById('map-fast').open = true", vec![])
+        .await;
+    d.execute(
+        "document.getElementById('model-fast').value = 'sd-turbo'; document.getElementById('preset-fast').value = 'sd-turbo';",
+        vec![],
+    )
+    .await;
+    d.click("#map-fast form.model-map button[type=submit]")
+        .await;
+    assert!(
+        d.wait_until("return location.search.includes('done=map')", 20)
+            .await
+    );
+    let row = d.text("#tier-fast").await;
+    assert!(
+        row.contains("SD-Turbo") && row.contains("steps 1") && row.contains("tiny decoder"),
+        "{row}"
+    );
+    d.full_screenshot(&common::webdriver::shot("models", "installed"))
+        .await;
+    d.phone_viewport(Some((390, 844))).await;
+    d.full_screenshot(&common::webdriver::shot("models", "phone"))
+        .await;
+    d.phone_viewport(None).await;
+
+    // The playground names it; a picture is drawn by it.
+    d.goto(&server.url("/playground")).await;
+    let option = d.text("#gen-model option[value=fast]").await;
+    assert!(option.starts_with("Standard · SD-Turbo"), "{option}");
+    let key = cli_user_key(&data, "artist@example.com", 10);
+    let (_, r) = server
+        .generate(
+            &key,
+            json!({"prompt": "a red car", "model": "fast", "seed": 5}),
+        )
+        .await;
+    let job = r["job_id"].as_str().unwrap_or_else(|| panic!("{r}"));
+    let done = server.finish(&key, job).await;
+    assert_eq!(done["status"], "done", "{done}");
+    let png = server.fetch(done["photo_url"].as_str().unwrap()).await;
+    let params = pictor::render::encode::read_parameters(&png).unwrap();
+    assert!(
+        params.contains("Steps: 1, Sampler: Euler a") && params.contains("Model: sd-turbo"),
+        "{params}"
+    );
+
+    // Removal is refused while a tier uses it; the page says which.
+    d.goto(&server.url("/admin/models")).await;
+    d.click("#installed-sd-turbo form[action=\"/admin/models/remove\"] button")
+        .await;
+    d.wait_for("#models-error").await;
+    let error = d.text("#models-error").await;
+    assert!(error.contains("draws the fast tier"), "{error}");
+    // Every step is in the audit log.
+    d.goto(&server.url("/admin/audit")).await;
+    let audit = d.text("#audit").await;
+    for action in ["model.pull", "model.pull.cancel", "model.add", "model.map"] {
+        assert!(audit.contains(action), "{action} missing: {audit}");
+    }
+    // In Russian.
+    d.goto(&server.url("/admin/models")).await;
+    d.click("nav.langs a[lang=ru]").await;
+    assert!(
+        d.wait_until("return document.documentElement.lang === 'ru'", 10)
+            .await
+    );
+    assert!(
+        d.text("#tiers-h").await.contains("Что рисует"),
+        "{}",
+        d.text("#tiers-h").await
+    );
+    let artist = d.text("#tier-artist").await;
+    assert!(
+        artist.contains("встроенный художник") && artist.contains("по умолчанию"),
+        "{artist}"
+    );
+    let fast = d.text("#tier-fast").await;
+    assert!(fast.contains("оценка для этого сервера"), "{fast}");
+    d.full_screenshot(&common::webdriver::shot("models", "ru"))
+        .await;
+    server.terminate();
+}
+
+fn walk_names(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            out.push(p.display().to_string());
+            if p.is_dir() {
+                out.extend(walk_names(&p));
+            }
+        }
+    }
+    out
 }

@@ -76,6 +76,48 @@ async fn exec(
         Ok(r) => r,
         Err(resp) => return resp,
     };
+    // Downloads are the server's own work, not the store's.
+    match &request {
+        AdminRequest::ModelPull {
+            repo,
+            revision,
+            variant,
+            name,
+        } => {
+            let record = crate::store::models::PullRecord {
+                name: name.clone(),
+                repo: repo.clone(),
+                revision: revision.clone(),
+                variant: variant.clone(),
+                started_at: state.clock.now(),
+                actor: "cli".into(),
+            };
+            return match state.pulls.begin(&state, record).await {
+                Ok(()) => Json(json!({"ok": true, "result": {"started": name}})).into_response(),
+                Err(m) => (
+                    StatusCode::BAD_REQUEST,
+                    Json(json!({"ok": false, "error": m})),
+                )
+                    .into_response(),
+            };
+        }
+        AdminRequest::PullList => {
+            return Json(json!({"ok": true, "result": {"pulls": state.pulls.views()}}))
+                .into_response();
+        }
+        AdminRequest::PullCancel { name } => {
+            return if state.pulls.cancel(name) {
+                Json(json!({"ok": true, "result": {"cancelled": name}})).into_response()
+            } else {
+                (
+                    StatusCode::BAD_REQUEST,
+                    Json(json!({"ok": false, "error": format!("no download of {name:?} is running")})),
+                )
+                    .into_response()
+            };
+        }
+        _ => {}
+    }
     let now = state.clock.now();
     let tiers = request.changes_tiers();
     match state

@@ -160,6 +160,7 @@ impl Server {
             store,
             jobs: engine.clone(),
             tiers,
+            pulls: Arc::new(crate::models::pulls::Pulls::from_env()),
             clock,
             public_url: public_url.clone().into(),
         });
@@ -169,6 +170,7 @@ impl Server {
         let setup_url = (!crate::web::setup_done(&state))
             .then(|| format!("{public_url}/setup?token={}", state.idp.new_setup_token()));
 
+        state.pulls.resume(&state).await;
         let resumed = engine.resume().await?;
         if resumed > 0 {
             info!(jobs = resumed, "resumed unfinished jobs");

@@ -373,6 +373,10 @@ pub enum ModelsCommand {
         tier: String,
         /// An installed model's name (`pictor models list`).
         model: String,
+        /// Start from another family's preset: sd1, sd2, sd-turbo, sdxl, sdxl-turbo (default:
+        /// the model's own).
+        #[arg(long)]
+        preset: Option<String>,
         /// Denoising steps, 1 to 150.
         #[arg(long)]
         steps: Option<u32>,
@@ -727,6 +731,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
         ModelsCommand::Map {
             tier,
             model,
+            preset,
             steps,
             guidance,
             sampler,
@@ -740,6 +745,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
         } => {
             let mapping = crate::store::models::TierMapping {
                 model: model.clone(),
+                preset: preset.clone(),
                 steps: *steps,
                 guidance: *guidance,
                 sampler: sampler.clone(),
@@ -853,6 +859,9 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
             let repo = &repo;
             let variant = &variant;
             crate::models::check_name(&name)?;
+            if server_running(&dir).await {
+                return pull_in_server(&dir, repo, revision, variant.clone(), &name, *json).await;
+            }
             let models_dir = dir.join("models");
             crate::store::private_dir(&dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
@@ -870,6 +879,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
                 dest: models_dir.join(&name),
                 progress: !*json,
                 approve: Some(approve),
+                sink: None,
             };
             let report = crate::models::hub::pull(&pull).await?;
             let source = format!("{}@{}", report.repo, report.commit);
@@ -894,6 +904,101 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
                 )
             });
             Ok(())
+        }
+    }
+}
+
+/// Whether a server has the store of `dir` open now.
+async fn server_running(dir: &std::path::Path) -> bool {
+    let db = dir.join("pictor.redb");
+    if !db.exists() {
+        return false;
+    }
+    matches!(
+        tokio::task::spawn_blocking(move || Store::open(&db)).await,
+        Ok(Err(StoreError::AlreadyOpen))
+    )
+}
+
+/// `models pull` while the server runs: the server downloads (so the console shows it, and a
+/// restart resumes it); this follows its progress until it ends. Interrupting this command
+/// leaves the download running in the server.
+async fn pull_in_server(
+    dir: &std::path::Path,
+    repo: &str,
+    revision: &str,
+    variant: Option<String>,
+    name: &str,
+    json: bool,
+) -> anyhow::Result<()> {
+    let req = AdminRequest::ModelPull {
+        repo: repo.to_string(),
+        revision: revision.to_string(),
+        variant,
+        name: name.to_string(),
+    };
+    remote::execute(dir, &req).await?;
+    if !json {
+        eprintln!(
+            "the running server is downloading {repo} as {name} (Ctrl+C leaves it running; the console shows it too)"
+        );
+    }
+    let mut last = String::new();
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let list = remote::execute(dir, &AdminRequest::PullList).await?;
+        let Some(p) = list["pulls"]
+            .as_array()
+            .and_then(|a| a.iter().find(|p| p["name"] == name))
+            .cloned()
+        else {
+            bail!("the server no longer lists the download of {name}");
+        };
+        let (done, total) = (
+            p["bytes_done"].as_u64().unwrap_or(0),
+            p["bytes_total"].as_u64().unwrap_or(0),
+        );
+        if !json {
+            let line = format!(
+                "{} / {}  {}/s  {}",
+                crate::bounded::size_text(done),
+                crate::bounded::size_text(total),
+                crate::bounded::size_text(p["rate"].as_u64().unwrap_or(0)),
+                p["eta_seconds"]
+                    .as_u64()
+                    .map(|s| format!("{s} s left"))
+                    .unwrap_or_default()
+            );
+            if line != last {
+                use std::io::IsTerminal;
+                if std::io::stderr().is_terminal() {
+                    eprint!("\r{line}\x1b[K");
+                } else {
+                    eprintln!("{line}");
+                }
+                last = line;
+            }
+        }
+        match p["status"].as_str() {
+            Some("running") => continue,
+            Some("done") => {
+                let models = run_admin(dir.to_path_buf(), AdminRequest::ModelList).await?;
+                let model = models["models"]
+                    .as_array()
+                    .and_then(|a| a.iter().find(|m| m["name"] == name))
+                    .cloned()
+                    .unwrap_or_default();
+                let v = serde_json::json!({"pull": p, "model": model});
+                print(&v, json, |v| {
+                    format!("\ninstalled {}", describe_model(&v["model"]))
+                });
+                return Ok(());
+            }
+            Some("cancelled") => bail!("the download of {name} was cancelled"),
+            _ => bail!(
+                "the download of {name} failed: {}",
+                p["error"].as_str().unwrap_or("?")
+            ),
         }
     }
 }

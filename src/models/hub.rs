@@ -50,7 +50,36 @@ pub enum PullError {
     Checksum(String),
     #[error("{0}: {1}")]
     Io(String, std::io::Error),
+    #[error("the download was cancelled")]
+    Cancelled,
 }
+
+/// A pull's progress as it runs, shared with whoever shows it (the console, the CLI talking to
+/// a running server), and its cancellation.
+#[derive(Debug, Default)]
+pub struct PullProgress {
+    /// Bytes of the whole download (known once the listing is read).
+    pub total: std::sync::atomic::AtomicU64,
+    /// Bytes on disk so far (resumed ones included).
+    pub done: std::sync::atomic::AtomicU64,
+    /// Bytes fetched over the network in this run (for the rate).
+    pub fetched: std::sync::atomic::AtomicU64,
+    /// The file being fetched.
+    pub file: std::sync::Mutex<String>,
+    /// Set to stop the pull at its next chunk.
+    pub cancel: std::sync::atomic::AtomicBool,
+}
+
+impl PullProgress {
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+pub use crate::bounded::free_space;
+
+/// Room kept free beyond a download (the store and pictures must still be writable).
+const DISK_MARGIN: u64 = 256 << 20;
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> PullError {
     let what = what.into();
@@ -77,6 +106,8 @@ pub struct Pull {
     /// Asked with (bytes, files) once the listing is read, before anything is downloaded; a
     /// `false` stops the pull (the CLI's confirmation above 1 GB).
     pub approve: Option<std::sync::Arc<dyn Fn(u64, usize) -> bool + Send + Sync>>,
+    /// Progress and cancellation for a pull run by the server.
+    pub sink: Option<std::sync::Arc<PullProgress>>,
 }
 
 /// What a pull did.
@@ -296,6 +327,7 @@ impl Hasher {
 
 /// A progress bar on standard error (redrawn in place on a terminal, a line per file otherwise).
 struct Progress {
+    sink: Option<std::sync::Arc<PullProgress>>,
     on: bool,
     tty: bool,
     total: u64,
@@ -308,6 +340,7 @@ impl Progress {
     fn new(on: bool, total: u64) -> Progress {
         use std::io::IsTerminal;
         Progress {
+            sink: None,
             on,
             tty: std::io::stderr().is_terminal(),
             total,
@@ -347,6 +380,15 @@ impl Progress {
 
     fn advance(&mut self, n: u64, file: &str) {
         self.done = self.done.saturating_add(n);
+        if let Some(s) = &self.sink {
+            s.done
+                .store(self.done, std::sync::atomic::Ordering::Relaxed);
+            if let Ok(mut f) = s.file.lock()
+                && *f != file
+            {
+                *f = file.to_string();
+            }
+        }
         if self.on && self.tty && self.drawn.elapsed() >= Duration::from_millis(200) {
             self.drawn = Instant::now();
             eprint!("\r{}\x1b[K", self.line(file));
@@ -523,6 +565,30 @@ pub async fn pull(p: &Pull) -> Result<PullReport, PullError> {
         .and_then(|n| n.to_str())
         .ok_or_else(|| PullError::Invalid("bad model folder name".into()))?;
     let tmp = parent.join(format!(".partial-{name}"));
+    // Enough room for what is not on disk yet (files fetched or partly fetched before count),
+    // checked before anything is written.
+    let on_disk: u64 = wanted
+        .iter()
+        .map(|w| {
+            let done = std::fs::metadata(tmp.join(&w.path)).map_or(0, |m| m.len().min(w.size));
+            let part = std::fs::metadata(tmp.join(format!("{}.part", w.path)))
+                .map_or(0, |m| m.len().min(w.size));
+            done.max(part)
+        })
+        .sum();
+    let needed = total.saturating_sub(on_disk);
+    if let Some(free) = free_space(parent)
+        && needed.saturating_add(DISK_MARGIN) > free
+    {
+        return Err(PullError::Invalid(format!(
+            "not enough disk space: the download needs {} more ({} in all), and {} has {} free (Pictor keeps {} spare); free some space or put the data folder on a larger disk",
+            crate::bounded::size_text(needed),
+            crate::bounded::size_text(total),
+            parent.display(),
+            crate::bounded::size_text(free),
+            crate::bounded::size_text(DISK_MARGIN)
+        )));
+    }
     std::fs::create_dir_all(&tmp).map_err(io(format!("cannot create {}", tmp.display())))?;
     // A partial download of another commit is of no use.
     let marker = tmp.join(".commit");
@@ -534,9 +600,21 @@ pub async fn pull(p: &Pull) -> Result<PullReport, PullError> {
     std::fs::write(&marker, &info.sha).map_err(io("cannot write the download marker"))?;
 
     let mut progress = Progress::new(p.progress, total);
+    progress.sink = p.sink.clone();
+    if let Some(s) = &p.sink {
+        s.total.store(total, std::sync::atomic::Ordering::Relaxed);
+    }
     let mut resumed = 0u64;
     for w in &wanted {
-        resumed += fetch_file(&client, &p.repo, &info.sha, w, &tmp, &mut progress).await?;
+        match fetch_file(&client, &p.repo, &info.sha, w, &tmp, &mut progress).await {
+            Ok(n) => resumed += n,
+            Err(PullError::Cancelled) => {
+                // A cancelled download frees its space.
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(PullError::Cancelled);
+            }
+            Err(e) => return Err(e),
+        }
     }
     progress.finish();
     let _ = std::fs::remove_file(&marker);
@@ -575,6 +653,50 @@ fn url_escape(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
+/// Checks a pulled model's files against the checksums recorded in its `pictor-source.json`
+/// (written when it was pulled): the number of files checked, or which differ or are missing.
+pub fn verify(dir: &Path) -> Result<usize, String> {
+    let source = dir.join("pictor-source.json");
+    let text = crate::bounded::read_text(&source, crate::bounded::CONFIG_MAX, "a download record")
+        .map_err(|e| format!("{e} (only models pulled from the hub record their checksums)"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", source.display()))?;
+    let files = v["files"].as_array().cloned().unwrap_or_default();
+    let mut broken = Vec::new();
+    for f in &files {
+        let Some(path) = f["path"]
+            .as_str()
+            .filter(|p| !p.contains("..") && !p.starts_with('/'))
+        else {
+            return Err(format!("{}: a file without a safe path", source.display()));
+        };
+        let size = f["size"].as_u64().unwrap_or(0);
+        let (check, want) = match (f["sha256"].as_str(), f["git_blob"].as_str()) {
+            (Some(h), _) => (Check::Sha256(h.to_string()), h),
+            (None, Some(h)) => (Check::GitBlob(h.to_string()), h),
+            _ => return Err(format!("{}: {path} has no checksum", source.display())),
+        };
+        let mut hasher = Hasher::new(&check, size);
+        let full = dir.join(path);
+        match hash_existing(&full, &mut hasher) {
+            Ok(n) if n == size && full.is_file() && hasher.hex() == want => {}
+            Ok(_) if !full.is_file() => broken.push(format!("{path} (missing)")),
+            Ok(_) => broken.push(format!("{path} (checksum differs)")),
+            Err(e) => broken.push(format!("{path} ({e})")),
+        }
+    }
+    if broken.is_empty() {
+        Ok(files.len())
+    } else {
+        Err(format!(
+            "{} of {} files are damaged: {}. Remove the model (with its files) and download it again",
+            broken.len(),
+            files.len(),
+            broken.join(", ")
+        ))
+    }
+}
+
 /// Hashes what is already in `path` (a partial file from before).
 fn hash_existing(path: &Path, hasher: &mut Hasher) -> std::io::Result<u64> {
     use std::io::Read;
@@ -594,6 +716,9 @@ fn hash_existing(path: &Path, hasher: &mut Hasher) -> std::io::Result<u64> {
         n += k as u64;
     }
 }
+
+/// The download loop's word for a cancellation (its errors are strings).
+const CANCELLED: &str = "cancelled";
 
 /// Fetches one file into `dir` (resuming a `.part`), checks it and moves it into place.
 /// Returns how many bytes were already on disk.
@@ -726,6 +851,13 @@ async fn fetch_file(
                 hasher.update(&chunk);
                 have += chunk.len() as u64;
                 progress.advance(chunk.len() as u64, &w.path);
+                if let Some(s) = &progress.sink {
+                    s.fetched
+                        .fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    if s.cancelled() {
+                        return Err(CANCELLED.to_string());
+                    }
+                }
             }
             file.sync_all()
                 .map_err(|e| format!("cannot write {}: {e}", part.display()))?;
@@ -737,6 +869,7 @@ async fn fetch_file(
         .await;
         match outcome {
             Ok(()) => break,
+            Err(e) if e == CANCELLED => return Err(PullError::Cancelled),
             Err(e) if tries >= TRIES => {
                 return Err(PullError::Http(format!(
                     "{}: giving up after {TRIES} tries ({have} of {} bytes, kept for next time): {e}",

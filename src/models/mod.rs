@@ -3,6 +3,7 @@
 //! Hugging Face hub ([`hub`]).
 
 pub mod hub;
+pub mod pulls;
 
 pub use pictor_core::known_models::*;
 pub use pictor_core::models::*;

@@ -103,9 +103,22 @@ pub fn effective(
             "{tier}: no installed model is named {name:?} (see `pictor models list`; add one with `pictor models add {name} PATH`)"
         )
     })?;
-    let family = record.family().ok_or_else(|| {
+    let own = record.family().ok_or_else(|| {
         format!("{tier}: {name:?} is a tiny decoder; map a pipeline and attach it with tiny_vae")
     })?;
+    let family = match given.get("preset") {
+        None => own,
+        Some(v) => {
+            let f = v
+                .as_str()
+                .and_then(crate::models::Family::parse)
+                .ok_or_else(|| {
+                    format!("{tier} preset: one of sd1, sd2, sd-turbo, sdxl, sdxl-turbo")
+                })?;
+            // A preset is settings: a Turbo-distilled SD 1.5 fine-tune runs the Turbo one.
+            f
+        }
+    };
     let preset = family.preset();
     let mut t = toml::Table::new();
     t.insert("steps".into(), i64::from(preset.steps).into());
@@ -300,6 +313,17 @@ impl Tiers {
             "openai" => "OpenAI-compatible server".into(),
             other => other.to_string(),
         }
+    }
+
+    /// When each installed model last drew a picture (milliseconds since the epoch), since
+    /// the start.
+    pub fn last_used(&self) -> std::collections::HashMap<String, u64> {
+        #[cfg(feature = "diffusion")]
+        {
+            self.engine.last_used()
+        }
+        #[cfg(not(feature = "diffusion"))]
+        std::collections::HashMap::new()
     }
 
     /// The installed models held in memory now, with their bytes.
@@ -512,7 +536,7 @@ pub mod engine {
         for (k, v) in t {
             let bad = |what: &str| anyhow::anyhow!("{key} {k}: {what}");
             match k.as_str() {
-                "model" => {}
+                "model" | "preset" => {}
                 "config" if record.layout == crate::models::Layout::SingleFile => {}
                 "prediction" => {
                     m.overrides.prediction = Some(
@@ -616,4 +640,76 @@ pub mod engine {
         }
         Ok(m)
     }
+}
+
+/// Seconds per picture on this server, estimated: the benchmark's figures for each stage
+/// (docs/benchmarks.md: SD 1.5, SD 2.1 and SDXL at 512², SDXL at 1024², measured on the build
+/// machine, a 2-core AMD EPYC, float32) scaled by this machine's matrix-multiply speed against
+/// that machine's. `None` on a GPU build (no GPU figures yet) or without the engine.
+pub fn estimate_seconds(
+    arch: Arch,
+    steps: u32,
+    guidance: f64,
+    size: u32,
+    tiny: bool,
+) -> Option<f64> {
+    #[cfg(all(feature = "diffusion", not(feature = "cuda")))]
+    {
+        /// The build machine's speed on `measure_gflops` (62–100 over four runs).
+        const REFERENCE_GFLOPS: f64 = 80.0;
+        static SPEED: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+        let gflops = *SPEED.get_or_init(super::diffusion::measure_gflops);
+        if gflops <= 0.0 {
+            return None;
+        }
+        let (text, step512) = match arch {
+            Arch::Sd1 => (0.15, 9.00),
+            Arch::Sd2 => (0.53, 8.64),
+            Arch::Sdxl => (1.09, 12.30),
+        };
+        let r = f64::from(size.max(64)) / 512.0;
+        // Fitted to the 512² and 1024² SDXL steps (12.3 s, 62.4 s) and decodes (23.9 s, 135 s).
+        let step = step512 * r.powf(2.34);
+        let evaluations = if guidance > 1.0 { 2.0 } else { 1.0 };
+        let decode = if tiny {
+            3.87 * r * r
+        } else {
+            23.85 * r.powf(2.5)
+        };
+        let seconds = text + f64::from(steps) * evaluations * step + decode;
+        Some(seconds * REFERENCE_GFLOPS / gflops)
+    }
+    #[cfg(not(all(feature = "diffusion", not(feature = "cuda"))))]
+    {
+        let _ = (arch, steps, guidance, size, tiny);
+        None
+    }
+}
+
+/// The estimate for a mapping's settings (as [`effective`] makes them) and its model.
+pub fn estimate_for(settings: &toml::Table, record: &ModelRecord) -> Option<f64> {
+    let steps = settings.get("steps")?.as_integer()? as u32;
+    let guidance = settings
+        .get("guidance")
+        .and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64)))?;
+    let native = match record.arch {
+        Arch::Sd1 => 512,
+        Arch::Sd2 => 768,
+        Arch::Sdxl => 1024,
+    };
+    let native = match record.family() {
+        Some(f) if f.turbo() => 512,
+        _ => native,
+    };
+    let size = settings
+        .get("size")
+        .and_then(toml::Value::as_integer)
+        .map_or(native, |s| s as u32);
+    estimate_seconds(
+        record.arch,
+        steps,
+        guidance,
+        size,
+        settings.contains_key("tiny_vae"),
+    )
 }

@@ -34,6 +34,7 @@ pub fn run(db: &Database) -> Result<(), StoreError> {
         txn.open_table(AUDIT)?;
         txn.open_table(MODELS)?;
         txn.open_table(TIERS)?;
+        txn.open_table(PULLS)?;
         let mut meta = txn.open_table(META)?;
         let version = meta.get("schema_version")?.map(|v| v.value());
         match version {

@@ -5,7 +5,7 @@
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
-use super::tables::{MODELS, TIERS};
+use super::tables::{MODELS, PULLS, TIERS};
 use super::{Store, StoreError, codec};
 use crate::clock::Millis;
 use crate::models::{Arch, Family, Kind, Layout};
@@ -74,6 +74,9 @@ pub const TIER_NAMES: [&str; 4] = ["fast", "artist", "0.2plus", "edit"];
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct TierMapping {
     pub model: String,
+    /// The family whose preset it starts from (`sd-turbo`, `sd1`, …); absent: the model's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -209,6 +212,65 @@ impl Store {
         for row in t.iter()? {
             let row = row?;
             out.push((row.0.value().to_string(), codec::decode(row.1.value())?));
+        }
+        Ok(out)
+    }
+}
+
+/// A download the server runs: what to fetch and who asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PullRecord {
+    /// The name it is installed under.
+    pub name: String,
+    /// `owner/name` on the hub.
+    pub repo: String,
+    pub revision: String,
+    #[serde(default)]
+    pub variant: Option<String>,
+    pub started_at: Millis,
+    /// Who started it, as the audit log names them.
+    pub actor: String,
+}
+
+impl Store {
+    /// Records a download; one per model name.
+    pub fn add_pull(&self, record: &PullRecord) -> Result<(), StoreError> {
+        let txn = self.begin_write()?;
+        {
+            if txn.open_table(MODELS)?.get(record.name.as_str())?.is_some() {
+                return Err(StoreError::Conflict(format!(
+                    "a model named {:?} is already installed",
+                    record.name
+                )));
+            }
+            let mut t = txn.open_table(PULLS)?;
+            if t.get(record.name.as_str())?.is_some() {
+                return Err(StoreError::Conflict(format!(
+                    "{:?} is already being downloaded",
+                    record.name
+                )));
+            }
+            t.insert(record.name.as_str(), codec::encode(record)?.as_slice())?;
+        }
+        self.commit(txn)?;
+        Ok(())
+    }
+
+    /// Forgets a download (finished, failed or cancelled).
+    pub fn remove_pull(&self, name: &str) -> Result<(), StoreError> {
+        let txn = self.begin_write()?;
+        txn.open_table(PULLS)?.remove(name)?;
+        self.commit(txn)?;
+        Ok(())
+    }
+
+    /// The downloads to resume.
+    pub fn pulls(&self) -> Result<Vec<PullRecord>, StoreError> {
+        let txn = self.begin_read()?;
+        let t = txn.open_table(PULLS)?;
+        let mut out = Vec::new();
+        for row in t.iter()? {
+            out.push(codec::decode(row?.1.value())?);
         }
         Ok(out)
     }

@@ -62,6 +62,9 @@ pub const MODELS: TableDefinition<&str, &[u8]> = TableDefinition::new("models");
 /// tier (`fast`, `artist`, `0.2plus`, `edit`) → `TierMapping`: the installed model that draws it
 /// and how (set from the console or `pictor models map`; the config file's `[diffusion.*]` wins).
 pub const TIERS: TableDefinition<&str, &[u8]> = TableDefinition::new("tiers");
+/// model name → `PullRecord`: a download the server runs (resumed at the next start until it
+/// finishes, fails or is cancelled).
+pub const PULLS: TableDefinition<&str, &[u8]> = TableDefinition::new("model_pulls");
 /// SHA-256 of a session id → `SessionRecord`.
 pub const SESSIONS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("web_sessions");
 /// audit sequence → `AuditEntry`: what administrators changed (`store::audit`).
@@ -97,6 +100,7 @@ pub(crate) fn copy_all(
     copy(src, dst, APP_SPEND)?;
     copy(src, dst, MODELS)?;
     copy(src, dst, TIERS)?;
+    copy(src, dst, PULLS)?;
     copy(src, dst, SIGNING_KEYS)?;
     copy(src, dst, SESSIONS)?;
     copy(src, dst, PASSWORD_RESETS)?;

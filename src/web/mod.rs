@@ -196,6 +196,13 @@ pub fn routes() -> poem::Route {
                 "text/javascript; charset=utf-8",
             ),
         )
+        .at(
+            "/static/models.js",
+            static_text(
+                include_str!("../../assets/static/models.js"),
+                "text/javascript; charset=utf-8",
+            ),
+        )
 }
 
 /// What a page says when a new password is refused by the policy, in the page's language.

@@ -91,7 +91,7 @@ struct PlaygroundPage {
     daily_unit: &'static str,
     /// An administrator of a server where every tier is the painter: the first-run card, with
     /// the model recommended for this build.
-    first_run: Option<(String, String)>,
+    first_run: Option<String>,
     /// The texts of the script, as a JSON object (the page's `data-texts`, escaped as any
     /// attribute).
     texts: String,
@@ -181,15 +181,8 @@ pub async fn playground_get(
                 .into_iter()
                 .all(|m| state.jobs.engine_for(m) == "procedural"))
         .then(|| {
-            let model = crate::render::tiers::recommended();
-            let decoder = if model == "sdxl-turbo" { "taesdxl" } else { "taesd" };
-            (
-                i18n::tr("playground.firstrun.text")
-                    .replace("{}", crate::render::tiers::recommended_title()),
-                format!(
-                    "pictor models pull {model}\npictor models pull {decoder}\npictor models map fast {model}"
-                ),
-            )
+            i18n::tr("playground.firstrun.text")
+                .replace("{}", crate::render::tiers::recommended_title())
         }),
         ratios: Ratio::ALL
             .into_iter()

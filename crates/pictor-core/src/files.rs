@@ -40,13 +40,33 @@ pub enum FileError {
 }
 
 /// `1.5 MiB`, `48.0 MiB`, `512 bytes`.
+/// Free bytes on the file system holding `path`, for an unprivileged process (`statvfs`);
+/// `None` where it cannot be told.
+#[cfg(unix)]
+pub fn free_space(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: an all-zero `statvfs` is a valid value of the plain C struct the call fills.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated and outlives the call; `st` is a valid out-pointer.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    #[allow(clippy::unnecessary_cast)] // the field types differ between platforms
+    (rc == 0).then(|| (st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+#[cfg(not(unix))]
+pub fn free_space(_: &Path) -> Option<u64> {
+    None
+}
+
 pub fn size_text(n: u64) -> String {
     const KIB: u64 = 1024;
     match n {
         0..KIB => format!("{n} bytes"),
         KIB..0x10_0000 => format!("{:.1} KiB", n as f64 / KIB as f64),
         0x10_0000..0x4000_0000 => format!("{:.1} MiB", n as f64 / 1048576.0),
-        _ => format!("{:.1} GiB", n as f64 / 1073741824.0),
+        0x4000_0000..0x100_0000_0000 => format!("{:.1} GiB", n as f64 / 1073741824.0),
+        _ => format!("{:.1} TiB", n as f64 / 1099511627776.0),
     }
 }
 

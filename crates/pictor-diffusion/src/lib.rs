@@ -93,6 +93,28 @@ pub fn device() -> Device {
     Device::Cpu
 }
 
+/// This machine's float32 matrix-multiply speed in GFLOP/s, as the engine's gemm does it on
+/// the calling thread's pool (a 512×512 by 512×512 product, best of five): the console scales the
+/// benchmark's timings by it to estimate seconds per picture.
+pub fn measure_gflops() -> f64 {
+    let dev = Device::Cpu;
+    let (Ok(a), Ok(b)) = (
+        Tensor::ones((512, 512), DType::F32, &dev),
+        Tensor::ones((512, 512), DType::F32, &dev),
+    ) else {
+        return 0.0;
+    };
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = std::time::Instant::now();
+        if a.matmul(&b).is_err() {
+            return 0.0;
+        }
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    2.0 * 512f64.powi(3) / best.max(1e-9) / 1e9
+}
+
 /// Progress and cancellation between denoising steps.
 pub trait StepControl {
     /// Called after each step with (steps done, steps in all).
@@ -847,5 +869,15 @@ mod tiling_tests {
         assert_eq!(tile_starts(100, 64, 16), vec![0, 48]);
         assert_eq!(tile_starts(200, 64, 16), vec![0, 48, 96, 144]);
         assert_eq!(tile_starts(65, 64, 16), vec![0, 48]);
+    }
+}
+
+#[cfg(test)]
+mod speed_tests {
+    #[test]
+    fn the_matmul_speed_is_measured() {
+        let g = super::measure_gflops();
+        eprintln!("float32 matmul: {g:.1} GFLOP/s");
+        assert!(g > 0.1, "{g}");
     }
 }

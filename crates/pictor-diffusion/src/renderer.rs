@@ -108,6 +108,8 @@ pub struct DiffusionRenderer {
     /// One lock per model name: held while that model loads.
     loading: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     clock: std::sync::atomic::AtomicU64,
+    /// When each model last drew a picture (milliseconds since the epoch), since the start.
+    used: Mutex<HashMap<String, u64>>,
 }
 
 struct Control<'a>(&'a RenderControl);
@@ -155,6 +157,7 @@ impl DiffusionRenderer {
             loaded: Mutex::new(HashMap::new()),
             loading: Mutex::new(HashMap::new()),
             clock: std::sync::atomic::AtomicU64::new(0),
+            used: Mutex::new(HashMap::new()),
         }
     }
 
@@ -200,6 +203,20 @@ impl DiffusionRenderer {
         }
     }
 
+    /// When each model last drew a picture (milliseconds since the epoch), since the start.
+    pub fn last_used(&self) -> HashMap<String, u64> {
+        self.used.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+
+    fn note_use(&self, name: &str) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        if let Ok(mut g) = self.used.lock() {
+            g.insert(name.to_owned(), now);
+        }
+    }
+
     /// The models held in memory now.
     pub fn loaded(&self) -> Vec<LoadedModel> {
         self.loaded
@@ -222,6 +239,7 @@ impl DiffusionRenderer {
 
     /// The loaded pipeline of `m`, loading it (and unloading others beyond the budget).
     fn pipeline(&self, m: &ModelMapping) -> Result<Arc<Pipeline>, RenderError> {
+        self.note_use(&m.name);
         let key = m.load_key();
         let lock = {
             let mut g = self

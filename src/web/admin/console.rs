@@ -26,7 +26,7 @@ use crate::web::{
 const PAGE_ROWS: usize = 200;
 
 /// `YYYY-MM-DD HH:MM:SS` (UTC).
-fn datetime(ms: Millis) -> String {
+pub(super) fn datetime(ms: Millis) -> String {
     let secs = (ms % crate::clock::DAY_MS) / 1000;
     format!(
         "{} {:02}:{:02}:{:02}",

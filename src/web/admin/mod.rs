@@ -7,6 +7,7 @@
 //! page with a 4xx status.
 
 mod console;
+mod models;
 
 use std::collections::HashMap;
 
@@ -30,7 +31,7 @@ const MAX_LISTED_USERS: usize = 200;
 const MAX_REDIRECT_URIS: usize = 20;
 
 pub fn routes() -> Route {
-    Route::new()
+    models::routes(Route::new())
         .at("/", get(admin_get))
         .at("/clients", post(add_client_post))
         .at("/clients/remove", post(remove_client_post))

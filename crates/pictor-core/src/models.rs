@@ -421,6 +421,7 @@ fn check_tokenizer(dir: &Path) -> Result<(), ModelError> {
             "a tokenizer vocabulary",
         ),
         ("merges.txt", bounded::TOKENIZER_MAX, "a tokenizer's merges"),
+        ("tokenizer.json", bounded::TOKENIZER_MAX, "a tokenizer"),
         (
             "tokenizer_config.json",
             bounded::CONFIG_MAX,

@@ -350,21 +350,45 @@ impl Pipeline {
         // safetensors headers alone: the number the memory budget counts. Each header is
         // checked before its file is mapped.
         let mut bytes = 0u64;
-        for p in [&unet_w, &vae_w].into_iter().chain(text_w.iter()) {
-            bytes = checked_header(p)?
-                .values()
-                .fold(bytes, |n, t| n.saturating_add(t.f32_bytes()));
+        // Text encoders saved by transformers 5 have no `text_model.` prefix.
+        let mut unprefixed = Vec::new();
+        for (i, files) in [&unet_w, &vae_w]
+            .into_iter()
+            .chain(text_w.iter())
+            .enumerate()
+        {
+            let mut prefixed = false;
+            for p in files {
+                let header = checked_header(p)?;
+                prefixed |= header.keys().any(|k| k.starts_with("text_model."));
+                bytes = header
+                    .values()
+                    .fold(bytes, |n, t| n.saturating_add(t.f32_bytes()));
+            }
+            if i >= 2 {
+                unprefixed.push(!prefixed);
+            }
         }
         // SAFETY: the weight files are mapped read-only; Pictor does not write them, and the
         // README tells users not to modify a model's files while the server is running.
         let vb =
-            |p: &Path| unsafe { VarBuilder::from_mmaped_safetensors(&[p], DType::F32, device) };
+            |p: &[PathBuf]| unsafe { VarBuilder::from_mmaped_safetensors(p, DType::F32, device) };
         let weights = Weights {
             unet: vb(&unet_w)?,
             vae: vb(&vae_w)?,
             text: text_w
                 .iter()
-                .map(|p| vb(p))
+                .zip(unprefixed)
+                .map(|(p, unprefixed)| {
+                    let vb = vb(p)?;
+                    Ok::<_, DiffusionError>(if unprefixed {
+                        vb.rename_f(|name: &str| {
+                            name.strip_prefix("text_model.").unwrap_or(name).to_owned()
+                        })
+                    } else {
+                        vb
+                    })
+                })
                 .collect::<Result<Vec<_>, _>>()?,
         };
         Self::build(&configs, weights, device, bytes)

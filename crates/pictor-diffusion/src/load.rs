@@ -272,22 +272,90 @@ pub fn clip_config(v: &Value) -> Result<(clip::Config, bool), DiffusionError> {
     Ok((c, projection))
 }
 
-/// The weights file of a diffusers component folder: the plain name, else a variant
-/// (`*.fp16.safetensors`), else the only `.safetensors` there.
-pub fn weights_in(dir: &Path, plain: &str) -> Result<PathBuf, DiffusionError> {
+/// The weights files of a diffusers component folder: the plain file (`plain`), else the
+/// shards its index lists (`<plain>.index.json`, as diffusers and transformers write any
+/// component over their shard size: `diffusion_pytorch_model-00001-of-00003.safetensors`…),
+/// else a variant's file or shards (`*.fp16.safetensors`, `<plain>.index.fp16.json`), else the
+/// only `.safetensors` there.
+pub fn weights_in(dir: &Path, plain: &str) -> Result<Vec<PathBuf>, DiffusionError> {
     let p = dir.join(plain);
     if p.is_file() {
-        return Ok(p);
+        return Ok(vec![p]);
+    }
+    let index = dir.join(format!("{plain}.index.json"));
+    if index.is_file() {
+        return shards(dir, &index);
     }
     let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| DiffusionError::Model(format!("{}: {e}", dir.display())))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
         .collect();
     found.sort();
-    found.into_iter().next().ok_or_else(|| {
-        DiffusionError::Model(format!("no .safetensors weights in {}", dir.display()))
-    })
+    let name = |p: &PathBuf| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // A variant's index: `diffusion_pytorch_model.safetensors.index.fp16.json`.
+    if let Some(i) = found.iter().find(|p| {
+        let n = name(p);
+        n.starts_with(&format!("{plain}.index.")) && n.ends_with(".json")
+    }) {
+        return shards(dir, i);
+    }
+    found
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .map(|p| vec![p])
+        .ok_or_else(|| {
+            DiffusionError::Model(format!("no .safetensors weights in {}", dir.display()))
+        })
+}
+
+/// The shard files an index lists (`weight_map`'s values), each a plain file of `dir`, in order.
+fn shards(dir: &Path, index: &Path) -> Result<Vec<PathBuf>, DiffusionError> {
+    let bad = |m: &str| DiffusionError::Model(format!("{}: {m}", index.display()));
+    let text =
+        pictor_core::files::read_file(index, pictor_core::files::CONFIG_MAX * 8, "a weights index")
+            .map_err(|e| DiffusionError::Model(e.to_string()))?;
+    let v: Value = serde_json::from_slice(&text).map_err(|e| bad(&e.to_string()))?;
+    let map = v
+        .get("weight_map")
+        .and_then(Value::as_object)
+        .ok_or_else(|| bad("no weight_map"))?;
+    let mut files: Vec<String> = map
+        .values()
+        .map(|f| {
+            f.as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| bad("a shard name is not a string"))
+        })
+        .collect::<Result<_, _>>()?;
+    files.sort();
+    files.dedup();
+    if files.is_empty() {
+        return Err(bad("lists no shards"));
+    }
+    files
+        .into_iter()
+        .map(|f| {
+            let safe = !f.is_empty()
+                && !f.contains(['/', '\\'])
+                && f != ".."
+                && f.ends_with(".safetensors");
+            if !safe {
+                return Err(bad(&format!("{f:?} is not a shard file name")));
+            }
+            let p = dir.join(&f);
+            if !p.is_file() {
+                return Err(bad(&format!(
+                    "shard {f} is missing (an interrupted download?)"
+                )));
+            }
+            Ok(p)
+        })
+        .collect()
 }
 
 /// A short, cheap fingerprint of a model (SHA-256 of the UNet weights' size and first MiB),
@@ -296,15 +364,18 @@ pub fn quick_hash(path: &std::path::Path) -> String {
     use sha2::Digest;
     use std::io::Read;
     let dir = path;
-    // A diffusers folder: its UNet weights; a single file: itself.
-    let file = weights_in(&dir.join("unet"), "diffusion_pytorch_model.safetensors")
-        .unwrap_or_else(|_| dir.to_path_buf());
+    // A diffusers folder: its UNet weights (every shard: size and first MiB each, which for one
+    // file is what it always was); a single file: itself.
+    let files = weights_in(&dir.join("unet"), "diffusion_pytorch_model.safetensors")
+        .unwrap_or_else(|_| vec![dir.to_path_buf()]);
     let mut h = sha2::Sha256::new();
-    if let Ok((f, len)) = pictor_core::files::open_regular(&file) {
-        h.update(len.to_le_bytes());
-        let mut buf = Vec::new();
-        let _ = f.take(1 << 20).read_to_end(&mut buf);
-        h.update(&buf);
+    for file in files {
+        if let Ok((f, len)) = pictor_core::files::open_regular(&file) {
+            h.update(len.to_le_bytes());
+            let mut buf = Vec::new();
+            let _ = f.take(1 << 20).read_to_end(&mut buf);
+            h.update(&buf);
+        }
     }
     hex::encode(&h.finalize()[..5])
 }

@@ -65,12 +65,15 @@ impl TinyDecoder {
             )));
         }
         let weights = load::weights_in(dir, "diffusion_pytorch_model.safetensors")?;
-        let resident_bytes = super::checked_header(&weights)?
-            .iter()
-            .filter(|(k, _)| k.starts_with("decoder."))
-            .fold(0u64, |n, (_, t)| n.saturating_add(t.f32_bytes()));
+        let mut resident_bytes = 0u64;
+        for w in &weights {
+            resident_bytes = super::checked_header(w)?
+                .iter()
+                .filter(|(k, _)| k.starts_with("decoder."))
+                .fold(resident_bytes, |n, (_, t)| n.saturating_add(t.f32_bytes()));
+        }
         // SAFETY: read-only map of the user's file, as for the models.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, device)? };
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&weights, DType::F32, device)? };
         let mut d = Self::new(vb.pp("decoder").pp("layers"), &config)?;
         d.resident_bytes = resident_bytes;
         Ok(d)

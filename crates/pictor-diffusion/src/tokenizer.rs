@@ -74,18 +74,24 @@ impl ClipTokenizer {
         // Both files are read within a cap (a CLIP vocabulary is ~0.9 MiB, its merges ~0.5
         // MiB), the vocabulary straight into its map.
         let vocab_path = dir.join("vocab.json");
-        let vocab: HashMap<String, u32> = serde_json::from_slice(&read_file(
-            &vocab_path,
-            TOKENIZER_MAX,
-            "a tokenizer vocabulary",
-        )?)
-        .map_err(|e| DiffusionError::Model(format!("{}: {e}", vocab_path.display())))?;
-        let merges = pictor_core::files::read_text(
-            &dir.join("merges.txt"),
-            TOKENIZER_MAX,
-            "a tokenizer's merges",
-        )
-        .map_err(|e| DiffusionError::Model(e.to_string()))?;
+        let (vocab, merges) = if !vocab_path.exists() && dir.join("tokenizer.json").exists() {
+            // Only the fast tokenizer's file, as current transformers releases save it.
+            Self::read_fast(&dir.join("tokenizer.json"))?
+        } else {
+            let vocab: HashMap<String, u32> = serde_json::from_slice(&read_file(
+                &vocab_path,
+                TOKENIZER_MAX,
+                "a tokenizer vocabulary",
+            )?)
+            .map_err(|e| DiffusionError::Model(format!("{}: {e}", vocab_path.display())))?;
+            let merges = pictor_core::files::read_text(
+                &dir.join("merges.txt"),
+                TOKENIZER_MAX,
+                "a tokenizer's merges",
+            )
+            .map_err(|e| DiffusionError::Model(e.to_string()))?;
+            (vocab, merges)
+        };
         let mut pad = None;
         let mut max_len = 77;
         for f in ["special_tokens_map.json", "tokenizer_config.json"] {
@@ -102,6 +108,56 @@ impl ClipTokenizer {
             }
         }
         Self::new(vocab, &merges, pad.as_deref(), max_len)
+    }
+
+    /// The vocabulary and merges of a `tokenizer.json` (the `tokenizers` library's file: a BPE
+    /// `model` with `vocab` and `merges`, each merge `"a b"` or, since tokenizers 0.20,
+    /// `["a", "b"]`), the merges as `merges.txt` writes them.
+    fn read_fast(path: &Path) -> Result<(HashMap<String, u32>, String), DiffusionError> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Merge {
+            Joined(String),
+            Pair(String, String),
+        }
+        #[derive(serde::Deserialize)]
+        struct Model {
+            #[serde(rename = "type", default)]
+            kind: Option<String>,
+            vocab: HashMap<String, u32>,
+            merges: Vec<Merge>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Fast {
+            model: Model,
+        }
+        let bad = |m: String| DiffusionError::Model(format!("{}: {m}", path.display()));
+        let fast: Fast = serde_json::from_slice(&read_file(path, TOKENIZER_MAX, "a tokenizer")?)
+            .map_err(|e| bad(e.to_string()))?;
+        if fast.model.kind.as_deref().is_some_and(|k| k != "BPE") {
+            return Err(bad(format!(
+                "a {:?} tokenizer, not CLIP's BPE",
+                fast.model.kind.unwrap_or_default()
+            )));
+        }
+        let mut merges = String::from("#version: 0.2\n");
+        for m in fast.model.merges {
+            let (a, b) = match m {
+                Merge::Joined(s) => match s.split_once(' ') {
+                    Some((a, b)) => (a.to_owned(), b.to_owned()),
+                    None => return Err(bad(format!("merge {s:?} is not two symbols"))),
+                },
+                Merge::Pair(a, b) => (a, b),
+            };
+            if a.contains([' ', '\n']) || b.contains([' ', '\n']) {
+                return Err(bad(format!("merge {a:?} {b:?} has a space in a symbol")));
+            }
+            merges.push_str(&a);
+            merges.push(' ');
+            merges.push_str(&b);
+            merges.push('\n');
+        }
+        Ok((fast.model.vocab, merges))
     }
 
     /// The CLIP tokenizer every Stable Diffusion model uses (OpenAI CLIP's BPE merges, built
@@ -319,6 +375,45 @@ fn is_format(c: char) -> bool {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
+
+    /// `tokenizer.json` with merges in either form (`"a b"` before tokenizers 0.20, `["a", "b"]`
+    /// since) reads as the same tokenizer; a merge that is not two symbols is refused.
+    #[test]
+    fn fast_tokenizer_files_in_both_merge_forms() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/diffusion/layouts/sd15/tokenizer");
+        let pairs = ClipTokenizer::load(&dir).unwrap();
+        let mut json: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("tokenizer.json")).unwrap())
+                .unwrap();
+        let joined: Vec<Value> = json["model"]["merges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                Value::String(format!(
+                    "{} {}",
+                    m[0].as_str().unwrap(),
+                    m[1].as_str().unwrap()
+                ))
+            })
+            .collect();
+        json["model"]["merges"] = Value::Array(joined);
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("tokenizer.json"), json.to_string()).unwrap();
+        let strings = ClipTokenizer::load(tmp.path()).unwrap();
+        for text in ["a photo of a red car", "Hello,  WORLD!! 4k", ""] {
+            assert_eq!(pairs.encode(text), strings.encode(text), "{text}");
+        }
+        json["model"]["merges"] = serde_json::json!(["abc"]);
+        std::fs::write(tmp.path().join("tokenizer.json"), json.to_string()).unwrap();
+        let e = ClipTokenizer::load(tmp.path()).err().unwrap().to_string();
+        assert!(e.contains("not two symbols"), "{e}");
+        json["model"]["type"] = "WordPiece".into();
+        std::fs::write(tmp.path().join("tokenizer.json"), json.to_string()).unwrap();
+        let e = ClipTokenizer::load(tmp.path()).err().unwrap().to_string();
+        assert!(e.contains("not CLIP's BPE"), "{e}");
+    }
 
     /// The built-in tokenizer against OpenAI CLIP's own (open_clip's `SimpleTokenizer`), ids up to
     /// the end-of-text token (`tools/sd-fixtures/clip_tokenizer.py`).

@@ -621,3 +621,78 @@ fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Pipelines as today's tools save them (`tools/sd-fixtures/layouts.py`: the UNet in three
+/// shards with diffusers' index, text encoders without the `text_model.` prefix in two shards as
+/// transformers 5 writes them, tokenizers as `tokenizer.json` only) load and compute what the
+/// reference computed, bit for bit what the classic layout does.
+#[test]
+fn todays_saved_layouts_load_and_match_diffusers() {
+    for arch in ["sd15", "sdxl"] {
+        let dir = fixture_dir("layouts").join(arch);
+        let pipe = Pipeline::load_diffusers(&dir, &Default::default(), &Device::Cpu).unwrap();
+        let today = with_pipeline(arch, pipe);
+        check(arch, &today);
+        let classic = fixture(arch);
+        let t = f64::from(classic.get("unet_t").to_vec1::<f32>().unwrap()[0]);
+        let run = |f: &Fixture| {
+            f.pipe
+                .unet(
+                    f.get("unet_in"),
+                    t,
+                    f.get("prompt_embeds"),
+                    (arch == "sdxl").then(|| f.get("pooled_prompt_embeds")),
+                    (64, 64),
+                )
+                .unwrap()
+        };
+        assert_eq!(max_diff(&run(&classic), &run(&today)), 0.0, "{arch} UNet");
+        let a = classic
+            .pipe
+            .encode_text("a red car, 4k!", "blurry", true)
+            .unwrap();
+        let b = today
+            .pipe
+            .encode_text("a red car, 4k!", "blurry", true)
+            .unwrap();
+        assert_eq!(max_diff(&a.cond, &b.cond), 0.0, "{arch} text encoder");
+        assert_eq!(
+            max_diff(a.uncond.as_ref().unwrap(), b.uncond.as_ref().unwrap()),
+            0.0,
+            "{arch} negative"
+        );
+        // The index names every shard; a missing one is named in the error.
+        assert_eq!(
+            pictor_diffusion::load::weights_in(
+                &dir.join("unet"),
+                "diffusion_pytorch_model.safetensors"
+            )
+            .unwrap()
+            .len(),
+            3
+        );
+        // The whole folder is inspected as a diffusers model of its architecture.
+        let info = pictor_core::models::inspect(&dir).unwrap();
+        assert_eq!(
+            info.arch.as_str(),
+            if arch == "sdxl" { "sdxl" } else { "sd1" }
+        );
+    }
+    let broken = tempfile::tempdir().unwrap();
+    let unet = broken.path().join("unet");
+    std::fs::create_dir_all(&unet).unwrap();
+    let src = fixture_dir("layouts").join("sd15/unet");
+    for f in [
+        "diffusion_pytorch_model.safetensors.index.json",
+        "diffusion_pytorch_model-00001-of-00003.safetensors",
+    ] {
+        std::fs::copy(src.join(f), unet.join(f)).unwrap();
+    }
+    let e = pictor_diffusion::load::weights_in(&unet, "diffusion_pytorch_model.safetensors")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("shard diffusion_pytorch_model-00002-of-00003.safetensors is missing"),
+        "{e}"
+    );
+}

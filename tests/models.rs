@@ -937,10 +937,53 @@ async fn the_models_page_downloads_maps_and_survives_a_restart() {
     d.wait_for("#models-error").await;
     let error = d.text("#models-error").await;
     assert!(error.contains("draws the fast tier"), "{error}");
+    // A damaged file: Check files names it, Repair downloads it again from the recorded commit.
+    let vae = data.join("models/sd-turbo/vae/diffusion_pytorch_model.safetensors");
+    let mut bytes = std::fs::read(&vae).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&vae, &bytes).unwrap();
+    d.click("#installed-sd-turbo form[action=\"/admin/models/check\"] button")
+        .await;
+    d.wait_for("#models-error").await;
+    let error = d.text("#models-error").await;
+    assert!(
+        error.contains("vae/diffusion_pytorch_model.safetensors (checksum differs)"),
+        "{error}"
+    );
+    d.goto(&server.url("/admin/models")).await;
+    d.click("#installed-sd-turbo form[action=\"/admin/models/repair\"] button")
+        .await;
+    assert!(
+        d.wait_until(
+            "return document.querySelector('#download-sd-turbo.pull-done') !== null",
+            30
+        )
+        .await,
+        "{}",
+        d.text("main").await
+    );
+    d.goto(&server.url("/admin/models")).await;
+    d.click("#installed-sd-turbo form[action=\"/admin/models/check\"] button")
+        .await;
+    d.wait_text("matches its checksum").await;
+    bytes[last] ^= 0xff;
+    assert_eq!(
+        std::fs::read(&vae).unwrap(),
+        bytes,
+        "the file is whole again"
+    );
+
     // Every step is in the audit log.
     d.goto(&server.url("/admin/audit")).await;
     let audit = d.text("#audit").await;
-    for action in ["model.pull", "model.pull.cancel", "model.add", "model.map"] {
+    for action in [
+        "model.pull",
+        "model.pull.cancel",
+        "model.add",
+        "model.map",
+        "model.repair",
+    ] {
         assert!(audit.contains(action), "{action} missing: {audit}");
     }
     // In Russian.

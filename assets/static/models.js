@@ -84,7 +84,7 @@
     if (running) sawRunning = true;
     // A download finished while the page was open: the installed list and tiers changed.
     if (before && !running && sawRunning && pulls.some((p) => p.status === "done")) {
-      window.location.replace("/admin/models?done=pull");
+      window.location.replace("/admin/models?done=finished");
     }
   }
 

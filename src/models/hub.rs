@@ -653,48 +653,141 @@ fn url_escape(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
-/// Checks a pulled model's files against the checksums recorded in its `pictor-source.json`
-/// (written when it was pulled): the number of files checked, or which differ or are missing.
-pub fn verify(dir: &Path) -> Result<usize, String> {
+/// What `pictor-source.json` (written when a model was pulled) records: the repository, the
+/// commit and every file with its size and checksum.
+struct Recorded {
+    repo: String,
+    commit: String,
+    files: Vec<Wanted>,
+}
+
+fn recorded(dir: &Path) -> Result<Recorded, String> {
     let source = dir.join("pictor-source.json");
     let text = crate::bounded::read_text(&source, crate::bounded::CONFIG_MAX, "a download record")
         .map_err(|e| format!("{e} (only models pulled from the hub record their checksums)"))?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", source.display()))?;
-    let files = v["files"].as_array().cloned().unwrap_or_default();
-    let mut broken = Vec::new();
-    for f in &files {
-        let Some(path) = f["path"]
-            .as_str()
-            .filter(|p| !p.contains("..") && !p.starts_with('/'))
-        else {
-            return Err(format!("{}: a file without a safe path", source.display()));
+    let bad = |m: &str| format!("{}: {m}", source.display());
+    let repo = v["repo"]
+        .as_str()
+        .ok_or_else(|| bad("no repository"))?
+        .to_string();
+    check_repo(&repo).map_err(|e| bad(&e.to_string()))?;
+    let commit = v["commit"]
+        .as_str()
+        .ok_or_else(|| bad("no commit"))?
+        .to_string();
+    if commit.len() < 7 || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(bad("a bad commit id"));
+    }
+    let mut files = Vec::new();
+    for f in v["files"].as_array().cloned().unwrap_or_default() {
+        let Some(path) = f["path"].as_str().filter(|p| {
+            !p.is_empty() && !p.contains("..") && !p.starts_with('/') && !p.contains('\\')
+        }) else {
+            return Err(bad("a file without a safe path"));
         };
-        let size = f["size"].as_u64().unwrap_or(0);
-        let (check, want) = match (f["sha256"].as_str(), f["git_blob"].as_str()) {
-            (Some(h), _) => (Check::Sha256(h.to_string()), h),
-            (None, Some(h)) => (Check::GitBlob(h.to_string()), h),
-            _ => return Err(format!("{}: {path} has no checksum", source.display())),
+        let check = match (f["sha256"].as_str(), f["git_blob"].as_str()) {
+            (Some(h), _) => Check::Sha256(h.to_ascii_lowercase()),
+            (None, Some(h)) => Check::GitBlob(h.to_ascii_lowercase()),
+            _ => return Err(bad(&format!("{path} has no checksum"))),
         };
-        let mut hasher = Hasher::new(&check, size);
-        let full = dir.join(path);
+        files.push(Wanted {
+            path: path.to_string(),
+            size: f["size"].as_u64().unwrap_or(0),
+            check,
+        });
+    }
+    Ok(Recorded {
+        repo,
+        commit,
+        files,
+    })
+}
+
+/// The recorded files that are missing or do not match their checksum, with why.
+fn damaged(dir: &Path, files: &[Wanted]) -> Vec<(Wanted, &'static str)> {
+    let mut out = Vec::new();
+    for w in files {
+        let full = dir.join(&w.path);
+        let want = match &w.check {
+            Check::Sha256(h) | Check::GitBlob(h) => h,
+        };
+        let mut hasher = Hasher::new(&w.check, w.size);
         match hash_existing(&full, &mut hasher) {
-            Ok(n) if n == size && full.is_file() && hasher.hex() == want => {}
-            Ok(_) if !full.is_file() => broken.push(format!("{path} (missing)")),
-            Ok(_) => broken.push(format!("{path} (checksum differs)")),
-            Err(e) => broken.push(format!("{path} ({e})")),
+            _ if !full.is_file() => out.push((w.clone(), "missing")),
+            Ok(n) if n == w.size && hasher.hex() == *want => {}
+            Ok(_) => out.push((w.clone(), "checksum differs")),
+            Err(_) => out.push((w.clone(), "unreadable")),
         }
     }
+    out
+}
+
+/// Checks a pulled model's files against the checksums recorded when it was pulled: the number
+/// of files checked, or which differ or are missing.
+pub fn verify(dir: &Path) -> Result<usize, String> {
+    let r = recorded(dir)?;
+    let broken = damaged(dir, &r.files);
     if broken.is_empty() {
-        Ok(files.len())
+        Ok(r.files.len())
     } else {
         Err(format!(
-            "{} of {} files are damaged: {}. Remove the model (with its files) and download it again",
+            "{} of {} files are damaged: {}. Repair downloads them again",
             broken.len(),
-            files.len(),
-            broken.join(", ")
+            r.files.len(),
+            broken
+                .iter()
+                .map(|(w, why)| format!("{} ({why})", w.path))
+                .collect::<Vec<_>>()
+                .join(", ")
         ))
     }
+}
+
+/// Downloads again, from the commit recorded when the model was pulled, the files of `dir`
+/// that are missing or no longer match their checksums (each checked, then moved into place);
+/// the number of files fetched.
+pub async fn repair(
+    endpoint: &str,
+    token: Option<String>,
+    dir: &Path,
+    sink: Option<std::sync::Arc<PullProgress>>,
+) -> Result<usize, PullError> {
+    let d = dir.to_path_buf();
+    let (r, broken) = tokio::task::spawn_blocking(move || {
+        let r = recorded(&d)?;
+        let broken = damaged(&d, &r.files);
+        Ok::<_, String>((r, broken))
+    })
+    .await
+    .map_err(|e| PullError::Invalid(e.to_string()))?
+    .map_err(PullError::Invalid)?;
+    let client = Client::new(&Pull {
+        endpoint: endpoint.to_string(),
+        token,
+        repo: r.repo.clone(),
+        revision: r.commit.clone(),
+        variant: None,
+        dest: dir.to_path_buf(),
+        progress: false,
+        approve: None,
+        sink: None,
+    })?;
+    let total = broken
+        .iter()
+        .map(|(w, _)| w.size)
+        .fold(0u64, u64::saturating_add);
+    let mut progress = Progress::new(false, total);
+    progress.sink = sink.clone();
+    if let Some(s) = &sink {
+        s.total.store(total, std::sync::atomic::Ordering::Relaxed);
+    }
+    for (w, _) in &broken {
+        let _ = std::fs::remove_file(dir.join(&w.path));
+        fetch_file(&client, &r.repo, &r.commit, w, dir, &mut progress).await?;
+    }
+    Ok(broken.len())
 }
 
 /// Hashes what is already in `path` (a partial file from before).

@@ -146,6 +146,87 @@ impl Pulls {
         Ok(())
     }
 
+    /// Downloads again the damaged files of an installed model pulled from the hub (see
+    /// [`hub::repair`]), as a task shown with the downloads; audited.
+    pub async fn repair(
+        self: &Arc<Self>,
+        state: &AppState,
+        model: &crate::store::models::ModelRecord,
+        actor: String,
+    ) -> Result<(), String> {
+        if self.running(&model.name) {
+            return Err(format!("{:?} is already being downloaded", model.name));
+        }
+        let source = model.source.as_deref().ok_or_else(|| {
+            format!(
+                "{:?} was not downloaded from the hub: nothing to repair from",
+                model.name
+            )
+        })?;
+        let (repo, commit) = source.split_once('@').unwrap_or((source, ""));
+        let record = PullRecord {
+            name: model.name.clone(),
+            repo: repo.to_string(),
+            revision: commit.to_string(),
+            variant: None,
+            started_at: state.clock.now(),
+            actor,
+        };
+        let entry = Arc::new(Entry {
+            progress: Arc::new(PullProgress::default()),
+            started: Instant::now(),
+            status: Mutex::new((PullStatus::Running, None)),
+            record,
+        });
+        if let Ok(mut g) = self.entries.lock() {
+            g.insert(model.name.clone(), entry.clone());
+        }
+        let (pulls, state, dir) = (
+            self.clone(),
+            state.clone(),
+            std::path::PathBuf::from(&model.path),
+        );
+        tokio::spawn(async move {
+            let r = &entry.record;
+            let outcome = hub::repair(
+                &pulls.endpoint,
+                pulls.token.clone(),
+                &dir,
+                Some(entry.progress.clone()),
+            )
+            .await;
+            let (status, error, detail) = match outcome {
+                Ok(n) => (
+                    PullStatus::Done,
+                    None,
+                    format!("{}: {n} files downloaded again", r.name),
+                ),
+                Err(e) => (
+                    PullStatus::Failed,
+                    Some(e.to_string()),
+                    format!("{}: {e}", r.name),
+                ),
+            };
+            let (actor, now) = (r.actor.clone(), state.clock.now());
+            let action = if error.is_none() {
+                "model.repair"
+            } else {
+                "model.repair.failed"
+            };
+            if let Err(e) = state
+                .store
+                .call(move |s| s.audit(&actor, action, None, &detail, now))
+                .await
+            {
+                tracing::error!(error = %e, "auditing a repair");
+            }
+            if let Ok(mut s) = entry.status.lock() {
+                *s = (status, error);
+            }
+        });
+        Ok(())
+    }
+
     /// Resumes the downloads a stopped server left (at start).
     pub async fn resume(self: &Arc<Self>, state: &AppState) {
         let store = state.store.clone();

@@ -34,6 +34,7 @@ pub fn routes(route: poem::Route) -> poem::Route {
         .at("/models/remove", post(remove_post))
         .at("/models/add", post(add_post))
         .at("/models/check", post(check_post))
+        .at("/models/repair", post(repair_post))
 }
 
 struct TierRow {
@@ -402,6 +403,8 @@ pub async fn models_get(
             "unmap" => "admin.models.done.unmap",
             "remove" => "admin.models.done.remove",
             "add" => "admin.models.done.add",
+            "repair" => "admin.models.done.repair",
+            "finished" => "admin.models.done.finished",
             _ => return None,
         };
         Some(tr(key).to_string())
@@ -717,6 +720,34 @@ pub async fn check_post(
             )
             .await
         }
+        Err(m) => refuse(&state, jar, m).await,
+    }
+}
+
+/// `POST /admin/models/repair`: downloads again what no longer matches its checksum.
+#[handler]
+pub async fn repair_post(
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    CheckedForm(f): CheckedForm<NameForm>,
+    Admin(me): Admin,
+) -> Result<Response, PageError> {
+    let store = state.store.clone();
+    let record = store
+        .call(|s| s.models())
+        .await
+        .map_err(|e| PageError::server("reading the models", e))?
+        .into_iter()
+        .find(|r| r.name == f.name);
+    let Some(record) = record else {
+        return refuse(&state, jar, tr1("admin.models.unknown", &f.name)).await;
+    };
+    match state
+        .pulls
+        .repair(&state, &record, super::actor_of(&me.user))
+        .await
+    {
+        Ok(()) => Ok(redirect("/admin/models?done=repair#downloads")),
         Err(m) => refuse(&state, jar, m).await,
     }
 }

@@ -793,9 +793,20 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
     ),
     ("admin.models.js.cancel", "Cancel", "Отменить"),
     ("admin.models.js.running", "downloading", "скачивается"),
-    ("admin.models.js.done", "installed", "установлена"),
+    ("admin.models.js.done", "finished", "готово"),
     ("admin.models.js.failed", "failed", "ошибка"),
     ("admin.models.js.cancelled", "cancelled", "отменена"),
     ("admin.models.js.left", "{} left", "осталось {}"),
     ("admin.models.js.starting", "starting…", "начинается…"),
+    ("admin.models.repair", "Repair", "Починить"),
+    (
+        "admin.models.done.repair",
+        "The repair started: damaged files are downloaded again (see Downloads).",
+        "Починка началась: повреждённые файлы скачиваются заново (см. «Загрузки»).",
+    ),
+    (
+        "admin.models.done.finished",
+        "Finished: the installed models below are up to date.",
+        "Готово: список установленных моделей ниже обновлён.",
+    ),
 ];

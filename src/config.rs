@@ -941,6 +941,23 @@ mod tests {
         let e = resolve(&layers).unwrap_err().to_string();
         assert!(e.contains("queue_size") && e.contains("config file"), "{e}");
         assert!(Layers::default().set_flags(&["nope=1".into()]).is_err());
+        // `--set diffusion.TIER.KEY=V` sets one key of the [diffusion] table, a TOML value or a
+        // string.
+        let mut layers = Layers::default();
+        layers
+            .set_flags(&[
+                "diffusion.fast.model=sd-turbo".into(),
+                "diffusion.fast.steps=2".into(),
+                "diffusion.memory_budget_mb=8000".into(),
+            ])
+            .unwrap();
+        let d = layers.diffusion.unwrap();
+        assert_eq!(d["fast"]["model"].as_str(), Some("sd-turbo"));
+        assert_eq!(d["fast"]["steps"].as_integer(), Some(2));
+        assert_eq!(d["memory_budget_mb"].as_integer(), Some(8000));
+        for bad in ["diffusion.fast=1", "diffusion.fast.a.b=1", "diffusion.=1"] {
+            assert!(Layers::default().set_flags(&[bad.into()]).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -122,6 +122,16 @@ async fn diffusion_model_serves_generate_and_edit_jobs() {
     assert_eq!(engine("fast"), "diffusion:tiny", "{models}");
     assert_eq!(engine("artist"), "diffusion:tinyfile", "{models}");
     assert_eq!(engine("0.2plus"), "diffusion:tiny", "{models}");
+    // A mapping stored from the console or the CLI does not override the config file's.
+    let stored = cli_json(&d, &["models", "map", "fast", "tinyfile", "--json"], None);
+    assert_eq!(stored["tier"], "fast", "{stored}");
+    let now: Value = json_of(server.http().get(server.url("/api/pictor/v1/models"))).await;
+    assert_eq!(now["models"][0]["id"], "fast", "{now}");
+    assert_eq!(
+        now["models"][0]["engine"], "diffusion:tiny",
+        "the config file wins: {now}"
+    );
+    cli_json(&d, &["models", "unmap", "fast", "--json"], None);
 
     let mut pictures = Vec::new();
     for seed in [7u64, 7, 8] {

@@ -732,8 +732,20 @@ async fn the_models_page_downloads_maps_and_survives_a_restart() {
         "{}",
         d.current_url().await
     );
-    // Nothing installed: the first-run card; the catalogue with the recommended model, its
-    // licence and the tick a non-commercial licence needs.
+    // Nothing installed: the first-run card on the admin overview leads to the catalogue,
+    // which has its own card, the recommended model, its licence and the tick a
+    // non-commercial licence needs.
+    d.goto(&server.url("/admin")).await;
+    d.click("#first-run a.button").await;
+    assert!(
+        d.wait_until(
+            "return location.pathname === '/admin/models' && location.hash === '#catalogue'",
+            20
+        )
+        .await,
+        "{}",
+        d.current_url().await
+    );
     d.wait_for("#first-run").await;
     let item = d.text("#catalogue-sd-turbo").await;
     assert!(
@@ -930,8 +942,11 @@ async fn the_models_page_downloads_maps_and_survives_a_restart() {
         "{params}"
     );
 
-    // Removal is refused while a tier uses it; the page says which.
+    // Removal is refused while a tier uses it; the page says which. The tier's time is the
+    // one its last picture took here now, not the estimate.
     d.goto(&server.url("/admin/models")).await;
+    let row = d.text("#tier-fast").await;
+    assert!(row.contains("its last picture here"), "{row}");
     d.click("#installed-sd-turbo form[action=\"/admin/models/remove\"] button")
         .await;
     d.wait_for("#models-error").await;
@@ -1004,7 +1019,7 @@ async fn the_models_page_downloads_maps_and_survives_a_restart() {
         "{artist}"
     );
     let fast = d.text("#tier-fast").await;
-    assert!(fast.contains("оценка для этого сервера"), "{fast}");
+    assert!(fast.contains("последняя картинка здесь"), "{fast}");
     d.full_screenshot(&common::webdriver::shot("models", "ru"))
         .await;
     server.terminate();

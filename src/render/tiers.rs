@@ -178,6 +178,18 @@ pub fn check(tier: &str, m: &TierMapping, installed: &[ModelRecord]) -> Result<(
             "{tier:?} is not a tier: use fast, artist, 0.2plus or edit"
         ));
     }
+    for (name, v) in [
+        ("negative_prompt", &m.negative_prompt),
+        ("sampler", &m.sampler),
+        ("schedule", &m.schedule),
+        ("tiny_vae", &m.tiny_vae),
+        ("preset", &m.preset),
+        ("timestep_spacing", &m.timestep_spacing),
+    ] {
+        if v.as_ref().is_some_and(|v| v.chars().count() > 1000) {
+            return Err(format!("{tier} {name}: at most 1000 characters"));
+        }
+    }
     let table = effective(tier, &mapping_table(m), installed)?;
     #[cfg(feature = "diffusion")]
     {
@@ -321,6 +333,16 @@ impl Tiers {
         #[cfg(feature = "diffusion")]
         {
             self.engine.last_used()
+        }
+        #[cfg(not(feature = "diffusion"))]
+        std::collections::HashMap::new()
+    }
+
+    /// Seconds each installed model's last picture took here (loading apart), since the start.
+    pub fn last_seconds(&self) -> std::collections::HashMap<String, f64> {
+        #[cfg(feature = "diffusion")]
+        {
+            self.engine.last_seconds()
         }
         #[cfg(not(feature = "diffusion"))]
         std::collections::HashMap::new()

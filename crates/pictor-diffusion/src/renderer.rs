@@ -110,6 +110,8 @@ pub struct DiffusionRenderer {
     clock: std::sync::atomic::AtomicU64,
     /// When each model last drew a picture (milliseconds since the epoch), since the start.
     used: Mutex<HashMap<String, u64>>,
+    /// Seconds each model's last picture took here (text, steps and decode; loading apart).
+    timed: Mutex<HashMap<String, f64>>,
 }
 
 struct Control<'a>(&'a RenderControl);
@@ -158,6 +160,7 @@ impl DiffusionRenderer {
             loading: Mutex::new(HashMap::new()),
             clock: std::sync::atomic::AtomicU64::new(0),
             used: Mutex::new(HashMap::new()),
+            timed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -206,6 +209,17 @@ impl DiffusionRenderer {
     /// When each model last drew a picture (milliseconds since the epoch), since the start.
     pub fn last_used(&self) -> HashMap<String, u64> {
         self.used.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+
+    /// Seconds each model's last picture took on this machine (loading apart), since the start.
+    pub fn last_seconds(&self) -> HashMap<String, f64> {
+        self.timed.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+
+    fn note_time(&self, name: &str, started: std::time::Instant) {
+        if let Ok(mut g) = self.timed.lock() {
+            g.insert(name.to_owned(), started.elapsed().as_secs_f64());
+        }
     }
 
     fn note_use(&self, name: &str) {
@@ -461,9 +475,11 @@ impl Renderer for DiffusionRenderer {
         control.set_progress(0.02);
         let kind = spec.noise.unwrap_or(m.noise);
         let mut noise = super::noise::source(kind, spec.seed);
+        let started = std::time::Instant::now();
         let rgb = pipeline
             .txt2img(&req, noise.as_mut(), &Control(control))
             .map_err(failed)?;
+        self.note_time(&m.name, started);
         control.set_details(render_details(
             &pipeline, &req, &m.name, &m.hash, kind, None,
         ));

@@ -92,6 +92,8 @@ struct AdminPage {
     tab: &'static str,
     /// Every setting: (name, value, what it does).
     settings: Vec<(String, u32, &'static str)>,
+    /// No diffusion model installed: the first-run card pointing at the models page.
+    first_run: bool,
 }
 
 impl AdminPage {
@@ -202,6 +204,10 @@ fn render(
             users,
             total_users,
             tab: "users",
+            first_run: state
+                .store
+                .models()
+                .is_ok_and(|m| m.iter().all(|r| r.kind != crate::models::Kind::Pipeline)),
             settings: state
                 .store
                 .settings()

@@ -111,7 +111,9 @@ fn size_text(n: u64) -> String {
 
 /// `12 s`, `4 min`, `1.1 h`.
 fn seconds_text(s: f64) -> String {
-    if s < 90.0 {
+    if s < 10.0 {
+        format!("{s:.1} s")
+    } else if s < 90.0 {
         format!("{s:.0} s")
     } else if s < 5400.0 {
         format!("{:.0} min", s / 60.0)
@@ -154,6 +156,7 @@ async fn page(
     let states = state.tiers.states();
     let loaded = state.tiers.loaded();
     let used = state.tiers.last_used();
+    let timed = state.tiers.last_seconds();
     let pulls = state.pulls.views();
     let recommended = crate::render::tiers::recommended();
     // The estimates measure this machine once (a few milliseconds), off the async threads;
@@ -163,7 +166,16 @@ async fn page(
         .map_err(|e| PageError::server("estimating", e))?;
     let rows: Vec<TierRow> = states
         .iter()
-        .map(|s| tier_row(s, &stored, &installed))
+        .map(|s| {
+            let mut row = tier_row(s, &stored, &installed);
+            // A picture drawn here says more than the estimate.
+            if let Some(secs) = s.model.as_ref().and_then(|m| timed.get(m))
+                && s.problem.is_none()
+            {
+                row.estimate = tr1("admin.models.measured", seconds_text(*secs));
+            }
+            row
+        })
         .collect();
     let catalogue: Vec<CatalogueRow> = known_models()
         .into_iter()

@@ -809,4 +809,9 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "Finished: the installed models below are up to date.",
         "Готово: список установленных моделей ниже обновлён.",
     ),
+    (
+        "admin.models.measured",
+        "{} (its last picture here)",
+        "{} (последняя картинка здесь)",
+    ),
 ];

@@ -766,16 +766,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
             )
             .await?;
             print(&v, *json, |v| {
-                let settings = v["settings"]
-                    .as_object()
-                    .map(|o| {
-                        o.iter()
-                            .filter(|(k, _)| *k != "model")
-                            .map(|(k, v)| format!("{k} = {v}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    })
-                    .unwrap_or_default();
+                let settings = settings_text(&v["settings"]);
                 format!(
                     "{} is drawn by {} ({settings})",
                     v["tier"].as_str().unwrap_or_default(),
@@ -906,6 +897,20 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
             Ok(())
         }
     }
+}
+
+/// A tier's settings on one line (`steps = 1, guidance = 0.0, …`), the model apart.
+fn settings_text(settings: &Value) -> String {
+    settings
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .filter(|(k, _)| *k != "model")
+                .map(|(k, v)| format!("{k} = {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
 }
 
 /// Whether a server has the store of `dir` open now.
@@ -1199,16 +1204,7 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
                     match t["model"].as_str() {
                         None => println!("{name:width$} = built-in painter    # {origin}"),
                         Some(model) => {
-                            let settings = t["settings"]
-                                .as_object()
-                                .map(|o| {
-                                    o.iter()
-                                        .filter(|(k, _)| *k != "model")
-                                        .map(|(k, v)| format!("{k} = {v}"))
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
-                                })
-                                .unwrap_or_default();
+                            let settings = settings_text(&t["settings"]);
                             let problem = t["problem"]
                                 .as_str()
                                 .map(|p| format!(" — NOT APPLIED: {p}"))

@@ -96,6 +96,13 @@ impl Pulls {
     /// Starts a download recorded as `record` (checked and stored by the caller: see
     /// [`Pulls::begin`]) on its own task.
     fn spawn(self: &Arc<Self>, state: &AppState, record: PullRecord) {
+        let entry = self.register(record);
+        let (pulls, state) = (self.clone(), state.clone());
+        tokio::spawn(async move { pulls.run(&state, &entry).await });
+    }
+
+    /// A running entry for `record`, listed with the downloads (replacing an ended one).
+    fn register(&self, record: PullRecord) -> Arc<Entry> {
         let entry = Arc::new(Entry {
             progress: Arc::new(PullProgress::default()),
             started: Instant::now(),
@@ -105,8 +112,7 @@ impl Pulls {
         if let Ok(mut g) = self.entries.lock() {
             g.insert(entry.record.name.clone(), entry.clone());
         }
-        let (pulls, state) = (self.clone(), state.clone());
-        tokio::spawn(async move { pulls.run(&state, &entry).await });
+        entry
     }
 
     /// Checks and records a new download, audits it and starts it.
@@ -172,15 +178,7 @@ impl Pulls {
             started_at: state.clock.now(),
             actor,
         };
-        let entry = Arc::new(Entry {
-            progress: Arc::new(PullProgress::default()),
-            started: Instant::now(),
-            status: Mutex::new((PullStatus::Running, None)),
-            record,
-        });
-        if let Ok(mut g) = self.entries.lock() {
-            g.insert(model.name.clone(), entry.clone());
-        }
+        let entry = self.register(record);
         let (pulls, state, dir) = (
             self.clone(),
             state.clone(),

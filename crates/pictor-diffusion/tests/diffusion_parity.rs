@@ -354,25 +354,31 @@ fn sdxl_single_file_matches_diffusers() {
     check("sdxl", &single_file_fixture("sdxl"));
 }
 
+/// One UNet evaluation of a fixture's recorded input (its timestep and prompt embeddings).
+fn unet_out(arch: &str, f: &Fixture) -> Tensor {
+    let t = f64::from(f.get("unet_t").to_vec1::<f32>().unwrap()[0]);
+    f.pipe
+        .unet(
+            f.get("unet_in"),
+            t,
+            f.get("prompt_embeds"),
+            (arch == "sdxl").then(|| f.get("pooled_prompt_embeds")),
+            (64, 64),
+        )
+        .unwrap()
+}
+
 /// The single file holds exactly the folder's weights: the same UNet output, bit for bit.
 #[test]
 fn single_file_and_folder_agree_exactly() {
     for arch in ["sd15", "sd21", "sdxl"] {
         let folder = fixture(arch);
         let single = single_file_fixture(arch);
-        let t = f64::from(folder.get("unet_t").to_vec1::<f32>().unwrap()[0]);
-        let run = |f: &Fixture| {
-            f.pipe
-                .unet(
-                    f.get("unet_in"),
-                    t,
-                    f.get("prompt_embeds"),
-                    (arch == "sdxl").then(|| f.get("pooled_prompt_embeds")),
-                    (64, 64),
-                )
-                .unwrap()
-        };
-        assert_eq!(max_diff(&run(&folder), &run(&single)), 0.0, "{arch} UNet");
+        assert_eq!(
+            max_diff(&unet_out(arch, &folder), &unet_out(arch, &single)),
+            0.0,
+            "{arch} UNet"
+        );
         let a = folder.pipe.encode_text("a red car", "", true).unwrap();
         let b = single.pipe.encode_text("a red car", "", true).unwrap();
         assert_eq!(max_diff(&a.cond, &b.cond), 0.0, "{arch} text encoder");
@@ -634,19 +640,11 @@ fn todays_saved_layouts_load_and_match_diffusers() {
         let today = with_pipeline(arch, pipe);
         check(arch, &today);
         let classic = fixture(arch);
-        let t = f64::from(classic.get("unet_t").to_vec1::<f32>().unwrap()[0]);
-        let run = |f: &Fixture| {
-            f.pipe
-                .unet(
-                    f.get("unet_in"),
-                    t,
-                    f.get("prompt_embeds"),
-                    (arch == "sdxl").then(|| f.get("pooled_prompt_embeds")),
-                    (64, 64),
-                )
-                .unwrap()
-        };
-        assert_eq!(max_diff(&run(&classic), &run(&today)), 0.0, "{arch} UNet");
+        assert_eq!(
+            max_diff(&unet_out(arch, &classic), &unet_out(arch, &today)),
+            0.0,
+            "{arch} UNet"
+        );
         let a = classic
             .pipe
             .encode_text("a red car, 4k!", "blurry", true)

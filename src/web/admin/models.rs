@@ -695,6 +695,17 @@ pub async fn add_post(
     }
 }
 
+/// The installed model named `name`, if any.
+async fn installed_model(state: &AppState, name: &str) -> Result<Option<ModelRecord>, PageError> {
+    let name = name.to_owned();
+    let models = state
+        .store
+        .call(|s| s.models())
+        .await
+        .map_err(|e| PageError::server("reading the models", e))?;
+    Ok(models.into_iter().find(|r| r.name == name))
+}
+
 /// `POST /admin/models/check`: re-verifies a downloaded model's files against the checksums
 /// recorded when it was pulled (SHA-256 of LFS files, git blob ids of the others).
 #[handler]
@@ -704,14 +715,7 @@ pub async fn check_post(
     CheckedForm(f): CheckedForm<NameForm>,
     Admin(_me): Admin,
 ) -> Result<Response, PageError> {
-    let store = state.store.clone();
-    let record = store
-        .call(|s| s.models())
-        .await
-        .map_err(|e| PageError::server("reading the models", e))?
-        .into_iter()
-        .find(|r| r.name == f.name);
-    let Some(record) = record else {
+    let Some(record) = installed_model(&state, &f.name).await? else {
         return refuse(&state, jar, tr1("admin.models.unknown", &f.name)).await;
     };
     let dir = std::path::PathBuf::from(&record.path);
@@ -744,14 +748,7 @@ pub async fn repair_post(
     CheckedForm(f): CheckedForm<NameForm>,
     Admin(me): Admin,
 ) -> Result<Response, PageError> {
-    let store = state.store.clone();
-    let record = store
-        .call(|s| s.models())
-        .await
-        .map_err(|e| PageError::server("reading the models", e))?
-        .into_iter()
-        .find(|r| r.name == f.name);
-    let Some(record) = record else {
+    let Some(record) = installed_model(&state, &f.name).await? else {
         return refuse(&state, jar, tr1("admin.models.unknown", &f.name)).await;
     };
     match state

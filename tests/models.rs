@@ -958,6 +958,9 @@ async fn the_models_page_downloads_maps_and_survives_a_restart() {
     let last = bytes.len() - 1;
     bytes[last] ^= 0xff;
     std::fs::write(&vae, &bytes).unwrap();
+    // A fresh page first: the removal's error box is still on this one, and waiting for
+    // "#models-error" after the click would find it before the check's page arrives.
+    d.goto(&server.url("/admin/models")).await;
     d.click("#installed-sd-turbo form[action=\"/admin/models/check\"] button")
         .await;
     d.wait_for("#models-error").await;

@@ -14,6 +14,7 @@ pub mod bounded;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod gpu;
 pub mod idp;
 pub mod jobs;
 pub mod mail;

@@ -19,6 +19,27 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
 
+    // The engine's device (src/gpu.rs): a CPU build hands serving and rendering over to the
+    // NVIDIA build beside it when that can use a GPU; this returns only when we go on here.
+    let draws = serving || matches!(cli.command, Some(Command::Render(_)));
+    if draws {
+        match pictor::gpu::hand_off(cli.device) {
+            Ok(Some(reason)) => tracing::info!("the engine runs on the CPU: {reason}"),
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+        if let Err(e) = pictor::gpu::apply(cli.device) {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    if std::env::var_os(pictor::gpu::HANDED_OFF).is_some() && serving {
+        tracing::info!("started by pictor (the CPU build) to compute on the GPU");
+    }
+
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -26,6 +26,18 @@ pub struct ModelLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HeldLabels {
+    pub model: String,
+    pub device: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GpuLabels {
+    pub gpu: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct JobLabels {
     pub kind: String,
     pub status: String,
@@ -81,6 +93,9 @@ pub struct Metrics {
     pub backend_latency: Family<EndpointLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     pub store_commits: Gauge,
     pub store_flushes: Gauge,
+    pub model_memory: Family<HeldLabels, Gauge>,
+    pub gpu_memory_used: Family<GpuLabels, Gauge>,
+    pub gpu_memory_total: Family<GpuLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -109,6 +124,24 @@ impl Default for Metrics {
             Family::<EndpointLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         let store_commits = Gauge::default();
         let store_flushes = Gauge::default();
+        let model_memory = Family::<HeldLabels, Gauge>::default();
+        let gpu_memory_used = Family::<GpuLabels, Gauge>::default();
+        let gpu_memory_total = Family::<GpuLabels, Gauge>::default();
+        registry.register(
+            "model_memory_bytes",
+            "Bytes of weights the built-in engine holds, by installed model and device (cpu, cuda:N)",
+            model_memory.clone(),
+        );
+        registry.register(
+            "gpu_memory_used_bytes",
+            "GPU memory in use (every process), on the GPU the built-in engine runs on",
+            gpu_memory_used.clone(),
+        );
+        registry.register(
+            "gpu_memory_total_bytes",
+            "GPU memory in all, on the GPU the built-in engine runs on",
+            gpu_memory_total.clone(),
+        );
         registry.register(
             "store_commits",
             "Store write transactions committed since start",
@@ -207,6 +240,9 @@ impl Default for Metrics {
             backend_latency,
             store_commits,
             store_flushes,
+            model_memory,
+            gpu_memory_used,
+            gpu_memory_total,
         }
     }
 }
@@ -265,6 +301,37 @@ impl Metrics {
                 result: result.into(),
             })
             .inc();
+    }
+
+    /// The built-in engine's memory (at each scrape): each loaded model's weights, and the GPU's
+    /// memory when it runs on one.
+    pub fn observe_engine(
+        &self,
+        loaded: &[(String, u64, String)],
+        device: &pictor_core::gpu::EngineDevice,
+    ) {
+        // Models unloaded since the last scrape disappear rather than read their old size.
+        self.model_memory.clear();
+        for (name, bytes, device) in loaded {
+            self.model_memory
+                .get_or_create(&HeldLabels {
+                    model: name.clone(),
+                    device: device.clone(),
+                })
+                .set(*bytes as i64);
+        }
+        if let Some(g) = &device.gpu {
+            let labels = GpuLabels {
+                gpu: device.id.clone(),
+                name: g.name.clone(),
+            };
+            self.gpu_memory_used
+                .get_or_create(&labels)
+                .set(g.memory_used as i64);
+            self.gpu_memory_total
+                .get_or_create(&labels)
+                .set(g.memory_total as i64);
+        }
     }
 
     /// Copies the inference servers' health into the gauges (at each scrape).

@@ -509,6 +509,51 @@ async fn tiers_are_mapped_and_unmapped_without_a_restart() {
         "{params}"
     );
     assert!(params.contains("Model: tiny"), "{params}");
+    // Where it was computed and what it holds, in the API, the CLI and the metrics.
+    let models: Value = json_of(server.http().get(server.url("/api/pictor/v1/models"))).await;
+    assert_eq!(fast(&models)["device"], "cpu", "{models}");
+    let held = fast(&models)["memory_bytes"].as_u64().unwrap_or(0);
+    assert!(held > 0, "the model is loaded after its picture: {models}");
+    let listed = cli_json(&d, &["models", "list", "--json"], None);
+    assert_eq!(listed["device"]["id"], "cpu", "{listed}");
+    let tiny = listed["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "tiny")
+        .unwrap();
+    assert_eq!(tiny["loaded_bytes"], held, "{listed}");
+    assert_eq!(tiny["loaded_on"], "cpu", "{listed}");
+    let (_, text, _) = run_cli(&d, &["models", "list"], None);
+    assert!(
+        text.contains("the running server's engine computes on the CPU")
+            && text.contains("[loaded: ")
+            && text.contains(" on cpu]"),
+        "{text}"
+    );
+    // The admin channel serves /metrics to its token.
+    let admin: Value =
+        serde_json::from_slice(&std::fs::read(d.join("admin.json")).unwrap()).unwrap();
+    let metrics = server
+        .http()
+        .get(format!("{}/metrics", admin["url"].as_str().unwrap()))
+        .bearer_auth(admin["token"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(&format!(
+            "pictor_model_memory_bytes{{model=\"tiny\",device=\"cpu\"}} {held}"
+        )),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("pictor_gpu_memory_used_bytes{"),
+        "no GPU here"
+    );
     // `pictor render --model fast` renders as the server's fast tier does.
     let out = d.join("fast.png");
     let (code, _, err) = run_cli(

@@ -53,6 +53,13 @@ pub struct ModelView {
     pub engine_name: String,
     /// What a picker shows: the display name and what draws it ("Standard · SD-Turbo").
     pub label: String,
+    /// Where it is computed: `cpu`, `cuda:N` (an NVIDIA GPU, the built-in engine of the NVIDIA
+    /// build), or `remote` (an inference server).
+    pub device: String,
+    /// Bytes of the model's weights held in memory now (on `device`); null when it is not loaded
+    /// (or is not the built-in engine's).
+    #[oai(nullable)]
+    pub memory_bytes: Option<u64>,
 }
 
 #[derive(Object, Debug)]
@@ -230,6 +237,21 @@ pub(crate) fn profile(state: &AppState, user: &UserRecord) -> Result<Profile, Ap
 /// The models with their current prices (shared by the API and the playground).
 pub(crate) fn model_list(state: &AppState) -> Result<ModelList, ApiError> {
     let settings = state.store.settings()?;
+    let device = state.tiers.device().id;
+    let loaded = state.tiers.loaded();
+    let where_ = |engine: &str| -> (String, Option<u64>) {
+        match engine.strip_prefix("diffusion:") {
+            Some(name) => (
+                device.clone(),
+                loaded
+                    .iter()
+                    .find(|(n, _, _)| n == name)
+                    .map(|(_, bytes, _)| *bytes),
+            ),
+            None if engine == "procedural" => ("cpu".to_string(), None),
+            None => ("remote".to_string(), None),
+        }
+    };
     Ok(ModelList {
         ok: true,
         models: Model::ALL
@@ -237,6 +259,7 @@ pub(crate) fn model_list(state: &AppState) -> Result<ModelList, ApiError> {
             .map(|m| {
                 let engine = state.jobs.engine_for(m);
                 let engine_name = state.tiers.engine_name(m.id(), &engine);
+                let (device, memory_bytes) = where_(&engine);
                 ModelView {
                     id: m.id().into(),
                     name: m.display_name().into(),
@@ -246,6 +269,8 @@ pub(crate) fn model_list(state: &AppState) -> Result<ModelList, ApiError> {
                     label: format!("{} · {engine_name}", m.display_name()),
                     engine,
                     engine_name,
+                    device,
+                    memory_bytes,
                 }
             })
             .collect(),

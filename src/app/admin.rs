@@ -8,7 +8,7 @@ use poem::http::StatusCode;
 use poem::web::{Data, Json};
 use poem::{Body, EndpointExt, IntoResponse, Request, Response, Route, handler, post};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
 use super::limits;
@@ -114,6 +114,34 @@ async fn exec(
                     Json(json!({"ok": false, "error": format!("no download of {name:?} is running")})),
                 )
                     .into_response()
+            };
+        }
+        AdminRequest::ModelList => {
+            // The running server also knows what is loaded, and where the engine computes.
+            return match state.store.call(|s| s.models()).await {
+                Ok(models) => {
+                    let loaded = state.tiers.loaded();
+                    let models: Vec<Value> = models
+                        .into_iter()
+                        .map(|m| {
+                            let held = loaded.iter().find(|(n, _, _)| *n == m.name);
+                            let mut v = json!(m);
+                            v["loaded_bytes"] = json!(held.map(|(_, b, _)| b));
+                            v["loaded_on"] = json!(held.map(|(_, _, d)| d));
+                            v
+                        })
+                        .collect();
+                    Json(json!({"ok": true, "result": {
+                        "models": models,
+                        "device": state.tiers.device(),
+                    }}))
+                    .into_response()
+                }
+                Err(e) => (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    Json(json!({"ok": false, "error": e.to_string()})),
+                )
+                    .into_response(),
             };
         }
         _ => {}

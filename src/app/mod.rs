@@ -104,7 +104,25 @@ impl Server {
             let (table, s) = (config.diffusion.clone(), store.clone());
             Arc::new(
                 tokio::task::spawn_blocking(move || {
-                    crate::render::tiers::Tiers::new(table, renderer, &s)
+                    let tiers = crate::render::tiers::Tiers::new(table, renderer, &s)?;
+                    // On a GPU, every kernel is loaded (compiled by the driver the first time on
+                    // this machine) before the server answers, not inside the first job.
+                    let device = tiers.device();
+                    if device.gpu.is_some() {
+                        tracing::info!(
+                            "engine: {}; loading the GPU kernels (the first start on this machine compiles them: up to a minute)",
+                            crate::gpu::describe_engine(&device)
+                        );
+                        let started = std::time::Instant::now();
+                        match tiers.warm() {
+                            Ok(n) => tracing::info!(
+                                "{n} GPU kernel modules loaded in {:.1} s",
+                                started.elapsed().as_secs_f64()
+                            ),
+                            Err(e) => tracing::warn!("{e}: the first job will load them"),
+                        }
+                    }
+                    anyhow::Ok(tiers)
                 })
                 .await??,
             )

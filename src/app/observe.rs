@@ -177,6 +177,7 @@ pub fn metrics_text(state: &AppState) -> Response {
     m.password_checks
         .set(state.idp.password_checks.load(Ordering::Relaxed) as i64);
     m.observe_backends(&state.jobs.backends_status());
+    m.observe_engine(&state.tiers.loaded(), &state.tiers.device());
     let (flushes, commits) = state.store.commit_counts();
     m.store_commits.set(commits as i64);
     m.store_flushes.set(flushes as i64);

@@ -42,6 +42,17 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub init: bool,
 
+    /// Where the built-in engine computes: `auto` (an NVIDIA GPU when the NVIDIA build can use
+    /// one, else the CPU), `cpu`, or `cuda` (a GPU or an error). Env PICTOR_DEVICE.
+    #[arg(
+        long,
+        env = "PICTOR_DEVICE",
+        global = true,
+        value_enum,
+        default_value_t
+    )]
+    pub device: crate::gpu::DeviceChoice,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 
@@ -94,6 +105,13 @@ pub enum Command {
         /// The file to read.
         #[arg(long)]
         from: PathBuf,
+        /// Print JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The NVIDIA GPUs this build can compute on, and its kernels' architecture; exits 1 when it
+    /// can use none (a CPU build, no driver, no GPU), saying why.
+    Gpu {
         /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
@@ -625,7 +643,90 @@ fn describe_model(m: &Value) -> String {
             .as_str()
             .map(|s| format!("  (from {s})"))
             .unwrap_or_default(),
-    )
+    ) + &match (m["loaded_bytes"].as_u64(), m["loaded_on"].as_str()) {
+        (Some(b), Some(d)) => format!("  [loaded: {} on {d}]", crate::bounded::size_text(b)),
+        _ => String::new(),
+    }
+}
+
+/// "the CPU" or the GPU and its memory, from the running server's `device`.
+fn describe_device(d: &Value) -> Option<String> {
+    let d: pictor_core::gpu::EngineDevice = serde_json::from_value(d.clone()).ok()?;
+    Some(match &d.gpu {
+        Some(g) => format!(
+            "{} — {} of {} in use",
+            g.describe(),
+            crate::bounded::size_text(g.memory_used),
+            crate::bounded::size_text(g.memory_total)
+        ),
+        None => d.describe(),
+    })
+}
+
+/// `pictor gpu`: this build's GPUs (or why none), and in a CPU build what the NVIDIA build
+/// beside it sees. Exits 1 when neither can compute on a GPU.
+async fn gpu_command(json: bool) -> anyhow::Result<()> {
+    let mut v = tokio::task::spawn_blocking(crate::gpu::report).await?;
+    let mut usable = v["gpus"].as_array().is_some_and(|g| !g.is_empty());
+    if !crate::gpu::cuda_built()
+        && let Some(bin) = crate::gpu::cuda_binary()
+    {
+        let probe = {
+            let bin = bin.clone();
+            tokio::task::spawn_blocking(move || crate::gpu::probe_binary(&bin)).await?
+        };
+        usable |= probe.is_ok();
+        v["nvidia_build"] = serde_json::json!({
+            "path": bin,
+            "gpus": probe.as_ref().ok(),
+            "error": probe.as_ref().err(),
+        });
+    }
+    print(&v, json, |v| {
+        let mut lines = Vec::new();
+        if v["cuda_built"].as_bool() == Some(true) {
+            lines.push("this build: NVIDIA (cargo feature `cuda`)".to_string());
+            if let Some(a) = v["kernels_built_for"].as_str() {
+                lines.push(format!("kernels: {a}"));
+            }
+        } else {
+            lines.push("this build: CPU only".to_string());
+        }
+        let gpu_lines = |gpus: &Value| -> Vec<String> {
+            gpus.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|g| serde_json::from_value::<crate::gpu::GpuInfo>(g.clone()).ok())
+                .map(|g| {
+                    format!(
+                        "  {}: {} of {} in use",
+                        g.describe(),
+                        crate::bounded::size_text(g.memory_used),
+                        crate::bounded::size_text(g.memory_total)
+                    )
+                })
+                .collect()
+        };
+        lines.extend(gpu_lines(&v["gpus"]));
+        if let Some(e) = v["error"].as_str() {
+            lines.push(format!("  no GPU: {e}"));
+        }
+        if let Some(n) = v.get("nvidia_build") {
+            lines.push(format!(
+                "the NVIDIA build beside it: {}",
+                n["path"].as_str().unwrap_or_default()
+            ));
+            lines.extend(gpu_lines(&n["gpus"]));
+            if let Some(e) = n["error"].as_str() {
+                lines.push(format!("  cannot use a GPU: {e}"));
+            }
+        }
+        lines.join("\n")
+    });
+    if !usable {
+        bail!("no NVIDIA GPU can be used here (see above)");
+    }
+    Ok(())
 }
 
 /// A default model name from a hub repository id: `stabilityai/SD-Turbo` → `sd-turbo`.
@@ -678,14 +779,21 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
             let v = run_admin(dir, AdminRequest::ModelList).await?;
             print(&v, *json, |v| {
                 let models = v["models"].as_array().cloned().unwrap_or_default();
+                // Known when the server runs: where its engine computes.
+                let device = describe_device(&v["device"])
+                    .map(|d| format!("the running server's engine computes on {d}\n"))
+                    .unwrap_or_default();
                 if models.is_empty() {
-                    "no models installed (pictor models add NAME PATH, or pictor models pull OWNER/NAME)".into()
+                    format!(
+                        "{device}no models installed (pictor models add NAME PATH, or pictor models pull OWNER/NAME)"
+                    )
                 } else {
-                    models
-                        .iter()
-                        .map(describe_model)
-                        .collect::<Vec<_>>()
-                        .join("\n")
+                    device
+                        + &models
+                            .iter()
+                            .map(describe_model)
+                            .collect::<Vec<_>>()
+                            .join("\n")
                 }
             });
             Ok(())
@@ -1059,7 +1167,6 @@ pub(crate) async fn tier_lines(
         .collect()
 }
 
-/// Runs a non-serve command.
 /// Whether the command works on the store (and so must not make a new, empty one by mistake).
 fn uses_store(command: &Command) -> bool {
     !matches!(
@@ -1069,9 +1176,11 @@ fn uses_store(command: &Command) -> bool {
             | Command::Restore { .. }
             | Command::Config(_)
             | Command::Openapi { .. }
+            | Command::Gpu { .. }
     )
 }
 
+/// Runs a non-serve command.
 pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
     let dir = data_dir(cli)?;
     if uses_store(command) && !cli.init && !dir.join("pictor.redb").exists() {
@@ -1084,6 +1193,7 @@ pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
     }
     match command {
         Command::Serve(_) => unreachable_serve(),
+        Command::Gpu { json } => gpu_command(*json).await,
         Command::Render(args) => {
             // The config file's [diffusion] mappings, for `--model fast` and the like.
             let diffusion = load_config(cli, None)

@@ -178,6 +178,10 @@ pub async fn start(config: Config, config_file: Option<PathBuf>) -> anyhow::Resu
     println!("  API map:   {}/api/pictor/", handle.base_url);
     println!("  API docs:  {}/api/pictor/docs", handle.base_url);
     println!("  Data:      {}", data.display());
+    println!(
+        "  Engine:    {}",
+        crate::gpu::describe_engine(&handle.state.tiers.device())
+    );
     match &config_file {
         Some(f) => println!("  Config:    {}", f.display()),
         None => println!(

@@ -348,18 +348,39 @@ impl Tiers {
         std::collections::HashMap::new()
     }
 
-    /// The installed models held in memory now, with their bytes.
-    pub fn loaded(&self) -> Vec<(String, u64)> {
+    /// The installed models held in memory now: name, bytes, device ("cpu", "cuda:0").
+    pub fn loaded(&self) -> Vec<(String, u64, String)> {
         #[cfg(feature = "diffusion")]
         {
             self.engine
                 .loaded()
                 .into_iter()
-                .map(|l| (l.name, l.bytes))
+                .map(|l| (l.name, l.bytes, l.device))
                 .collect()
         }
         #[cfg(not(feature = "diffusion"))]
         Vec::new()
+    }
+
+    /// Where the built-in engine computes (the GPU's memory read now).
+    pub fn device(&self) -> pictor_core::gpu::EngineDevice {
+        #[cfg(feature = "diffusion")]
+        {
+            pictor_diffusion::gpu::engine_device(self.engine.device())
+        }
+        #[cfg(not(feature = "diffusion"))]
+        pictor_core::gpu::EngineDevice::cpu()
+    }
+
+    /// Loads the GPU's kernels before the first job (see `pictor_diffusion::gpu::warm`); nothing
+    /// on the CPU. Returns how many kernel modules were loaded.
+    pub fn warm(&self) -> Result<usize, String> {
+        #[cfg(feature = "diffusion")]
+        {
+            pictor_diffusion::gpu::warm(self.engine.device())
+        }
+        #[cfg(not(feature = "diffusion"))]
+        Ok(0)
     }
 
     fn apply(&self, store: &Store, strict: bool) -> anyhow::Result<()> {

@@ -528,7 +528,9 @@ pub fn pictor_cmd(data_dir: &Path) -> std::process::Command {
         .env_remove("PICTOR_DEBUG_RENDER_DELAY_MS")
         .env_remove("PICTOR_DEBUG_FAIL_PROMPT")
         .env_remove("PICTOR_DEBUG_FLAT_RENDER")
-        .env_remove("PICTOR_CONFIG");
+        .env_remove("PICTOR_CONFIG")
+        .env_remove("PICTOR_DEVICE")
+        .env_remove("PICTOR_CUDA_BINARY");
     cmd
 }
 

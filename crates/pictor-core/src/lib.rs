@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod decode;
 pub mod encode;
 pub mod files;
+pub mod gpu;
 pub mod infotext;
 pub mod known_models;
 pub mod models;

@@ -12,6 +12,7 @@
 //!
 //! Everything here is synchronous and runs on the render pool's blocking threads.
 
+pub mod gpu;
 pub mod load;
 pub mod net;
 pub mod noise;
@@ -83,12 +84,15 @@ pub(crate) fn checked_header(
     pictor_core::models::safetensors_header(path).map_err(|e| DiffusionError::Model(e.to_string()))
 }
 
-/// The device models run on: the first CUDA GPU when built with `cuda` and one is present,
-/// else the CPU.
+/// The device models run on: the first CUDA GPU when built with `cuda` and one is present
+/// (unless [`gpu::use_cpu_only`]), else the CPU.
 pub fn device() -> Device {
     #[cfg(feature = "cuda")]
-    if let Ok(d) = Device::new_cuda(0) {
-        return d;
+    if !gpu::cpu_only() {
+        match Device::new_cuda(0) {
+            Ok(d) => return d,
+            Err(e) => tracing::warn!("no usable NVIDIA GPU ({e}): the engine runs on the CPU"),
+        }
     }
     Device::Cpu
 }

@@ -94,8 +94,10 @@ struct Mappings {
 #[derive(Debug, Clone)]
 pub struct LoadedModel {
     pub name: String,
-    /// Bytes of its weights as held (float32 on the CPU).
+    /// Bytes of its weights as held (float32).
     pub bytes: u64,
+    /// Where they are held and computed: "cpu" or "cuda:N".
+    pub device: String,
 }
 
 /// The diffusion renderer (see the module documentation).
@@ -231,6 +233,11 @@ impl DiffusionRenderer {
         }
     }
 
+    /// The device models run on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
     /// The models held in memory now.
     pub fn loaded(&self) -> Vec<LoadedModel> {
         self.loaded
@@ -240,6 +247,7 @@ impl DiffusionRenderer {
                     .map(|l| LoadedModel {
                         name: l.name.clone(),
                         bytes: l.pipeline.resident_bytes,
+                        device: crate::gpu::device_id(&self.device),
                     })
                     .collect()
             })

@@ -37,16 +37,34 @@ struct Fixture {
     json: Value,
 }
 
+/// Where the checks compute: the CPU, or with `PICTOR_TEST_DEVICE=cuda` (a `cuda` build, as
+/// tools/gpu/check.sh runs it on a GPU machine) the first NVIDIA GPU. Fixtures and references are
+/// loaded there; the seed's noise is drawn on the CPU either way, as in the server.
+fn dev() -> Device {
+    match std::env::var("PICTOR_TEST_DEVICE").as_deref() {
+        Ok("cuda") => {
+            Device::new_cuda(0).expect("PICTOR_TEST_DEVICE=cuda needs a cuda build and a GPU")
+        }
+        _ => Device::Cpu,
+    }
+}
+
+/// The fixtures: beside the sources, or under `PICTOR_TEST_FIXTURES` (a test binary copied to
+/// another machine, with `tests/fixtures` copied beside it).
+fn fixtures_root() -> PathBuf {
+    std::env::var_os("PICTOR_TEST_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"))
+        .join("diffusion")
+}
+
 fn fixture_dir(arch: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/diffusion")
-        .join(arch)
+    fixtures_root().join(arch)
 }
 
 fn fixture(arch: &str) -> Fixture {
     let dir = fixture_dir(arch);
-    let pipe =
-        Pipeline::load_diffusers(&dir.join("model"), &Default::default(), &Device::Cpu).unwrap();
+    let pipe = Pipeline::load_diffusers(&dir.join("model"), &Default::default(), &dev()).unwrap();
     with_pipeline(arch, pipe)
 }
 
@@ -59,7 +77,7 @@ fn single_file_fixture(arch: &str) -> Fixture {
         &dir.join("single_file.safetensors"),
         Some(&dir.join("model")),
         &Default::default(),
-        &Device::Cpu,
+        &dev(),
     )
     .unwrap();
     with_pipeline(arch, pipe)
@@ -67,7 +85,7 @@ fn single_file_fixture(arch: &str) -> Fixture {
 
 fn with_pipeline(arch: &str, pipe: Pipeline) -> Fixture {
     let dir = fixture_dir(arch);
-    let t = candle::safetensors::load(dir.join("reference.safetensors"), &Device::Cpu).unwrap();
+    let t = candle::safetensors::load(dir.join("reference.safetensors"), &dev()).unwrap();
     let json = serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
         .unwrap();
     Fixture { pipe, t, json }
@@ -203,14 +221,14 @@ fn check(arch: &str, f: &Fixture) {
     let init = torch(42).randn(256);
     close(
         &format!("{arch} init noise (seed 42)"),
-        &Tensor::from_vec(init, (1, 4, 8, 8), &Device::Cpu).unwrap(),
+        &Tensor::from_vec(init, (1, 4, 8, 8), &dev()).unwrap(),
         f.get("init_latents"),
         NOISE_TOL,
     );
     let anc = torch(4242).randn(4 * 256);
     close(
         &format!("{arch} ancestral noise (seed 4242)"),
-        &Tensor::from_vec(anc, (4, 1, 4, 8, 8), &Device::Cpu).unwrap(),
+        &Tensor::from_vec(anc, (4, 1, 4, 8, 8), &dev()).unwrap(),
         f.get("ancestral_noise"),
         NOISE_TOL,
     );
@@ -292,7 +310,7 @@ fn check(arch: &str, f: &Fixture) {
         1e-3,
     );
     let rgb = to_rgb8(&f.pipe.decode_raw(&euler).unwrap()).unwrap();
-    let rgb = Tensor::from_vec(rgb, (1, 64, 64, 3), &Device::Cpu)
+    let rgb = Tensor::from_vec(rgb, (1, 64, 64, 3), &dev())
         .unwrap()
         .to_dtype(DType::F32)
         .unwrap();
@@ -477,8 +495,8 @@ fn progress_rises_each_step_and_cancellation_stops_between_steps() {
 fn tiny_decoder_matches_diffusers() {
     use pictor_diffusion::taesd::TinyDecoder;
     let dir = fixture_dir("taesd");
-    let tiny = TinyDecoder::load(&dir.join("model"), &Device::Cpu).unwrap();
-    let t = candle::safetensors::load(dir.join("reference.safetensors"), &Device::Cpu).unwrap();
+    let tiny = TinyDecoder::load(&dir.join("model"), &dev()).unwrap();
+    let t = candle::safetensors::load(dir.join("reference.safetensors"), &dev()).unwrap();
     close(
         "tiny decoder",
         &tiny.decode(&t["latents"]).unwrap(),
@@ -506,7 +524,7 @@ fn tiled_vae_decode_stays_close_to_a_whole_decode() {
     let z = (torch(9).randn(4 * 24 * 24))
         .into_iter()
         .collect::<Vec<f32>>();
-    let z = Tensor::from_vec(z, (1, 4, 24, 24), &Device::Cpu).unwrap();
+    let z = Tensor::from_vec(z, (1, 4, 24, 24), &dev()).unwrap();
     let whole = tiled_decode(f.pipe.vae(), &z, 64, 16).unwrap();
     let tiled = tiled_decode(f.pipe.vae(), &z, 12, 4).unwrap();
     assert_eq!(tiled.dims(), &[1, 3, 192, 192]);
@@ -521,8 +539,7 @@ fn tiled_vae_decode_stays_close_to_a_whole_decode() {
             .unwrap()
     };
     let d = mean_abs(&whole, &tiled);
-    let other =
-        Tensor::from_vec(torch(10).randn(4 * 24 * 24), (1, 4, 24, 24), &Device::Cpu).unwrap();
+    let other = Tensor::from_vec(torch(10).randn(4 * 24 * 24), (1, 4, 24, 24), &dev()).unwrap();
     let apart = mean_abs(&whole, &tiled_decode(f.pipe.vae(), &other, 64, 16).unwrap());
     println!("tiled vs whole: mean abs {d:.4}; another latent: {apart:.4}");
     assert!(
@@ -536,12 +553,12 @@ fn tiled_vae_decode_stays_close_to_a_whole_decode() {
 /// diffusers default), against the diffusers pipeline (`tools/sd-fixtures/samplers.py`).
 #[test]
 fn every_sampler_and_noise_source_matches_diffusers() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion");
+    let root = fixtures_root();
     let dir = tempfile::tempdir().unwrap();
     let model = sd15_with_scheduler(dir.path(), &root.join("samplers/scheduler_config.json"));
-    let pipe = Pipeline::load_diffusers(&model, &Default::default(), &Device::Cpu).unwrap();
-    let refs = candle::safetensors::load(root.join("samplers/reference.safetensors"), &Device::Cpu)
-        .unwrap();
+    let pipe = Pipeline::load_diffusers(&model, &Default::default(), &dev()).unwrap();
+    let refs =
+        candle::safetensors::load(root.join("samplers/reference.safetensors"), &dev()).unwrap();
     let meta: Value = serde_json::from_str(
         &std::fs::read_to_string(root.join("samplers/reference.json")).unwrap(),
     )
@@ -588,7 +605,7 @@ fn every_sampler_and_noise_source_matches_diffusers() {
             1e-3,
         );
         let rgb = to_rgb8(&pipe.decode_raw(&latents).unwrap()).unwrap();
-        let rgb = Tensor::from_vec(rgb, (64, 64, 3), &Device::Cpu)
+        let rgb = Tensor::from_vec(rgb, (64, 64, 3), &dev())
             .unwrap()
             .to_dtype(DType::F32)
             .unwrap();
@@ -636,7 +653,7 @@ fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
 fn todays_saved_layouts_load_and_match_diffusers() {
     for arch in ["sd15", "sdxl"] {
         let dir = fixture_dir("layouts").join(arch);
-        let pipe = Pipeline::load_diffusers(&dir, &Default::default(), &Device::Cpu).unwrap();
+        let pipe = Pipeline::load_diffusers(&dir, &Default::default(), &dev()).unwrap();
         let today = with_pipeline(arch, pipe);
         check(arch, &today);
         let classic = fixture(arch);

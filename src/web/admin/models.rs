@@ -103,6 +103,8 @@ struct ModelsPage {
     pulls: bool,
     models_dir: String,
     estimates: bool,
+    /// Where the engine computes ("the CPU", or the GPU with its memory in use).
+    device: String,
 }
 
 fn size_text(n: u64) -> String {
@@ -192,9 +194,12 @@ async fn page(
                 .collect();
             let held: u64 = loaded
                 .iter()
-                .filter(|(n, _)| *n == r.name)
-                .map(|(_, b)| *b)
+                .filter(|(n, _, _)| *n == r.name)
+                .map(|(_, b, _)| *b)
                 .sum();
+            let on_gpu = loaded
+                .iter()
+                .any(|(n, _, d)| *n == r.name && d.starts_with("cuda"));
             InstalledRow {
                 name: r.name.clone(),
                 title: r.title(),
@@ -223,7 +228,9 @@ async fn page(
                 } else {
                     in_tiers.join(", ")
                 },
-                loaded: if held > 0 {
+                loaded: if held > 0 && on_gpu {
+                    tr1("admin.models.loaded_gpu", size_text(held))
+                } else if held > 0 {
                     tr1("admin.models.loaded", size_text(held))
                 } else {
                     tr("admin.models.not_loaded").to_string()
@@ -262,9 +269,26 @@ async fn page(
             pulls: !pulls.is_empty(),
             models_dir: state.config.data_dir.join("models").display().to_string(),
             estimates: estimate_seconds(crate::models::Arch::Sd1, 1, 0.0, 512, true).is_some(),
+            device: device_text(&state.tiers.device()),
         },
         status,
     ))
+}
+
+/// The page's "Runs on" line: the CPU, or the GPU with its memory in use.
+fn device_text(d: &pictor_core::gpu::EngineDevice) -> String {
+    match &d.gpu {
+        Some(g) => tr1(
+            "admin.models.device.gpu",
+            format!(
+                "{} — {} / {}",
+                g.describe(),
+                size_text(g.memory_used),
+                size_text(g.memory_total)
+            ),
+        ),
+        None => tr("admin.models.device.cpu").to_string(),
+    }
 }
 
 fn tier_row(s: &TierState, stored: &[(String, TierMapping)], installed: &[ModelRecord]) -> TierRow {

@@ -673,7 +673,26 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "Last used (UTC)",
         "Последнее использование (UTC)",
     ),
-    ("admin.models.loaded", "loaded, {}", "загружена, {}"),
+    (
+        "admin.models.loaded",
+        "loaded, {} in RAM",
+        "загружена, {} в ОЗУ",
+    ),
+    (
+        "admin.models.loaded_gpu",
+        "loaded, {} on the GPU",
+        "загружена, {} на видеокарте",
+    ),
+    (
+        "admin.models.device.cpu",
+        "The built-in engine runs on the CPU. On a machine with an NVIDIA GPU, the NVIDIA package runs it there (see docs/gpu.md).",
+        "Встроенный движок работает на процессоре. На машине с видеокартой NVIDIA пакет для NVIDIA запускает его на ней (см. docs/gpu.md).",
+    ),
+    (
+        "admin.models.device.gpu",
+        "The built-in engine runs on {} (memory in use / in all).",
+        "Встроенный движок работает на {} (занято памяти / всего).",
+    ),
     ("admin.models.not_loaded", "not loaded", "не загружена"),
     (
         "admin.models.kind.decoder",

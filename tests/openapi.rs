@@ -208,16 +208,19 @@ async fn the_document_has_the_shapes_client_generators_read() {
                     "{method} {path}"
                 );
             }
-            // Every error response is the one error shape.
+            // Every error response is the one error shape: Pictor's, or OpenAI's on the
+            // OpenAI-compatible operations.
+            let shape = if path.starts_with("/openai/") {
+                "#/components/schemas/OpenAiErrorBody"
+            } else {
+                "#/components/schemas/ErrorBody"
+            };
             for (status, response) in op["responses"].as_object().unwrap() {
                 if status.starts_with('4') || status.starts_with('5') {
                     let content = response["content"].as_object().unwrap();
                     assert_eq!(content.len(), 1, "{method} {path} {status}");
                     let schema = &content.values().next().unwrap()["schema"];
-                    assert_eq!(
-                        schema["$ref"], "#/components/schemas/ErrorBody",
-                        "{method} {path} {status}"
-                    );
+                    assert_eq!(schema["$ref"], shape, "{method} {path} {status}");
                 }
             }
         }
@@ -242,6 +245,16 @@ async fn the_document_has_the_shapes_client_generators_read() {
         statuses("/v1/jobs/{job_id}", "get"),
         ["200", "400", "401", "403", "404", "500"]
     );
+    for (path, method) in [
+        ("/openai/v1/images/generations", "post"),
+        ("/openai/v1/images/edits", "post"),
+    ] {
+        assert_eq!(
+            statuses(path, method),
+            ["200", "400", "401", "403", "429", "500", "504"],
+            "{path}"
+        );
+    }
     assert_eq!(
         statuses("/v1/generate", "post"),
         ["202", "400", "401", "402", "403", "409", "413", "500"]
@@ -262,6 +275,11 @@ async fn the_document_without_multipart_lacks_only_the_form_upload() {
         .as_object_mut()
         .unwrap()
         .remove("/v1/edit");
+    // And the OpenAI-compatible edit (multipart too).
+    expected["paths"]
+        .as_object_mut()
+        .unwrap()
+        .remove("/openai/v1/images/edits");
     assert_eq!(plain["paths"], expected["paths"]);
     assert_eq!(plain["components"], full["components"]);
     assert_eq!(plain["info"], full["info"]);

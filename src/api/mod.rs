@@ -6,6 +6,7 @@ pub mod body;
 pub mod error;
 pub mod images;
 pub mod jobs;
+pub mod openai;
 pub mod schema;
 pub mod security;
 
@@ -18,6 +19,7 @@ use self::account::{AccountApi, ApiMap, EndpointInfo};
 use self::error::{codes, error_response, json_response};
 use self::images::{EditFormApi, ImagesApi};
 use self::jobs::JobsApi;
+use self::openai::{OpenAiApi, OpenAiEditApi};
 
 /// Longest prompt or instruction, in characters.
 pub const MAX_PROMPT_CHARS: usize = 4000;
@@ -36,15 +38,34 @@ pub enum ApiTags {
     Jobs,
     /// Profile, models and the interface map.
     Account,
+    /// OpenAI's Images API, served by Pictor: point an OpenAI client at
+    /// `{server}/openai/v1` (or `{server}/api/pictor/openai/v1`) with a `vx_…` key as its API
+    /// key. Errors here have OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`.
+    #[oai(rename = "OpenAI-compatible")]
+    OpenAi,
 }
 
-type Apis = (ImagesApi, EditFormApi, JobsApi, AccountApi);
+type Apis = (
+    ImagesApi,
+    EditFormApi,
+    JobsApi,
+    AccountApi,
+    OpenAiApi,
+    OpenAiEditApi,
+);
 /// The operations without a multipart body.
-type PlainApis = (ImagesApi, JobsApi, AccountApi);
+type PlainApis = (ImagesApi, JobsApi, AccountApi, OpenAiApi);
 
 fn service(public_url: &str, map: ApiMap) -> OpenApiService<Apis, ()> {
     described(
-        (ImagesApi, EditFormApi, JobsApi, AccountApi { map }),
+        (
+            ImagesApi,
+            EditFormApi,
+            JobsApi,
+            AccountApi { map },
+            OpenAiApi,
+            OpenAiEditApi,
+        ),
         public_url,
     )
 }
@@ -52,7 +73,10 @@ fn service(public_url: &str, map: ApiMap) -> OpenApiService<Apis, ()> {
 /// The document without its multipart operation (`POST /v1/edit`; `POST /v1/edit/raw` does the
 /// same job), for client generators that cannot send forms, such as progenitor.
 fn plain_service(public_url: &str, map: ApiMap) -> OpenApiService<PlainApis, ()> {
-    described((ImagesApi, JobsApi, AccountApi { map }), public_url)
+    described(
+        (ImagesApi, JobsApi, AccountApi { map }, OpenAiApi),
+        public_url,
+    )
 }
 
 fn described<T: poem_openapi::OpenApi>(apis: T, public_url: &str) -> OpenApiService<T, ()> {
@@ -272,21 +296,72 @@ async fn guard<E: Endpoint>(ep: std::sync::Arc<E>, mut req: Request) -> Response
     let path = req.uri().path().to_string();
     if req.method() != Method::GET && req.method() != Method::HEAD {
         if crate::app::limits::declared_length(&req).is_some_and(|n| n > DRAIN_CAP) {
-            return too_large();
+            return if is_openai(&path) {
+                openai::translate(too_large()).await
+            } else {
+                too_large()
+            };
         }
         // Chunked bodies have no length up front: both kinds are read with a cap, so both get the
         // JSON 413. Past the limit the rest is read and dropped (up to 64 MiB) so the client,
         // still sending, gets to read the 413 instead of a broken pipe.
         use crate::app::limits::{BodyRead, read_capped_draining};
-        match read_capped_draining(req.take_body(), MAX_BODY_BYTES, DRAIN_CAP, DRAIN_TIME).await {
-            BodyRead::Ok(bytes) => req.set_body(bytes),
-            BodyRead::TooLarge => return too_large(),
-            BodyRead::Failed(message) => return json_response(codes::INVALID_REQUEST, &message),
+        let refused = match read_capped_draining(
+            req.take_body(),
+            MAX_BODY_BYTES,
+            DRAIN_CAP,
+            DRAIN_TIME,
+        )
+        .await
+        {
+            BodyRead::Ok(bytes) => {
+                req.set_body(bytes);
+                None
+            }
+            BodyRead::TooLarge => Some(too_large()),
+            BodyRead::Failed(message) => Some(json_response(codes::INVALID_REQUEST, &message)),
+        };
+        if let Some(resp) = refused {
+            return if is_openai(&path) {
+                openai::translate(resp).await
+            } else {
+                resp
+            };
         }
     }
-    match ep.call(req).await {
+    let resp = match ep.call(req).await {
         Ok(resp) => resp.into_response(),
         Err(err) => error_response(err, &path),
+    };
+    if is_openai(&path) {
+        openai::translate(resp).await
+    } else {
+        resp
+    }
+}
+
+/// Whether a path is one of the OpenAI-compatible operations (errors in OpenAI's shape).
+fn is_openai(path: &str) -> bool {
+    path.starts_with(&format!("{PREFIX}{}/", openai::PATH))
+}
+
+/// `/openai/v1/…` as `/api/pictor/openai/v1/…`: OpenAI clients are given a base URL ending in
+/// `/v1`, and `{server}/openai/v1` is the short one to type.
+pub struct OpenAiAlias<E>(pub std::sync::Arc<E>);
+
+impl<E: Endpoint> Endpoint for OpenAiAlias<E> {
+    type Output = E::Output;
+
+    async fn call(&self, mut req: Request) -> poem::Result<Self::Output> {
+        let rest = req
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_default();
+        *req.uri_mut() = format!("{PREFIX}{rest}")
+            .parse()
+            .map_err(|_| poem::Error::from_status(poem::http::StatusCode::BAD_REQUEST))?;
+        self.0.call(req).await
     }
 }
 

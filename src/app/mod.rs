@@ -213,8 +213,10 @@ impl Server {
         )
         .with_context(|| format!("cannot write {}", admin_path.display()))?;
 
+        let api = std::sync::Arc::new(crate::api::routes(&public_url));
         let app = Route::new()
-            .nest_no_strip("/api/pictor", crate::api::routes(&public_url))
+            .nest_no_strip("/api/pictor", api.clone())
+            .nest_no_strip("/openai/v1", crate::api::OpenAiAlias(api))
             .at("/files/:name", get(files::get_file))
             .at("/metrics", get(observe::metrics_public))
             .at("/healthz", get(observe::healthz))

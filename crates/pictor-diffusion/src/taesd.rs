@@ -11,16 +11,25 @@
 use std::path::Path;
 
 use candle::{DType, Device, Module, Tensor};
-use candle_nn::{Conv2d, Conv2dConfig, VarBuilder};
+use candle_nn::{Conv2dConfig, VarBuilder};
+
+use crate::net::conv::Conv2d;
 use serde_json::Value;
 
 use super::{DiffusionError, load, read_json};
+
+/// The engine's own CPU convolution (`net::conv`: whole-row bands, no NHWC round trip) over
+/// candle's: TAESD is all 3×3 convolutions at up to the picture's full size, where candle's
+/// general path spent most of its time moving data.
+fn fast(c: candle_nn::Conv2d) -> Result<Conv2d, DiffusionError> {
+    Ok(Conv2d::new(c)?)
+}
 
 enum Layer {
     Conv(Conv2d),
     Relu,
     Block {
-        convs: [Conv2d; 3],
+        convs: Box<[Conv2d; 3]>,
         skip: Option<Conv2d>,
     },
     Upsample(usize),
@@ -115,7 +124,13 @@ impl TinyDecoder {
         for (level, (&c, &n)) in channels.iter().zip(&blocks).enumerate() {
             let last = level + 1 == channels.len();
             if level == 0 {
-                layers.push(Layer::Conv(candle_nn::conv2d(prev, c, 3, pad, next())?));
+                layers.push(Layer::Conv(fast(candle_nn::conv2d(
+                    prev,
+                    c,
+                    3,
+                    pad,
+                    next(),
+                )?)?));
                 layers.push(Layer::Relu);
                 next();
                 prev = c;
@@ -123,19 +138,19 @@ impl TinyDecoder {
             for _ in 0..n {
                 let vb = next();
                 let conv = vb.pp("conv");
-                let convs = [
-                    candle_nn::conv2d(prev, c, 3, pad, conv.pp("0"))?,
-                    candle_nn::conv2d(c, c, 3, pad, conv.pp("2"))?,
-                    candle_nn::conv2d(c, c, 3, pad, conv.pp("4"))?,
-                ];
+                let convs = Box::new([
+                    fast(candle_nn::conv2d(prev, c, 3, pad, conv.pp("0"))?)?,
+                    fast(candle_nn::conv2d(c, c, 3, pad, conv.pp("2"))?)?,
+                    fast(candle_nn::conv2d(c, c, 3, pad, conv.pp("4"))?)?,
+                ]);
                 let skip = if prev != c {
-                    Some(candle_nn::conv2d_no_bias(
+                    Some(fast(candle_nn::conv2d_no_bias(
                         prev,
                         c,
                         1,
                         Default::default(),
                         vb.pp("skip"),
-                    )?)
+                    )?)?)
                 } else {
                     None
                 };
@@ -152,7 +167,7 @@ impl TinyDecoder {
             } else {
                 candle_nn::conv2d_no_bias(prev, out, 3, pad, next())?
             };
-            layers.push(Layer::Conv(conv));
+            layers.push(Layer::Conv(fast(conv)?));
             prev = out;
         }
         Ok(TinyDecoder {

@@ -103,6 +103,7 @@ pub fn cuda_binary() -> Option<PathBuf> {
             .find(|p| p.is_file())
         }
     }?;
+    let found = std::fs::canonicalize(&found).unwrap_or(found);
     // Never this very binary (a copy named pictor-cuda running as itself).
     let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         (Ok(a), Ok(b)) => a == b,

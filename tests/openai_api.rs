@@ -286,7 +286,7 @@ async fn openai_clients_generate_edit_and_read_models() {
         Some("insufficient_quota"),
         None,
     );
-    // Three credits for n=4 at 1 each: three pictures are made, the fourth is refused.
+    // Three credits for n=4 at 1 each: refused before any picture is made.
     let (poor_email, poor) = s.user("poor@example.com", 3, true);
     let got = post(
         &s,
@@ -302,11 +302,46 @@ async fn openai_clients_generate_edit_and_read_models() {
         Some("insufficient_quota"),
         None,
     );
-    assert_eq!(
-        balance(&s, &poor_email),
-        0,
-        "the three made are charged, no more"
-    );
+    assert_eq!(balance(&s, &poor_email), 3, "nothing charged");
+    assert_eq!(jobs_of(&s, &poor_email), 0, "no job made");
+    // `user` must be a string, as published.
+    let got = post(
+        &s,
+        Some(&key),
+        generations,
+        json!({"prompt": "x", "user": 0}),
+    )
+    .await;
+    openai_error(&got, 400, "invalid_request_error", None, Some("user"));
+
+    // A real photo through the short base URL (over the pages' 64 KiB body limit).
+    let big = {
+        let img = image::RgbaImage::from_fn(300, 300, |x, y| {
+            image::Rgba([(x * 7 + y * 13) as u8, (x * y) as u8, (y * 3) as u8, 255])
+        });
+        let mut out = std::io::Cursor::new(Vec::new());
+        img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+        out.into_inner()
+    };
+    assert!(big.len() > 64 * 1024, "{}", big.len());
+    let form = reqwest::multipart::Form::new()
+        .part(
+            "image",
+            reqwest::multipart::Part::bytes(big).file_name("big.png"),
+        )
+        .text("prompt", "make it black and white");
+    let (st, v) = status_json(
+        s.client
+            .post(format!("{}/openai/v1/images/edits", s.base))
+            .bearer_auth(&key)
+            .multipart(form)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(balance(&s, &email), 9, "an edit costs 2");
     s.assert_books_balanced();
     s.stop().await;
 }
@@ -336,19 +371,26 @@ async fn a_busy_account_is_rate_limited() {
         })
     };
     let user = s.store().user_by_email(&email).unwrap().unwrap();
-    for _ in 0..200 {
+    let mut active = false;
+    for _ in 0..500 {
         if s.store().active_job(user.id).unwrap().is_some() {
+            active = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let got = post(
-        &s,
-        Some(&key),
-        "/openai/v1/images/generations",
-        json!({"prompt": "another"}),
+    assert!(active, "the first request made no job");
+    let got = tokio::time::timeout(
+        Duration::from_secs(60),
+        post(
+            &s,
+            Some(&key),
+            "/openai/v1/images/generations",
+            json!({"prompt": "another"}),
+        ),
     )
-    .await;
+    .await
+    .expect("the second request was not refused at once");
     openai_error(&got, 429, "requests", Some("rate_limit_exceeded"), None);
     gate.open();
     let (st, v) = first.await.unwrap();

@@ -445,7 +445,7 @@ pub fn error_response(err: poem::Error, path: &str) -> Response {
         }
         return generic(resp.status(), "request failed");
     }
-    let edit = path.ends_with("/v1/edit");
+    let edit = path.ends_with("/v1/edit") || path.ends_with("/images/edits");
     let raw_edit = path.ends_with("/v1/edit/raw");
     if err.is::<NotFoundError>() {
         return json_response(

@@ -31,7 +31,7 @@ use super::security::GenerateAuth;
 use crate::catalog::{Model, Ratio};
 use crate::jobs::service::{self, Generate, JobError, WaitFor, random_seed};
 use crate::state::AppState;
-use crate::store::{CreateJobError, JobRecord, JobStatus};
+use crate::store::{CreateJobError, JobModel, JobRecord, JobStatus};
 
 /// Where the OpenAI-compatible operations live inside `/api/pictor`.
 pub const PATH: &str = "/openai/v1";
@@ -276,6 +276,14 @@ pub async fn translate(resp: Response) -> Response {
     if let Some(c) = close {
         out.headers_mut().insert(poem::http::header::CONNECTION, c);
     }
+    // OpenAI's SDKs retry 5xx answers (twice, by default) unless told not to; a retry would make
+    // (and charge) the pictures again, so the server says not to.
+    if out.status().is_server_error() {
+        out.headers_mut().insert(
+            "x-should-retry",
+            poem::http::HeaderValue::from_static("false"),
+        );
+    }
     out
 }
 
@@ -440,7 +448,11 @@ impl FromJsonBody for GenerationInput {
             model: parse_model(text_field(o, "model")?)?,
             n: parse_n(o.get("n"))?,
             ratio: parse_size(text_field(o, "size")?)?,
-            b64: parse_format(text_field(o, "response_format")?)?,
+            b64: {
+                // Accepted and ignored, but a string as published.
+                text_field(o, "user")?;
+                parse_format(text_field(o, "response_format")?)?
+            },
         })
     }
 }
@@ -644,7 +656,8 @@ impl OpenAiApi {
         let input = body.0;
         let client = auth.0.client().map(str::to_string);
         let user = auth.0.user.id;
-        let deadline = tokio::time::Instant::now() + WAIT_LIMIT;
+        check_quota(&state, user, JobModel::Generate(input.model), input.n)?;
+        let deadline = tokio::time::Instant::now() + wait_limit(&state);
         let mut data = Vec::new();
         for _ in 0..input.n {
             let job = service::create_generate(
@@ -749,7 +762,8 @@ impl OpenAiEditApi {
         let user = &auth.0.user;
         service::precheck_edit(&state, user).map_err(job_error)?;
         let client = auth.0.client().map(str::to_string);
-        let deadline = tokio::time::Instant::now() + WAIT_LIMIT;
+        check_quota(&state, user.id, JobModel::Edit, n)?;
+        let deadline = tokio::time::Instant::now() + wait_limit(&state);
         let mut data = Vec::new();
         for _ in 0..n {
             let job = service::create_edit(
@@ -769,6 +783,42 @@ impl OpenAiEditApi {
             data,
         }))
     }
+}
+
+/// How long a request waits for its pictures: [`WAIT_LIMIT`], but always inside the server's
+/// `idle_timeout` (a connection that sends nothing for that long is closed, and a client that
+/// then retries would start — and pay for — the pictures again).
+fn wait_limit(state: &AppState) -> Duration {
+    WAIT_LIMIT.min(
+        state
+            .config
+            .idle_timeout
+            .saturating_sub(Duration::from_secs(5))
+            .max(Duration::from_secs(1)),
+    )
+}
+
+/// `n` pictures at the price of `model` must be covered by the balance before the first starts,
+/// so that a request is not half made and half refused for credits.
+fn check_quota(state: &AppState, user: u64, model: JobModel, n: u32) -> Result<(), OpenAiError> {
+    let settings = state
+        .store
+        .settings()
+        .map_err(|e| server_error(&e.to_string()))?;
+    let balance = state
+        .store
+        .user(user)
+        .map_err(|e| server_error(&e.to_string()))?
+        .map_or(0, |u| u.balance);
+    let cost = i64::from(model.price(&settings)) * i64::from(n);
+    if balance < cost {
+        return Err(OpenAiError::from_code(
+            codes::INSUFFICIENT_CREDITS,
+            &format!("not enough credits: {n} picture(s) cost {cost}, the balance is {balance}"),
+            None,
+        ));
+    }
+    Ok(())
 }
 
 fn failure(f: ApiFailure) -> OpenAiError {
@@ -827,8 +877,8 @@ async fn finish(
                 Some("timeout"),
                 None,
                 &format!(
-                    "the picture was not ready within {} s; it is job {id} in your history",
-                    WAIT_LIMIT.as_secs()
+                    "the picture was not ready within {} s; it goes on as job {id} (see your history)",
+                    wait_limit(state).as_secs()
                 ),
             ));
         }

@@ -47,7 +47,11 @@ pub enum Family {
 /// The limit and error shape of a path. `None`: the route enforces the limit itself (the image
 /// API's guard reads with the same streaming cap).
 pub fn family_of(path: &str) -> Option<(Family, usize)> {
-    if path == crate::api::PREFIX || path.starts_with("/api/pictor/") {
+    // The OpenAI-compatible alias (`/openai/v1/…`) is the image API too.
+    if path == crate::api::PREFIX
+        || path.starts_with("/api/pictor/")
+        || path.starts_with("/openai/v1/")
+    {
         return None;
     }
     Some(match path {

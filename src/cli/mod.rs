@@ -1182,6 +1182,10 @@ fn uses_store(command: &Command) -> bool {
 
 /// Runs a non-serve command.
 pub async fn run_command(cli: &Cli, command: &Command) -> anyhow::Result<()> {
+    // Needs no data folder or configuration (the CPU build's probe runs it).
+    if let Command::Gpu { json } = command {
+        return gpu_command(*json).await;
+    }
     let dir = data_dir(cli)?;
     if uses_store(command) && !cli.init && !dir.join("pictor.redb").exists() {
         bail!(

@@ -86,9 +86,11 @@ PY
 serve() {
   "$P" --data-dir "$D" --config "$W/config.toml" serve --listen 127.0.0.1:18080 >"$OUT/serve-$1.log" 2>&1 &
   SERVER=$!
-  local t0=$(date +%s.%N)
+  local t0 t1
+  t0=$(date +%s%N)
   for _ in $(seq 1 600); do curl -sf http://127.0.0.1:18080/healthz >/dev/null 2>&1 && break; sleep 0.2; done
-  echo "{\"run\": \"$1\", \"ready_after_s\": $(echo "$(date +%s.%N) - $t0" | bc)}" | tee -a "$OUT/jobs.jsonl"
+  t1=$(date +%s%N)
+  echo "{\"run\": \"$1\", \"ready_after_s\": $(( (t1 - t0) / 1000000 ))e-3}" | tee -a "$OUT/jobs.jsonl"
 }
 serve cold;  jobs cold fast fast fast fast artist
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | tee "$OUT/memory.txt"

@@ -24,7 +24,9 @@ want_libs=0
 [ "${1:-}" = "--libs" ] && want_libs=1
 # `pip --target`, one folder per set: no virtual environment (python3-venv) needed, and a second
 # install does not meet the first's `nvidia/` folder.
-if ! [ -x "$V/compiler/nvidia/cu13/bin/nvcc" ]; then
+# Reused only when it is the pinned release.
+if ! "$V/compiler/nvidia/cu13/bin/nvcc" --version 2>/dev/null | grep -q "release 13.0, V13.0.88"; then
+  rm -rf "$V/compiler"
   echo "toolkit.sh: installing NVIDIA's CUDA 13.0 compiler wheels into $V/compiler" >&2
   python3 -m pip install -q --disable-pip-version-check --no-warn-script-location --target "$V/compiler" \
     nvidia-cuda-nvcc==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-nvvm==13.0.88 \

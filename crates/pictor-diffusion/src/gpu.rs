@@ -110,12 +110,23 @@ mod cuda {
         if count < 1 {
             return Err("the NVIDIA driver sees no GPU".to_string());
         }
-        (0..count as usize)
-            .map(|i| {
-                let ctx = CudaContext::new(i).map_err(|e| format!("GPU {i}: {e}"))?;
-                describe(&ctx)
-            })
-            .collect()
+        // Every GPU that answers; one that does not (busy in exclusive mode, a MIG parent)
+        // does not hide the others.
+        let mut gpus = Vec::new();
+        let mut errors = Vec::new();
+        for i in 0..count as usize {
+            match CudaContext::new(i)
+                .map_err(|e| e.to_string())
+                .and_then(|ctx| describe(&ctx))
+            {
+                Ok(g) => gpus.push(g),
+                Err(e) => errors.push(format!("GPU {i}: {e}")),
+            }
+        }
+        if gpus.is_empty() {
+            return Err(errors.join("; "));
+        }
+        Ok(gpus)
     }
 
     /// One kernel of each module: loading a function loads (and on first use compiles) its

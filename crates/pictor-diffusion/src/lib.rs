@@ -12,6 +12,7 @@
 //!
 //! Everything here is synchronous and runs on the render pool's blocking threads.
 
+pub mod edit;
 pub mod gpu;
 pub mod load;
 pub mod net;
@@ -165,6 +166,7 @@ pub struct Pipeline {
     /// The latent side the UNet was trained at (`sample_size`); pictures are 8× that.
     pub sample_size: usize,
     latent_channels: usize,
+    unet_kind: UnetKind,
     device: Device,
     /// Bytes of float32 weights held in memory.
     pub resident_bytes: u64,
@@ -178,6 +180,59 @@ pub struct Pipeline {
 /// overlap by 16 (diffusers' tiling defaults for the SD VAE), bounding the decoder's memory to a
 /// 512² decode's.
 pub const VAE_TILE: (usize, usize) = (64, 16);
+
+/// What a model's UNet takes beside the noisy latents, read off its input channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnetKind {
+    /// The latents alone (text to image, img2img, masked img2img).
+    Text,
+    /// InstructPix2Pix: the latents and the source picture's latents (twice the channels).
+    Instruct,
+    /// Inpainting: the latents, the mask and the masked picture's latents (twice plus one).
+    Inpaint,
+}
+
+impl UnetKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnetKind::Text => "text",
+            UnetKind::Instruct => "instruct",
+            UnetKind::Inpaint => "inpaint",
+        }
+    }
+}
+
+/// What each UNet evaluation sees beside the latents and how the guided predictions combine.
+pub enum Guide {
+    /// The latents alone.
+    Plain,
+    /// These channels appended to the scaled latents (inpainting: the mask and the masked
+    /// picture's latents).
+    Concat(Tensor),
+    /// InstructPix2Pix: the source's latents appended, and with guidance three evaluations.
+    Instruct { image: Tensor, image_guidance: f64 },
+}
+
+/// Masked img2img on a plain UNet: after every step, the latents outside `mask` (1 = change,
+/// latent resolution) are the source's `clean` latents noised with `noise` to the next step.
+pub struct Blend {
+    pub mask: Tensor,
+    pub clean: Tensor,
+    pub noise: Tensor,
+}
+
+/// One denoising run ([`Pipeline::denoise_with`]).
+pub struct Denoise<'a> {
+    pub cond: &'a Conditioning,
+    pub schedule: &'a Schedule,
+    /// The evaluation the latents are noised to.
+    pub start: usize,
+    pub guidance: f64,
+    pub guide: &'a Guide,
+    pub blend: Option<&'a Blend>,
+    /// The picture's (height, width).
+    pub size: (usize, usize),
+}
 
 /// How one picture is made.
 #[derive(Debug, Clone)]
@@ -303,7 +358,15 @@ impl Pipeline {
         let header = single_file::Header::read(path)?;
         let arch = header.arch()?;
         let mut configs = match config_dir {
-            Some(dir) => Configs::read(dir)?,
+            Some(dir) => {
+                let mut c = Configs::read(dir)?;
+                // The file's UNet decides what it takes (a folder of the same architecture may
+                // be a text model's, the file an instruction-editing or inpainting one).
+                if let Ok(n) = header.dim("model.diffusion_model.input_blocks.0.0.weight", 1) {
+                    c.unet["in_channels"] = serde_json::json!(n);
+                }
+                c
+            }
             None => {
                 let v_pred = overrides.prediction.is_none()
                     && arch == pictor_core::models::Arch::Sd2
@@ -408,12 +471,35 @@ impl Pipeline {
         let unet_shape = load::unet_config(&configs.unet)?;
         let (vae_cfg, vae_scale, vae_in, vae_out) = load::vae_config(&configs.vae)?;
         let latent_channels = vae_cfg.latent_channels;
-        if unet_shape.in_channels != latent_channels || unet_shape.out_channels != latent_channels {
+        let unet_kind = match unet_shape.in_channels {
+            c if c == latent_channels => UnetKind::Text,
+            c if c == 2 * latent_channels => UnetKind::Instruct,
+            c if c == 2 * latent_channels + 1 => UnetKind::Inpaint,
+            c => {
+                return Err(DiffusionError::Model(format!(
+                    "the UNet takes {c} input channels; the VAE makes {latent_channels}-channel latents \
+                     (a model for text, instruction edits or inpainting takes {latent_channels}, {} or {})",
+                    2 * latent_channels,
+                    2 * latent_channels + 1
+                )));
+            }
+        };
+        if unet_shape.out_channels != latent_channels {
             return Err(DiffusionError::Model(
-                "the UNet and the VAE disagree on latent channels (inpainting models are not supported)".into(),
+                "the UNet and the VAE disagree on latent channels".into(),
             ));
         }
         let sdxl = unet_shape.config.text_time.is_some();
+        if sdxl && unet_kind != UnetKind::Text {
+            return Err(DiffusionError::Model(format!(
+                "SDXL {} models are not supported yet (SD 1.x and 2.x ones are)",
+                if unet_kind == UnetKind::Instruct {
+                    "instruction-editing"
+                } else {
+                    "inpainting"
+                }
+            )));
+        }
         if configs.text.len() != configs.tokenizers.len() || (sdxl && configs.text.len() != 2) {
             return Err(DiffusionError::Model(
                 "text encoders and tokenizers do not match the UNet".into(),
@@ -454,6 +540,7 @@ impl Pipeline {
             scheduler: SchedulerConfig::from_json(&configs.scheduler)?,
             sample_size: unet_shape.sample_size,
             latent_channels,
+            unet_kind,
             device: device.clone(),
             resident_bytes,
             tiny_decoder: None,
@@ -484,6 +571,11 @@ impl Pipeline {
     /// Whether pictures are decoded by a tiny decoder.
     pub fn has_tiny_decoder(&self) -> bool {
         self.tiny_decoder.is_some()
+    }
+
+    /// What the UNet takes beside the latents.
+    pub fn unet_kind(&self) -> UnetKind {
+        self.unet_kind
     }
 
     pub fn is_sdxl(&self) -> bool {
@@ -589,7 +681,7 @@ impl Pipeline {
     pub fn denoise(
         &self,
         cond: &Conditioning,
-        mut latents: Tensor,
+        latents: Tensor,
         schedule: &Schedule,
         start: usize,
         guidance: f64,
@@ -597,31 +689,103 @@ impl Pipeline {
         size: (usize, usize),
         control: &dyn StepControl,
     ) -> Result<Tensor, DiffusionError> {
-        let total = schedule.len() - start;
+        let run = Denoise {
+            cond,
+            schedule,
+            start,
+            guidance,
+            guide: &Guide::Plain,
+            blend: None,
+            size,
+        };
+        self.denoise_with(&run, latents, noise, control)
+    }
+
+    /// [`Pipeline::denoise`] with extra UNet inputs ([`Guide`]) and, for masked img2img, the
+    /// source blended back outside the mask after every step ([`Blend`]).
+    pub fn denoise_with(
+        &self,
+        run: &Denoise<'_>,
+        mut latents: Tensor,
+        noise: &mut dyn NoiseSource,
+        control: &dyn StepControl,
+    ) -> Result<Tensor, DiffusionError> {
+        let schedule = run.schedule;
+        let total = schedule.len() - run.start;
         let mut state = SamplerState::default();
-        for (done, k) in (start..schedule.len()).enumerate() {
+        for (done, k) in (run.start..schedule.len()).enumerate() {
             if control.cancelled() {
                 return Err(DiffusionError::Cancelled);
             }
             let t = f64::from(schedule.timesteps[k]);
             let x = schedule.scale_input(&latents, k)?;
-            let text = self.unet(&x, t, &cond.cond, cond.pooled.as_ref(), size)?;
-            let eps = match &cond.uncond {
-                Some(uncond) if guidance > 1.0 => {
-                    let un = self.unet(&x, t, uncond, cond.uncond_pooled.as_ref(), size)?;
-                    (&un + ((text - &un)? * guidance)?)?
-                }
-                _ => text,
-            };
+            let eps = self.predict(run, &x, t)?;
             let step_noise = if schedule.sampler.ancestral() {
                 Some(self.randn(noise, latents.dims())?)
             } else {
                 None
             };
             latents = schedule.step(&mut state, &eps, k, &latents, step_noise.as_ref())?;
+            if let Some(b) = run.blend {
+                // diffusers' StableDiffusionInpaintPipeline on a 4-channel UNet: outside the
+                // mask, the source noised to the next step (clean after the last).
+                let proper = if k + 1 < schedule.len() {
+                    schedule.add_noise(&b.clean, &b.noise, k + 1)?
+                } else {
+                    b.clean.clone()
+                };
+                let keep = b.mask.affine(-1.0, 1.0)?;
+                latents = (proper.broadcast_mul(&keep)? + latents.broadcast_mul(&b.mask)?)?;
+            }
             control.progress(done + 1, total);
         }
         Ok(latents)
+    }
+
+    /// The guided noise prediction for the scaled latents `x` at timestep `t`.
+    fn predict(&self, run: &Denoise<'_>, x: &Tensor, t: f64) -> Result<Tensor, DiffusionError> {
+        let cond = run.cond;
+        let size = run.size;
+        let with = |extra: &Tensor| Tensor::cat(&[x, extra], 1);
+        match run.guide {
+            Guide::Instruct {
+                image,
+                image_guidance,
+            } => {
+                // diffusers' StableDiffusionInstructPix2PixPipeline: (text, image), (none,
+                // image), (none, none), combined as uncond + g (text − image) + ig (image − uncond).
+                let xi = with(image)?;
+                let text = self.unet(&xi, t, &cond.cond, None, size)?;
+                match &cond.uncond {
+                    Some(un) if run.guidance > 1.0 && *image_guidance >= 1.0 => {
+                        let img = self.unet(&xi, t, un, None, size)?;
+                        let blank = with(&image.zeros_like()?)?;
+                        let none = self.unet(&blank, t, un, None, size)?;
+                        Ok(((&none + ((text - &img)? * run.guidance)?)?
+                            + ((img - &none)? * *image_guidance)?)?)
+                    }
+                    _ => Ok(text),
+                }
+            }
+            guide => {
+                let input;
+                let x = match guide {
+                    Guide::Concat(extra) => {
+                        input = with(extra)?;
+                        &input
+                    }
+                    _ => x,
+                };
+                let text = self.unet(x, t, &cond.cond, cond.pooled.as_ref(), size)?;
+                match &cond.uncond {
+                    Some(uncond) if run.guidance > 1.0 => {
+                        let un = self.unet(x, t, uncond, cond.uncond_pooled.as_ref(), size)?;
+                        Ok((&un + ((text - &un)? * run.guidance)?)?)
+                    }
+                    _ => Ok(text),
+                }
+            }
+        }
     }
 
     /// Standard-normal noise of `shape` from `noise`.
@@ -661,12 +825,32 @@ impl Pipeline {
         Ok((dist.sample_with(&eps)? * self.vae_scale)?)
     }
 
+    /// RGB8 `width`×`height` as the VAE takes it: `(1, 3, H, W)` in -1..1 (diffusers'
+    /// `image_processor.preprocess`).
+    pub fn pixels(
+        &self,
+        image: &[u8],
+        width: usize,
+        height: usize,
+    ) -> Result<Tensor, DiffusionError> {
+        if image.len() != width * height * 3 {
+            return Err(DiffusionError::Invalid(
+                "the source image has the wrong size".into(),
+            ));
+        }
+        let pixels = Tensor::from_vec(image.to_vec(), (height, width, 3), &self.device)?
+            .permute((2, 0, 1))?
+            .to_dtype(DType::F32)?
+            .unsqueeze(0)?;
+        Ok((((pixels / 255.0)? * 2.0)? - 1.0)?)
+    }
+
     /// The schedule of a request.
     pub fn schedule(&self, req: &Request) -> Result<Schedule, DiffusionError> {
         self.scheduler.schedule(req.steps, req.sampler, req.karras)
     }
 
-    fn check(&self, req: &Request) -> Result<(), DiffusionError> {
+    pub(crate) fn check(&self, req: &Request) -> Result<(), DiffusionError> {
         if !req.width.is_multiple_of(8)
             || !req.height.is_multiple_of(8)
             || req.width < 64
@@ -682,6 +866,19 @@ impl Pipeline {
             ));
         }
         Ok(())
+    }
+
+    /// Refuses models whose UNet needs a source picture (instruction editing, inpainting).
+    fn needs_text_unet(&self) -> Result<(), DiffusionError> {
+        match self.unet_kind {
+            UnetKind::Text => Ok(()),
+            UnetKind::Instruct => Err(DiffusionError::Invalid(
+                "this is an instruction-editing (InstructPix2Pix) model: it edits pictures, map it to the edit tier".into(),
+            )),
+            UnetKind::Inpaint => Err(DiffusionError::Invalid(
+                "this is an inpainting model: it repaints masked areas of a picture, map it to the edit tier".into(),
+            )),
+        }
     }
 
     /// Text to image: the picture as RGB8, `width * height * 3` bytes.
@@ -703,6 +900,7 @@ impl Pipeline {
         control: &dyn StepControl,
     ) -> Result<Tensor, DiffusionError> {
         self.check(req)?;
+        self.needs_text_unet()?;
         let guided = req.guidance > 1.0;
         let cond = self.encode_text(&req.prompt, &req.negative_prompt, guided)?;
         let schedule = self.schedule(req)?;
@@ -744,6 +942,7 @@ impl Pipeline {
         control: &dyn StepControl,
     ) -> Result<Tensor, DiffusionError> {
         self.check(req)?;
+        self.needs_text_unet()?;
         if image.len() != req.width * req.height * 3 {
             return Err(DiffusionError::Invalid(
                 "the source image has the wrong size".into(),
@@ -759,11 +958,7 @@ impl Pipeline {
             ));
         }
         let start = req.steps - init;
-        let pixels = Tensor::from_vec(image.to_vec(), (req.height, req.width, 3), &self.device)?
-            .permute((2, 0, 1))?
-            .to_dtype(DType::F32)?
-            .unsqueeze(0)?;
-        let pixels = (((pixels / 255.0)? * 2.0)? - 1.0)?;
+        let pixels = self.pixels(image, req.width, req.height)?;
         let clean = self.encode_image(&pixels, noise)?;
         let eps = self.randn(noise, clean.dims())?;
         let begin = schedule.begin(start);

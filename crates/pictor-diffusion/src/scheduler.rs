@@ -160,6 +160,9 @@ pub struct SchedulerConfig {
     pub karras: bool,
     /// DDIM: the alpha past the last step is 1 (else the first training step's).
     pub set_alpha_to_one: bool,
+    /// DDIM: the predicted clean sample is clamped to ± this (`clip_sample`, whose class
+    /// default is on at 1.0; SD's own files turn it off).
+    pub clip_sample: Option<f32>,
     /// DPM++: the final sigma is the smallest training sigma instead of 0.
     pub final_sigma_min: bool,
     pub lower_order_final: bool,
@@ -179,6 +182,7 @@ impl Default for SchedulerConfig {
             steps_offset: 1,
             karras: false,
             set_alpha_to_one: false,
+            clip_sample: None,
             final_sigma_min: false,
             lower_order_final: true,
             euler_at_final: false,
@@ -224,6 +228,7 @@ impl SchedulerConfig {
             karras: b("use_karras_sigmas", false),
             // DDIM's class default is true; SD's files say false.
             set_alpha_to_one: b("set_alpha_to_one", true),
+            clip_sample: b("clip_sample", true).then(|| f("clip_sample_range", 1.0) as f32),
             final_sigma_min: s("final_sigmas_type") == Some("sigma_min"),
             lower_order_final: b("lower_order_final", true),
             euler_at_final: b("euler_at_final", false),
@@ -307,6 +312,7 @@ impl SchedulerConfig {
             prediction: self.prediction,
             karras,
             ddim: Vec::new(),
+            clip_sample: None,
             dpm: DpmFlags {
                 lower_order_final: self.lower_order_final,
                 euler_at_final: self.euler_at_final,
@@ -354,6 +360,7 @@ impl SchedulerConfig {
                     }
                     Spacing::Trailing => trailing(t, n),
                 };
+                s.clip_sample = self.clip_sample;
                 let final_alpha = if self.set_alpha_to_one {
                     1.0
                 } else {
@@ -544,6 +551,8 @@ pub struct Schedule {
     pub karras: bool,
     /// DDIM: (ᾱ at the step's timestep, ᾱ at the previous one) per step.
     ddim: Vec<(f32, f32)>,
+    /// DDIM: the clamp of the predicted clean sample.
+    clip_sample: Option<f32>,
     dpm: DpmFlags,
 }
 
@@ -640,6 +649,11 @@ impl Schedule {
                         ((sample * f64::from(at.sqrt()))? - (out * f64::from(bt.sqrt()))?)?,
                         ((out * f64::from(at.sqrt()))? + (sample * f64::from(bt.sqrt()))?)?,
                     ),
+                };
+                let (x0, eps) = match self.clip_sample {
+                    // diffusers clamps x₀ and keeps the model's ε (no `use_clipped_model_output`).
+                    Some(r) => (x0.clamp(-r, r)?, eps),
+                    None => (x0, eps),
                 };
                 let c = ((1.0 - ap) - 0.0).sqrt();
                 (x0 * f64::from(ap.sqrt()))? + (eps * f64::from(c))?
@@ -803,6 +817,7 @@ mod tests {
     fn sd15() -> SchedulerConfig {
         SchedulerConfig {
             set_alpha_to_one: false,
+            clip_sample: None,
             ..SchedulerConfig::default()
         }
     }

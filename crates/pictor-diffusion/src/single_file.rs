@@ -339,7 +339,7 @@ impl Header {
         self.0.get(name).map(|t| t.shape.as_slice())
     }
 
-    fn dim(&self, name: &str, i: usize) -> Result<usize, DiffusionError> {
+    pub(crate) fn dim(&self, name: &str, i: usize) -> Result<usize, DiffusionError> {
         self.shape(name)
             .and_then(|s| s.get(i))
             .map(|&d| d as usize)

@@ -711,3 +711,149 @@ fn todays_saved_layouts_load_and_match_diffusers() {
         "{e}"
     );
 }
+
+/// The tiny SD 1.5 model with the edits fixture's UNet `unet` (`ip2p_unet`, `inpaint_unet`).
+fn sd15_with_unet(dir: &std::path::Path, unet: &str) -> PathBuf {
+    let from = fixture_dir("sd15").join("model");
+    let to = dir.join(unet);
+    for entry in walk(&from) {
+        let rel = entry.strip_prefix(&from).unwrap();
+        if rel.starts_with("unet") {
+            continue;
+        }
+        let dest = to.join(rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(&entry, &dest).unwrap();
+    }
+    let edits = fixture_dir("edits").join(unet);
+    std::fs::create_dir_all(to.join("unet")).unwrap();
+    for f in ["config.json", "diffusion_pytorch_model.safetensors"] {
+        std::fs::copy(edits.join(f), to.join("unet").join(f)).unwrap();
+    }
+    to
+}
+
+/// InstructPix2Pix, SD inpainting (a 9-channel UNet) and masked img2img (the plain SD 1.5 UNet),
+/// whole runs from the seed against diffusers' own pipelines (`tools/sd-fixtures/edits.py`):
+/// Euler a, Euler and DDIM, image guidance 1.0 to 2.5, no guidance, full and partial strength;
+/// InstructPix2Pix also from its single-file checkpoint.
+#[test]
+fn edits_match_diffusers() {
+    let root = fixture_dir("edits");
+    let refs = candle::safetensors::load(root.join("reference.safetensors"), &dev()).unwrap();
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("reference.json")).unwrap())
+            .unwrap();
+    let bytes = |k: &str| {
+        refs[k]
+            .to_dtype(DType::U8)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<u8>()
+            .unwrap()
+    };
+    let picture = bytes("source");
+    let mask = bytes("mask");
+    let tmp = tempfile::tempdir().unwrap();
+    let load =
+        |dir: &std::path::Path| Pipeline::load_diffusers(dir, &Default::default(), &dev()).unwrap();
+    let ip2p = load(&sd15_with_unet(tmp.path(), "ip2p_unet"));
+    let ip2p_file = Pipeline::load_single_file(
+        &root.join("ip2p_single_file.safetensors"),
+        Some(&fixture_dir("sd15").join("model")),
+        &Default::default(),
+        &dev(),
+    )
+    .unwrap();
+    let inpaint = load(&sd15_with_unet(tmp.path(), "inpaint_unet"));
+    let plain = load(&fixture_dir("sd15").join("model"));
+    assert_eq!(ip2p.unet_kind(), pictor_diffusion::UnetKind::Instruct);
+    assert_eq!(ip2p_file.unet_kind(), pictor_diffusion::UnetKind::Instruct);
+    assert_eq!(inpaint.unet_kind(), pictor_diffusion::UnetKind::Inpaint);
+    assert_eq!(plain.unet_kind(), pictor_diffusion::UnetKind::Text);
+    let cases = meta["cases"].as_object().unwrap();
+    assert_eq!(cases.len(), 8);
+    for (case, c) in cases {
+        let kind = c["pipe"].as_str().unwrap();
+        let req = Request {
+            prompt: meta[if kind == "ip2p" {
+                "instruction"
+            } else {
+                "inpaint_prompt"
+            }]
+            .as_str()
+            .unwrap()
+            .into(),
+            negative_prompt: meta["negative_prompt"].as_str().unwrap().into(),
+            steps: c["steps"].as_u64().unwrap() as usize,
+            guidance: c["guidance"].as_f64().unwrap(),
+            sampler: Sampler::parse(c["sampler"].as_str().unwrap()).unwrap(),
+            karras: None,
+            width: 64,
+            height: 64,
+        };
+        let seed = c["seed"].as_u64().unwrap();
+        let pipes: Vec<(&str, &Pipeline)> = match kind {
+            "ip2p" => vec![("folder", &ip2p), ("single file", &ip2p_file)],
+            "inpaint" => vec![("folder", &inpaint)],
+            _ => vec![("folder", &plain)],
+        };
+        for (from, pipe) in pipes {
+            let mut noise = source(NoiseKind::TorchCpu, seed);
+            let latents = if kind == "ip2p" {
+                let ig = c["image_guidance"].as_f64().unwrap();
+                pipe.instruct_latents(&req, &picture, ig, noise.as_mut(), &NoControl)
+            } else {
+                let strength = c["strength"].as_f64().unwrap();
+                pipe.inpaint_latents(&req, &picture, &mask, strength, noise.as_mut(), &NoControl)
+            }
+            .unwrap();
+            close(
+                &format!("{case} ({from}) latents"),
+                &latents,
+                &refs[&format!("{case}_latents")],
+                1e-3,
+            );
+            let rgb = to_rgb8(&pipe.decode_raw(&latents).unwrap()).unwrap();
+            let rgb = Tensor::from_vec(rgb, (64, 64, 3), &dev())
+                .unwrap()
+                .to_dtype(DType::F32)
+                .unwrap();
+            close(
+                &format!("{case} ({from}) picture (0..1)"),
+                &(rgb / 255.0).unwrap(),
+                &refs[&format!("{case}_image")],
+                2.0 / 255.0,
+            );
+        }
+    }
+    // What each model is for: a text model does not take instructions, an instruction model
+    // neither draws from words alone nor repaints a mask.
+    let req = Request {
+        prompt: "x".into(),
+        negative_prompt: String::new(),
+        steps: 2,
+        guidance: 1.0,
+        sampler: Sampler::Euler,
+        karras: None,
+        width: 64,
+        height: 64,
+    };
+    let mut noise = source(NoiseKind::TorchCpu, 1);
+    let err = |r: Result<Tensor, pictor_diffusion::DiffusionError>| r.unwrap_err().to_string();
+    assert!(
+        err(plain.instruct_latents(&req, &picture, 1.5, noise.as_mut(), &NoControl))
+            .contains("InstructPix2Pix")
+    );
+    assert!(err(ip2p.txt2img_latents(&req, noise.as_mut(), &NoControl)).contains("edit tier"));
+    assert!(err(inpaint.txt2img_latents(&req, noise.as_mut(), &NoControl)).contains("edit tier"));
+    assert!(
+        err(ip2p.inpaint_latents(&req, &picture, &mask, 1.0, noise.as_mut(), &NoControl))
+            .contains("masked")
+    );
+    assert!(
+        err(inpaint.inpaint_latents(&req, &picture, &mask[1..], 1.0, noise.as_mut(), &NoControl))
+            .contains("mask")
+    );
+}

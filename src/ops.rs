@@ -566,6 +566,7 @@ fn run(
             };
             let record = crate::store::models::ModelRecord {
                 kind: info.kind,
+                role: info.role,
                 family,
                 name,
                 path,

@@ -303,6 +303,13 @@ pub struct EditRequest {
         pattern = r"^[^\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]*[^\s\u0000-\u001F\u007F-\u009F][^\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F]*$"
     ))]
     pub prompt: String,
+    /// *(added)* The area to change: an image of the photo's size (PNG, JPEG or WebP) whose
+    /// transparent pixels mark it (OpenAI's convention) or, without transparency, its white
+    /// pixels (diffusers' and AUTOMATIC1111's). Outside it the picture stays as it was. With a
+    /// model on the edit tier the model repaints the area (an inpainting model, or masked
+    /// img2img); with the built-in painter the edit applies inside it only. Refused (400
+    /// `invalid_image`, the message naming the mask) when its size differs or it marks nothing.
+    pub mask: Option<Upload>,
     /// *(added)* An http(s) URL to POST the finished job to, as for `/v1/generate`.
     #[oai(validator(max_length = 2048))]
     pub webhook_url: Option<String>,
@@ -352,6 +359,8 @@ pub struct EditForm {
     pub file: Option<Upload>,
     /// The edit instruction, 1 to 4000 characters (e.g. "make it black and white").
     pub prompt: Option<String>,
+    /// The area to change.
+    pub mask: Option<Upload>,
     /// Where to announce the job's end.
     pub webhook_url: Option<String>,
 }
@@ -437,8 +446,8 @@ impl ImagesApi {
         let user = &auth.0.user;
         service::precheck_edit(&state, user)?;
         let client = auth.0.client().map(str::to_string);
-        let job =
-            service::create_edit(&state, user.id, client, prompt, photo.0, webhook_url).await?;
+        let job = service::create_edit(&state, user.id, client, prompt, photo.0, None, webhook_url)
+            .await?;
         Ok(accepted(&state, job))
     }
 }
@@ -453,8 +462,9 @@ impl EditFormApi {
     /// Edit a photo with an instruction
     ///
     /// Multipart form with the photo under `image` (or `photo`, `file`) and the instruction under
-    /// `prompt`. Costs the edit price (2 credits by default); does not use the daily photo limit.
-    /// The upload is checked (PNG, JPEG or WebP by content, pixel limits) before the job is
+    /// `prompt`, and optionally a `mask` marking the area to change. Costs the edit price (2
+    /// credits by default); does not use the daily photo limit. The uploads are checked (PNG,
+    /// JPEG or WebP by content, pixel limits, the mask the photo's size) before the job is
     /// created and stored before the 202 is sent.
     /// An app's access token needs the `images:generate` scope.
     #[oai(path = "/v1/edit", method = "post", operation_id = "edit")]
@@ -479,12 +489,23 @@ impl EditFormApi {
             .or(form.file)
             .ok_or_else(no_photo)?;
         check_upload_size(upload.size())?;
+        if let Some(m) = &form.mask {
+            if m.size() == 0 {
+                return Err(ApiError::new(codes::INVALID_IMAGE, "the mask part is empty").into());
+            }
+            check_upload_size(m.size())?;
+        }
         let user = &auth.0.user;
         // Cheap checks first, so a busy or broke user does not make us decode 20 MB.
         service::precheck_edit(&state, user)?;
         let bytes = upload.into_vec().await.map_err(ApiError::internal)?;
         let client = auth.0.client().map(str::to_string);
-        let job = service::create_edit(&state, user.id, client, prompt, bytes, webhook_url).await?;
+        let mask = match form.mask {
+            Some(m) => Some(m.into_vec().await.map_err(ApiError::internal)?),
+            None => None,
+        };
+        let job =
+            service::create_edit(&state, user.id, client, prompt, bytes, mask, webhook_url).await?;
         Ok(accepted(&state, job))
     }
 }

@@ -494,8 +494,9 @@ pub struct ImageEditRequest {
     /// The instruction, 1 to 4000 characters.
     #[oai(validator(min_length = 1, max_length = 4000))]
     pub prompt: String,
-    /// A mask (transparent pixels mark the area to change): not supported yet; refused with a
-    /// 400 naming `mask` rather than ignored.
+    /// A PNG the picture's size whose transparent pixels mark the area to change (OpenAI's
+    /// convention; a black-and-white mask, white = change, is read too). Outside it the
+    /// picture stays exactly as it was.
     pub mask: Option<Upload>,
     /// As for generations (every edit is drawn by the edit tier).
     pub model: Option<String>,
@@ -515,7 +516,7 @@ pub struct ImageEditRequest {
 pub struct ImageEditForm {
     image: Option<Vec<u8>>,
     prompt: Option<String>,
-    mask: bool,
+    mask: Option<Vec<u8>>,
     model: Option<String>,
     n: Option<String>,
     response_format: Option<String>,
@@ -572,8 +573,11 @@ impl poem_openapi::payload::ParsePayload for ImageEditForm {
                     }
                 }
                 "mask" => {
-                    form.mask = true;
-                    let _ = field.bytes().await;
+                    let bytes = field
+                        .bytes()
+                        .await
+                        .map_err(|e| bad(format!("`mask`: {e}")))?;
+                    form.mask = Some(bytes);
                 }
                 "prompt" => form.prompt = Some(text(field, name).await?),
                 "model" => form.model = Some(text(field, name).await?),
@@ -716,7 +720,7 @@ impl OpenAiEditApi {
     ///
     /// OpenAI's `POST /v1/images/edits`: multipart `image` (or `image[]`, the first is edited),
     /// `prompt`, optional `n`, `response_format`. Done by the edit tier, at the edit price per
-    /// image. Masks are not supported yet (400, `param` `mask`).
+    /// image. An optional `mask` (transparent = change) keeps the rest of the picture as it was.
     #[oai(path = "/images/edits", method = "post", operation_id = "openai_edits")]
     async fn edits(
         &self,
@@ -728,11 +732,12 @@ impl OpenAiEditApi {
             Some(p) => check_prompt(p).map_err(failure)?,
             None => return Err(OpenAiError::invalid("prompt", "`prompt` is required")),
         };
-        if form.mask {
-            return Err(OpenAiError::invalid(
-                "mask",
-                "masks are not supported by this server yet; send the edit without `mask`",
-            ));
+        if let Some(m) = &form.mask {
+            if m.is_empty() {
+                return Err(OpenAiError::invalid("mask", "the `mask` part is empty"));
+            }
+            super::images::check_upload_size(m.len())
+                .map_err(|_| OpenAiError::invalid("mask", "the mask is over 20 MiB"))?;
         }
         let n = match form.n.as_deref() {
             None => 1,
@@ -772,6 +777,7 @@ impl OpenAiEditApi {
                 client.clone(),
                 prompt.clone(),
                 bytes.clone(),
+                form.mask.clone(),
                 None,
             )
             .await
@@ -852,6 +858,7 @@ fn job_error(e: JobError) -> OpenAiError {
         JobError::Create(CreateJobError::NoUser) => {
             OpenAiError::from_code(codes::UNAUTHORIZED, "the account no longer exists", None)
         }
+        JobError::InvalidImage(m) if m.starts_with("the mask") => OpenAiError::invalid("mask", m),
         JobError::InvalidImage(m) => OpenAiError::invalid("image", m),
         JobError::InvalidWebhook(m) => OpenAiError::invalid("webhook_url", m),
         other => server_error(&other.to_string()),

@@ -419,6 +419,9 @@ pub enum ModelsCommand {
         /// img2img strength for edits when the instruction does not say, (0, 1].
         #[arg(long)]
         strength: Option<f64>,
+        /// InstructPix2Pix models: how closely edits keep the source (1–2 usual; 1.5 preset).
+        #[arg(long)]
+        image_guidance: Option<f64>,
         /// leading, trailing or linspace (overrides the model's scheduler).
         #[arg(long)]
         timestep_spacing: Option<String>,
@@ -848,6 +851,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
             negative_prompt,
             tiny_vae,
             strength,
+            image_guidance,
             timestep_spacing,
             json,
         } => {
@@ -862,6 +866,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
                 negative_prompt: negative_prompt.clone(),
                 tiny_vae: tiny_vae.clone(),
                 strength: *strength,
+                image_guidance: *image_guidance,
                 timestep_spacing: timestep_spacing.clone(),
                 updated_at: 0,
             };

@@ -39,12 +39,27 @@ pub struct RenderArgs {
     /// Downscale the result so its long side is at most this many pixels (gallery thumbnails).
     #[arg(long)]
     pub max_side: Option<u32>,
-    /// Edit this image file (PNG, JPEG or WebP) with `--instruction` instead of generating.
-    #[arg(long, requires = "instruction", conflicts_with = "from_png")]
+    /// Edit this image file (PNG, JPEG or WebP) with `--instruction` instead of generating: by
+    /// the painter (fast, artist, 0.2plus), a diffusion model (`--model NAME|PATH`, as the
+    /// edit tier runs it: InstructPix2Pix follows the instruction, inpainting models and
+    /// `--mask` repaint an area, other models img2img), or `--model edit` (the edit tier).
+    #[arg(long)]
     pub edit: Option<PathBuf>,
     /// The edit instruction, e.g. "make it black and white and add a vignette".
     #[arg(long)]
     pub instruction: Option<String>,
+    /// Edits: the area to change, an image of the source's size (transparent pixels mark it,
+    /// or without transparency its white pixels); the rest stays as it was.
+    #[arg(long, requires = "edit")]
+    pub mask: Option<PathBuf>,
+    /// Edits with an InstructPix2Pix model: how closely to keep the source (1–2 usual;
+    /// default 1.5).
+    #[arg(long, requires = "edit")]
+    pub image_guidance: Option<f64>,
+    /// Edits with other models: how much of the schedule reworks the source, (0, 1] (default:
+    /// from the instruction's wording, 0.6 when it says nothing).
+    #[arg(long, requires = "edit")]
+    pub strength: Option<f64>,
     /// Re-render the picture a PNG's `parameters` describe (Pictor's or AUTOMATIC1111's); the
     /// other flags override what it says.
     #[arg(long)]
@@ -110,6 +125,14 @@ pub async fn run(
         apply_infotext(&mut args, &info)?;
         from_png = Some(info);
     }
+    if args.edit.is_some()
+        && args
+            .instruction
+            .as_deref()
+            .is_none_or(|s| s.trim().is_empty())
+    {
+        bail!("--edit needs --instruction (what to do to the picture)");
+    }
     // No model and no PNG to say which: the painter's default.
     let model = match (&args.model, &from_png) {
         (Some(m), _) => m.clone(),
@@ -117,6 +140,22 @@ pub async fn run(
         (None, Some(_)) => String::new(),
     };
     let painter = Model::parse(&model).filter(|_| !Path::new(&model).exists());
+    // `--edit --model edit`: whatever draws the server's edit tier.
+    if args.edit.is_some() && model == "edit" && !Path::new(&model).exists() {
+        let has_store = data_dir.join("pictor.redb").exists();
+        let edit_tier = super::tier_lines(&data_dir, has_store, diffusion.as_ref())
+            .await
+            .into_iter()
+            .find(|t| t["tier"] == "edit" && t["settings"].is_object());
+        let (picture, params) = match edit_tier {
+            Some(tier) => {
+                let name = tier["model"].as_str().unwrap_or_default().to_owned();
+                diffuse(&args, &name, None, &data_dir, Some(&tier["settings"])).await?
+            }
+            None => paint(&args, Model::Fast)?,
+        };
+        return write_picture(&args, picture, &params);
+    }
     // A tier mapped to an installed model (config file or store) renders as the server would.
     let mapped = match painter {
         Some(tier) if args.edit.is_none() => {
@@ -136,14 +175,49 @@ pub async fn run(
         (Some(model), None) => paint(&args, model)?,
         (None, _) => diffuse(&args, &model, from_png.as_ref(), &data_dir, None).await?,
     };
+    write_picture(&args, picture, &params)
+}
+
+/// Writes the PNG (downscaled to `--max-side`) with its parameters.
+fn write_picture(
+    args: &RenderArgs,
+    picture: render::Picture,
+    params: &PngParameters,
+) -> anyhow::Result<()> {
     let picture = match args.max_side {
         Some(side) => render::downscale(picture, side),
         None => picture,
     };
-    let png = render::finish(picture, false, &params)?;
+    let png = render::finish(picture, false, params)?;
     std::fs::write(&args.out, png)
         .with_context(|| format!("cannot write {}", args.out.display()))?;
     Ok(())
+}
+
+/// `--edit` and `--mask`, read and checked (before a model loads).
+#[cfg(feature = "diffusion")]
+fn edit_input(
+    args: &RenderArgs,
+) -> anyhow::Result<Option<(image::RgbaImage, Option<image::GrayImage>)>> {
+    let Some(path) = &args.edit else {
+        return Ok(None);
+    };
+    let limits = render::decode::DecodeLimits::default();
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let source = render::decode::decode(&bytes, &limits)
+        .with_context(|| format!("{} is not a picture Pictor can edit", path.display()))?;
+    let mask = read_mask(args)?
+        .map(|m| render::decode::mask(&m, source.width(), source.height(), &limits))
+        .transpose()?;
+    Ok(Some((source, mask)))
+}
+
+/// `--mask`, read.
+fn read_mask(args: &RenderArgs) -> anyhow::Result<Option<Vec<u8>>> {
+    args.mask
+        .as_ref()
+        .map(|p| std::fs::read(p).with_context(|| format!("cannot read {}", p.display())))
+        .transpose()
 }
 
 /// Settings in a PNG that change a picture and that a re-render does not reproduce.
@@ -172,12 +246,38 @@ fn apply_infotext(args: &mut RenderArgs, info: &Infotext) -> anyhow::Result<()> 
             })
             .transpose()
     }
-    if info.get("Denoising strength").is_some() || info.get("Edit") == Some("yes") {
-        bail!(
-            "the PNG is an edit (image to image): only text-to-image pictures can be re-rendered"
-        );
+    let edit = info.get("Denoising strength").is_some()
+        || info.get("Edit") == Some("yes")
+        || info.get("Edit mode").is_some();
+    if edit {
+        if args.edit.is_none() {
+            bail!(
+                "the PNG is an edit: pass the picture it edited with --edit SOURCE (and its mask with --mask) to re-render it"
+            );
+        }
+        args.instruction.get_or_insert_with(|| info.prompt.clone());
+        if args.image_guidance.is_none() {
+            args.image_guidance = info
+                .get("Image CFG scale")
+                .map(|v| v.trim().parse::<f64>())
+                .transpose()
+                .context("the PNG's Image CFG scale is not a number")?;
+        }
+        if args.strength.is_none() && info.get("Edit mode").is_some() {
+            args.strength = info
+                .get("Denoising strength")
+                .map(|v| v.trim().parse::<f64>())
+                .transpose()
+                .context("the PNG's Denoising strength is not a number")?;
+        }
+        let masked = matches!(info.get("Edit mode"), Some("inpainting" | "masked img2img"))
+            && info.get("Denoising strength").is_some();
+        if masked && args.mask.is_none() {
+            eprintln!("warning: the edit was masked; without --mask the whole picture is edited");
+        }
+    } else {
+        args.prompt.get_or_insert_with(|| info.prompt.clone());
     }
-    args.prompt.get_or_insert_with(|| info.prompt.clone());
     if !info.negative_prompt.is_empty() {
         args.negative_prompt
             .get_or_insert_with(|| info.negative_prompt.clone());
@@ -265,10 +365,12 @@ fn paint(args: &RenderArgs, model: Model) -> anyhow::Result<(render::Picture, Pn
         let instruction = args.instruction.clone().unwrap_or_default();
         let source =
             std::fs::read(input).with_context(|| format!("cannot read {}", input.display()))?;
+        let mask = read_mask(args)?;
         let picture = ProceduralRenderer.edit(&EditSpec {
             source,
             instruction: instruction.clone(),
             seed,
+            mask,
         })?;
         let params = PngParameters {
             prompt: instruction,
@@ -337,9 +439,6 @@ async fn diffuse(
     use crate::render::diffusion::scheduler::Sampler;
     use crate::render::diffusion::{NoControl, Pipeline, Request, noise};
 
-    if args.edit.is_some() {
-        bail!("--edit works with the painter models (fast, artist, 0.2plus)");
-    }
     let (name, source, hash, preset) = resolve_model(args, model, from_png, data_dir).await?;
     // What the flags and a PNG leave open: the tier's mapping, else the model family's preset
     // (a Turbo model runs 1 step without guidance, not 20 at CFG 7).
@@ -395,10 +494,35 @@ async fn diffuse(
         (0.0..=30.0).contains(&guidance),
         "--guidance must be from 0 to 30"
     );
-    let prompt = args.prompt.clone().unwrap_or_default();
-    anyhow::ensure!(!prompt.trim().is_empty(), "--prompt is required");
+    let editing = args.edit.is_some();
+    let prompt = if editing {
+        args.instruction.clone()
+    } else {
+        args.prompt.clone()
+    }
+    .unwrap_or_default();
+    anyhow::ensure!(
+        !prompt.trim().is_empty(),
+        if editing {
+            "--instruction is required"
+        } else {
+            "--prompt is required"
+        }
+    );
     let seed = args.seed.unwrap_or(1);
     // Checked before a model of several GB loads.
+    let edit_input = edit_input(args)?;
+    if let Some(s) = args.strength {
+        anyhow::ensure!(s > 0.0 && s <= 1.0, "--strength must be in (0, 1]");
+    }
+    let image_guidance = args
+        .image_guidance
+        .or_else(|| defaults.get("image_guidance").and_then(|v| v.as_f64()))
+        .unwrap_or(1.5);
+    anyhow::ensure!(
+        (0.0..=10.0).contains(&image_guidance),
+        "--image-guidance must be from 0 to 10"
+    );
     for (flag, v) in [("--width", args.width), ("--height", args.height)] {
         if let Some(v) = v {
             anyhow::ensure!(
@@ -445,6 +569,68 @@ async fn diffuse(
         width: args.width.unwrap_or(native),
         height: args.height.unwrap_or(native),
     };
+    if let Some((source, mask)) = edit_input {
+        let mapped_strength = defaults
+            .get("strength")
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.6);
+        let settings = crate::render::diffusion::renderer::EditSettings {
+            negative_prompt: req.negative_prompt.clone(),
+            steps,
+            guidance,
+            sampler,
+            karras,
+            long: args.width.max(args.height).unwrap_or(native),
+            strength: args.strength.unwrap_or_else(|| {
+                crate::render::diffusion::renderer::strength_for(&prompt, mapped_strength)
+            }),
+            image_guidance,
+        };
+        let instruction = prompt.clone();
+        let (picture, req, made) = tokio::task::spawn_blocking(move || {
+            let mut n = noise::source(kind, seed);
+            crate::render::diffusion::renderer::edit_picture(
+                &pipeline,
+                &source,
+                mask.as_ref(),
+                &instruction,
+                &settings,
+                n.as_mut(),
+                &NoControl,
+            )
+            .map(|(p, r, m)| (p, (r, pipeline), m))
+        })
+        .await??;
+        let (req, pipeline) = req;
+        let (picture, exact) = ProceduralRenderer.apply_exact(picture, &prompt, seed)?;
+        let mut details = render_details(&pipeline, &req, &name, &hash, kind, made.strength);
+        details.edit_mode = Some(made.mode);
+        details.image_guidance = made.image_guidance;
+        details.exact = exact.clone();
+        eprintln!(
+            "{name}: {} edit at {}x{}, {} {} steps, seed {seed}, {kind} noise{}, {:.1} s",
+            made.mode,
+            req.width,
+            req.height,
+            sampler.a1111_name(),
+            steps,
+            if exact.is_empty() {
+                String::new()
+            } else {
+                format!(", then {}", exact.join(", "))
+            },
+            started.elapsed().as_secs_f64()
+        );
+        let params = PngParameters {
+            prompt,
+            seed,
+            model: name,
+            kind: "edit",
+            details: Some(details),
+            scene: None,
+        };
+        return Ok((picture, params));
+    }
     let details = render_details(&pipeline, &req, &name, &hash, kind, None);
     let (w, h) = (req.width, req.height);
     let rgb = tokio::task::spawn_blocking(move || {
@@ -518,7 +704,7 @@ async fn resolve_model(
     let preset = |path: &Path, name: &str, source: Option<&str>| {
         let info = crate::models::inspect(path).ok()?;
         let family = crate::models::family_of(&info, name, source);
-        serde_json::to_value(preset_settings(family)).ok()
+        serde_json::to_value(preset_settings(family, info.role)).ok()
     };
     let path = Path::new(model);
     let explicit = args.model.is_some() || from_png.is_none();
@@ -562,7 +748,13 @@ async fn resolve_model(
     match found {
         Some((name, path, sha)) => {
             let t = toml::Table::from_iter([("model".to_string(), name.clone().into())]);
-            let p = crate::render::tiers::effective("--model", &t, &records)
+            // An edit runs with what the edit tier would (an InstructPix2Pix model's preset).
+            let tier = if args.edit.is_some() {
+                "edit"
+            } else {
+                "--model"
+            };
+            let p = crate::render::tiers::effective(tier, &t, &records)
                 .ok()
                 .and_then(|t| serde_json::to_value(t).ok());
             from_path(path, name.clone(), sha.as_deref()).map(|(a, b, c)| (a, b, c, p))
@@ -581,8 +773,8 @@ async fn resolve_model(
 /// A family's preset as a mapping's settings (for a model given by path, with no installed
 /// tiny decoder to attach).
 #[cfg(feature = "diffusion")]
-fn preset_settings(family: crate::models::Family) -> serde_json::Value {
-    let p = family.preset();
+fn preset_settings(family: crate::models::Family, role: crate::models::Role) -> serde_json::Value {
+    let p = family.preset_for(role);
     let mut v = serde_json::json!({
         "steps": p.steps,
         "guidance": p.guidance,
@@ -591,6 +783,9 @@ fn preset_settings(family: crate::models::Family) -> serde_json::Value {
     });
     if let Some(s) = p.timestep_spacing {
         v["timestep_spacing"] = s.into();
+    }
+    if let Some(g) = p.image_guidance {
+        v["image_guidance"] = g.into();
     }
     v
 }

@@ -326,6 +326,7 @@ async fn forget_source(inner: &Inner, id: JobId) {
     );
     if ended {
         let _ = tokio::fs::remove_file(source_path(&inner.sources_dir, id)).await;
+        let _ = tokio::fs::remove_file(mask_path(&inner.sources_dir, id)).await;
     }
 }
 
@@ -363,6 +364,11 @@ fn predict_start(
 
 pub fn source_path(sources_dir: &Path, id: JobId) -> PathBuf {
     sources_dir.join(format!("{id}.src"))
+}
+
+/// Where a masked edit's mask is kept beside its upload.
+pub fn mask_path(sources_dir: &Path, id: JobId) -> PathBuf {
+    sources_dir.join(format!("{id}.mask"))
 }
 
 /// Writes bytes durably under a new name: created (never over an existing file), written,
@@ -566,7 +572,7 @@ async fn run(
     let render = async {
         let source = match kind {
             JobKind::Generate => None,
-            JobKind::Edit => match read_source(inner, id).await {
+            JobKind::Edit => match read_source(inner, id, job.masked).await {
                 Ok(source) => source,
                 Err(failure) => {
                     drop(slot);
@@ -689,7 +695,7 @@ async fn render_in_slot(
     inner: &Inner,
     slot: render::pool::Slot,
     job: JobRecord,
-    source: Option<Vec<u8>>,
+    source: Option<Upload>,
     control: RenderControl,
     decided: Arc<std::sync::OnceLock<bool>>,
 ) -> (
@@ -753,24 +759,43 @@ fn on_start(
     }
 }
 
-/// An edit's uploaded photo, or the job's failure if it cannot be read.
-async fn read_source(inner: &Inner, id: JobId) -> Result<Option<Vec<u8>>, FinishOutcome> {
-    let path = source_path(&inner.sources_dir, id);
-    match tokio::fs::read(&path).await {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(FinishOutcome::Failed {
-            code: FailCode::SourceMissing,
-            message: "the uploaded photo is gone (lost in a server restart); credits returned"
-                .to_string(),
-        }),
-        Err(e) => {
-            error!(job = %id, error = %e, "could not read an edit source");
-            Err(FinishOutcome::Failed {
-                code: FailCode::EditFailed,
-                message: "could not read the uploaded photo; credits returned".to_string(),
-            })
+/// An edit's uploaded photo (and its mask), or the job's failure if they cannot be read.
+async fn read_source(
+    inner: &Inner,
+    id: JobId,
+    masked: bool,
+) -> Result<Option<Upload>, FinishOutcome> {
+    let read = |path: PathBuf, what: &'static str| async move {
+        match tokio::fs::read(&path).await {
+            Ok(bytes) => Ok(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(FinishOutcome::Failed {
+                code: FailCode::SourceMissing,
+                message: format!(
+                    "the uploaded {what} is gone (lost in a server restart); credits returned"
+                ),
+            }),
+            Err(e) => {
+                error!(job = %id, error = %e, "could not read an edit's {what}");
+                Err(FinishOutcome::Failed {
+                    code: FailCode::EditFailed,
+                    message: format!("could not read the uploaded {what}; credits returned"),
+                })
+            }
         }
-    }
+    };
+    let photo = read(source_path(&inner.sources_dir, id), "photo").await?;
+    let mask = if masked {
+        Some(read(mask_path(&inner.sources_dir, id), "mask").await?)
+    } else {
+        None
+    };
+    Ok(Some(Upload { photo, mask }))
+}
+
+/// An edit's photo and mask as uploaded.
+struct Upload {
+    photo: Vec<u8>,
+    mask: Option<Vec<u8>>,
 }
 
 /// Waits for the job's turn and a render slot: jobs take slots strictly in the order they
@@ -831,7 +856,7 @@ struct Encoded {
 fn render_job(
     renderer: &dyn Renderer,
     job: &JobRecord,
-    source: Option<Vec<u8>>,
+    source: Option<Upload>,
     control: &RenderControl,
     decided: &std::sync::OnceLock<bool>,
 ) -> Result<Encoded, RenderFailure> {
@@ -859,11 +884,12 @@ fn render_job(
                 control,
             )
         }
-        Some(bytes) => renderer.edit_with(
+        Some(upload) => renderer.edit_with(
             &EditSpec {
-                source: bytes,
+                source: upload.photo,
                 instruction: job.prompt.clone(),
                 seed: job.seed,
+                mask: upload.mask,
             },
             control,
         ),

@@ -123,6 +123,7 @@ pub async fn create_generate(
         noise: input.noise,
         webhook_url,
         client,
+        masked: false,
     };
     create(state, new).await
 }
@@ -144,22 +145,36 @@ pub fn precheck_edit(state: &AppState, user: &UserRecord) -> Result<(), JobError
     Ok(())
 }
 
-/// Checks the photo (format by content, pixel limits), stores it durably and creates the queued
-/// edit job.
+/// Checks the photo (format by content, pixel limits) and the mask (the photo's size, something
+/// to change), stores them durably and creates the queued edit job.
+#[allow(clippy::too_many_arguments)]
 pub async fn create_edit(
     state: &AppState,
     user_id: u64,
     client: Option<String>,
     prompt: String,
     bytes: Vec<u8>,
+    mask: Option<Vec<u8>>,
     webhook_url: Option<String>,
 ) -> Result<JobRecord, JobError> {
     let webhook_url = check_webhook(state, webhook_url.as_deref())?;
-    let (bytes, checked) = state
+    let ((bytes, mask), checked) = state
         .decode_pool
         .spawn(move || {
-            let checked = render::decode::inspect(&bytes, &DecodeLimits::default());
-            (bytes, checked)
+            let limits = DecodeLimits::default();
+            let checked = match &mask {
+                None => render::decode::inspect(&bytes, &limits),
+                // The mask must match the photo as shown (EXIF orientation applied).
+                Some(m) => render::decode::decode(&bytes, &limits).and_then(|img| {
+                    render::decode::mask(m, img.width(), img.height(), &limits)?;
+                    Ok(render::decode::SourceInfo {
+                        format: render::decode::sniff(&bytes).unwrap_or("png"),
+                        width: img.width(),
+                        height: img.height(),
+                    })
+                }),
+            };
+            ((bytes, mask), checked)
         })
         .await
         .map_err(internal)?;
@@ -168,20 +183,30 @@ pub async fn create_edit(
         format = info.format,
         width = info.width,
         height = info.height,
+        masked = mask.is_some(),
         "edit upload accepted"
     );
 
     let id = JobId::new();
     let dir = state.config.sources_dir();
     let name = super::source_path(&dir, id);
-    let file_name = name
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    tokio::task::spawn_blocking(move || super::write_durably(&dir, &file_name, &bytes))
-        .await
-        .map_err(internal)?
-        .map_err(internal)?;
+    let mask_name = super::mask_path(&dir, id);
+    let file = |p: &std::path::Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let (file_name, mask_file) = (file(&name), file(&mask_name));
+    let masked = mask.is_some();
+    tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        if let Some(mask) = &mask {
+            super::write_durably(&dir, &mask_file, mask)?;
+        }
+        super::write_durably(&dir, &file_name, &bytes).map(drop)
+    })
+    .await
+    .map_err(internal)?
+    .map_err(internal)?;
     let new = NewJob {
         id,
         user_id,
@@ -194,11 +219,13 @@ pub async fn create_edit(
         noise: None,
         webhook_url,
         client,
+        masked,
     };
     match create(state, new).await {
         Ok(job) => Ok(job),
         Err(e) => {
             let _ = tokio::fs::remove_file(&name).await;
+            let _ = tokio::fs::remove_file(&mask_name).await;
             Err(e)
         }
     }

@@ -119,7 +119,13 @@ pub fn effective(
             f
         }
     };
-    let preset = family.preset();
+    if !record.role.is_text() && tier != "edit" {
+        return Err(format!(
+            "{tier}: {name:?} is an {} model: it edits pictures, map it to the edit tier",
+            record.role.title()
+        ));
+    }
+    let preset = family.preset_for(record.role);
     let mut t = toml::Table::new();
     t.insert("steps".into(), i64::from(preset.steps).into());
     t.insert("guidance".into(), preset.guidance.into());
@@ -134,6 +140,9 @@ pub fn effective(
     }
     if !preset.negative_prompt.is_empty() {
         t.insert("negative_prompt".into(), preset.negative_prompt.into());
+    }
+    if let Some(g) = preset.image_guidance {
+        t.insert("image_guidance".into(), g.into());
     }
     if preset.tiny_decoder
         && let Some(d) = installed
@@ -652,6 +661,13 @@ pub mod engine {
                 "negative_prompt" => {
                     m.negative_prompt = v.as_str().ok_or_else(|| bad("a string"))?.to_owned()
                 }
+                "image_guidance" => {
+                    m.image_guidance = v
+                        .as_float()
+                        .or(v.as_integer().map(|i| i as f64))
+                        .filter(|g| (0.0..=10.0).contains(g))
+                        .ok_or_else(|| bad("a number from 0 to 10"))?
+                }
                 "strength" => {
                     m.strength = v
                         .as_float()
@@ -661,7 +677,7 @@ pub mod engine {
                 }
                 _ => {
                     return Err(bad(
-                        "unknown setting (model, steps, guidance, sampler, schedule, noise, size, negative_prompt, strength, prediction, timestep_spacing, tiny_vae; config for single files)",
+                        "unknown setting (model, steps, guidance, sampler, schedule, noise, size, negative_prompt, strength, image_guidance, prediction, timestep_spacing, tiny_vae; config for single files)",
                     ));
                 }
             }

@@ -167,11 +167,12 @@ pub fn remove_files(folder: &std::path::Path, erased: &Erased) -> usize {
         .filter(|t| plain(t))
         .map(|t| folder.join("images").join(format!("{t}.png")))
         .collect();
-    paths.extend(erased.job_ids.iter().map(|id| {
-        folder
-            .join("sources")
-            .join(format!("{}.src", super::jobs::JobId(*id)))
-    }));
+    for id in &erased.job_ids {
+        let id = super::jobs::JobId(*id);
+        let sources = folder.join("sources");
+        paths.push(sources.join(format!("{id}.src")));
+        paths.push(sources.join(format!("{id}.mask")));
+    }
     if let Some(a) = erased.avatar.as_deref().filter(|t| plain(t)) {
         paths.push(folder.join("avatars").join(format!("{a}.png")));
     }

@@ -257,6 +257,9 @@ pub struct JobRecord {
     /// the user's own API key and the playground.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
+    /// An edit with a mask (kept beside the upload until the job ends).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub masked: bool,
 }
 
 /// The content words of a prompt the built-in painter drew and could not draw.
@@ -290,6 +293,8 @@ pub struct NewJob {
     pub webhook_url: Option<String>,
     /// The app acting for the user, if any.
     pub client: Option<String>,
+    /// An edit whose mask was stored beside its upload.
+    pub masked: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -598,6 +603,7 @@ fn create_in(
         webhook: new.webhook_url.map(super::Webhook::new),
         scene: None,
         client: new.client,
+        masked: new.masked,
     };
     active.insert(user.id, job.id)?;
     write_job(txn, &job)?;

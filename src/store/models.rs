@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::tables::{MODELS, PULLS, TIERS};
 use super::{Store, StoreError, codec};
 use crate::clock::Millis;
-use crate::models::{Arch, Family, Kind, Layout};
+use crate::models::{Arch, Family, Kind, Layout, Role};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelRecord {
@@ -35,6 +35,9 @@ pub struct ModelRecord {
     /// it is worked out again from the architecture, name and source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family: Option<Family>,
+    /// What a pipeline's UNet is for (records from before this field: text to image).
+    #[serde(default, skip_serializing_if = "Role::is_text")]
+    pub role: Role,
 }
 
 impl ModelRecord {
@@ -94,6 +97,9 @@ pub struct TierMapping {
     pub tiny_vae: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strength: Option<f64>,
+    /// InstructPix2Pix models: how closely edits keep the source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_guidance: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestep_spacing: Option<String>,
     #[serde(default)]

@@ -524,7 +524,7 @@ async fn edit_post(
             Source::Job(id) => source_picture(&state, user.id, &id).await?,
         };
         check_upload_size(bytes.len())?;
-        let job = service::create_edit(&state, user.id, None, prompt, bytes, None).await?;
+        let job = service::create_edit(&state, user.id, None, prompt, bytes, None, None).await?;
         Ok(created(&state, &job))
     }
     .await;

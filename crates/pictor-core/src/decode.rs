@@ -368,3 +368,65 @@ mod tests {
         assert_eq!(decoded.get_pixel(5, 3).0, [30, 24, 100, 255]);
     }
 }
+
+/// An edit's mask, one byte a pixel of the source (255 = change, 0 = keep), from an upload
+/// (PNG, JPEG or WebP, within `limits`) of exactly `width`×`height` (the source as decoded, its
+/// EXIF orientation applied): where it has transparency, its transparent pixels (alpha below
+/// half) are the area to change, as OpenAI's `/images/edits` reads masks; otherwise its light
+/// pixels (luma at least half), as diffusers and AUTOMATIC1111 read black-and-white masks.
+/// Refused when the size differs or it marks nothing.
+pub fn mask(
+    bytes: &[u8],
+    width: u32,
+    height: u32,
+    limits: &DecodeLimits,
+) -> Result<image::GrayImage, RenderError> {
+    let bad = |m: String| RenderError::InvalidImage(format!("the mask: {m}"));
+    let img = decode(bytes, limits).map_err(|e| match e {
+        RenderError::InvalidImage(m) => bad(m),
+        other => other,
+    })?;
+    if img.dimensions() != (width, height) {
+        return Err(bad(format!(
+            "it is {}×{} pixels, the photo {width}×{height}; it must be the photo's size",
+            img.width(),
+            img.height()
+        )));
+    }
+    let alpha = img.pixels().any(|p| p[3] < 255);
+    let out = image::GrayImage::from_fn(width, height, |x, y| {
+        let [r, g, b, a] = img.get_pixel(x, y).0;
+        let change = if alpha {
+            a < 128
+        } else {
+            // Rec. 601 luma, as PIL's convert("L").
+            (299 * u32::from(r) + 587 * u32::from(g) + 114 * u32::from(b)) / 1000 >= 128
+        };
+        image::Luma([if change { 255 } else { 0 }])
+    });
+    if !out.pixels().any(|p| p[0] == 255) {
+        return Err(bad(
+            "it marks nothing to change (transparent or white pixels mark the area to change)"
+                .to_owned(),
+        ));
+    }
+    Ok(out)
+}
+
+/// `result` with the source's own pixels outside `mask` (255 = changed), when all three are the
+/// same size (a masked edit changes nothing else, as AUTOMATIC1111 pastes the original back).
+pub fn keep_outside_mask(
+    mut result: image::RgbaImage,
+    source: &image::RgbaImage,
+    mask: &image::GrayImage,
+) -> image::RgbaImage {
+    if result.dimensions() != source.dimensions() || result.dimensions() != mask.dimensions() {
+        return result;
+    }
+    for ((out, src), m) in result.pixels_mut().zip(source.pixels()).zip(mask.pixels()) {
+        if m[0] < 128 {
+            *out = *src;
+        }
+    }
+    result
+}

@@ -86,6 +86,15 @@ pub fn parameters_text(params: &PngParameters, width: u32, height: u32) -> Strin
             if let Some(s) = d.strength {
                 kv("Denoising strength", s.to_string());
             }
+            if let Some(g) = d.image_guidance {
+                kv("Image CFG scale", g.to_string());
+            }
+            if let Some(m) = d.edit_mode {
+                kv("Edit mode", m.into());
+            }
+            if !d.exact.is_empty() {
+                kv("Exact edits", d.exact.join(", "));
+            }
             kv("RNG", d.rng.into());
             kv("Noise source", d.noise.into());
             if (d.size.0, d.size.1) != (width, height) {

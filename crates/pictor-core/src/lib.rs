@@ -70,6 +70,8 @@ pub struct EditSpec {
     pub source: Vec<u8>,
     pub instruction: String,
     pub seed: u64,
+    /// The mask as uploaded (checked: [`decode::mask`]): the area to change.
+    pub mask: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for EditSpec {
@@ -78,6 +80,7 @@ impl fmt::Debug for EditSpec {
             .field("source_len", &self.source.len())
             .field("instruction", &self.instruction)
             .field("seed", &self.seed)
+            .field("mask_len", &self.mask.as_ref().map(Vec::len))
             .finish()
     }
 }
@@ -143,6 +146,13 @@ pub struct RenderDetails {
     pub rng: &'static str,
     /// img2img: how much of the schedule ran.
     pub strength: Option<f64>,
+    /// Edits: how the model edited ("InstructPix2Pix", "inpainting", "masked img2img",
+    /// "img2img").
+    pub edit_mode: Option<&'static str>,
+    /// InstructPix2Pix: the image guidance.
+    pub image_guidance: Option<f64>,
+    /// What was done exactly (pixel operations) after the model's edit, in words.
+    pub exact: Vec<String>,
 }
 
 impl RenderControl {
@@ -269,6 +279,20 @@ pub trait Renderer: Send + Sync + 'static {
     fn exact_edit(&self, instruction: &str) -> Result<bool, RenderError> {
         let _ = instruction;
         Ok(false)
+    }
+
+    /// Applies to `picture` the parts of `instruction` this renderer does exactly (rotate,
+    /// crop, black and white…), leaving the rest (what changes the content) to whoever painted
+    /// it; returns the picture and what was done, in words (nothing: an empty list). The
+    /// default does nothing.
+    fn apply_exact(
+        &self,
+        picture: Picture,
+        instruction: &str,
+        seed: u64,
+    ) -> Result<(Picture, Vec<String>), RenderError> {
+        let _ = (instruction, seed);
+        Ok((picture, Vec::new()))
     }
 
     /// [`Renderer::edit`] with progress, cancellation and details.

@@ -55,6 +55,45 @@ pub enum Kind {
     TinyDecoder,
 }
 
+/// What a pipeline's UNet is made for, read off its input channels (the latents' 4, or 8 for
+/// InstructPix2Pix, or 9 for inpainting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Draws from words (and edits by img2img).
+    #[default]
+    Text,
+    /// Follows edit instructions (InstructPix2Pix): edits only.
+    Instruct,
+    /// Repaints a masked area (SD inpainting): edits only.
+    Inpaint,
+}
+
+impl Role {
+    /// The role of a UNet taking `in_channels` for `latent_channels`-channel latents.
+    pub fn of(in_channels: u64, latent_channels: u64) -> Option<Role> {
+        match in_channels {
+            c if c == latent_channels => Some(Role::Text),
+            c if c == 2 * latent_channels => Some(Role::Instruct),
+            c if c == 2 * latent_channels + 1 => Some(Role::Inpaint),
+            _ => None,
+        }
+    }
+
+    pub fn is_text(&self) -> bool {
+        *self == Role::Text
+    }
+
+    /// For people: "instruction editing (InstructPix2Pix)".
+    pub fn title(self) -> &'static str {
+        match self {
+            Role::Text => "text to image",
+            Role::Instruct => "instruction editing (InstructPix2Pix)",
+            Role::Inpaint => "inpainting",
+        }
+    }
+}
+
 /// A model family: the architecture plus what its training asks of a run (Turbo models are
 /// distilled for 1–4 steps without guidance). Decides the preset a tier mapping starts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +127,9 @@ pub struct Preset {
     /// Whether a tiny decoder for the family is attached when one is installed.
     pub tiny_decoder: bool,
     pub negative_prompt: &'static str,
+    /// InstructPix2Pix: how closely the edit keeps the source picture.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_guidance: Option<f64>,
 }
 
 impl Family {
@@ -165,6 +207,7 @@ impl Family {
             timestep_spacing: Some("trailing"),
             tiny_decoder: true,
             negative_prompt: "",
+            image_guidance: None,
         };
         let full = Preset {
             steps: 25,
@@ -175,6 +218,7 @@ impl Family {
             timestep_spacing: None,
             tiny_decoder: false,
             negative_prompt: "blurry, low quality, deformed",
+            image_guidance: None,
         };
         match self {
             Family::SdTurbo | Family::SdxlTurbo => turbo,
@@ -185,6 +229,28 @@ impl Family {
                 size: 1024,
                 ..full
             },
+        }
+    }
+}
+
+impl Family {
+    /// The preset of a model of this family made for `role`: an InstructPix2Pix model runs as
+    /// its makers do (Euler a, text guidance 7.5, image guidance 1.5; 20 steps where they use
+    /// 10–100), an inpainting one as its family.
+    pub fn preset_for(self, role: Role) -> Preset {
+        match role {
+            Role::Instruct => Preset {
+                steps: 20,
+                guidance: 7.5,
+                sampler: "euler_a",
+                schedule: "automatic",
+                timestep_spacing: None,
+                tiny_decoder: false,
+                negative_prompt: "",
+                image_guidance: Some(1.5),
+                ..self.preset()
+            },
+            Role::Text | Role::Inpaint => self.preset(),
         }
     }
 }
@@ -220,6 +286,9 @@ pub struct ModelInfo {
     pub trailing: bool,
     /// `epsilon` or `v_prediction`, when the scheduler configuration says.
     pub prediction: Option<String>,
+    /// What the UNet is made for.
+    #[serde(default)]
+    pub role: Role,
     /// Bytes of weights.
     pub weight_bytes: u64,
     /// Tensors in the weights.
@@ -520,6 +589,7 @@ fn inspect_tiny_decoder(dir: &Path) -> Result<ModelInfo, ModelError> {
         arch: Arch::Sd1,
         trailing: false,
         prediction: None,
+        role: Role::Text,
         weight_bytes: std::fs::metadata(&weights).map_err(io(&weights))?.len(),
         tensors: header.len(),
     })
@@ -573,6 +643,15 @@ fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
             )));
         }
     };
+    let latent_channels = read_json(&dir.join("vae").join("config.json"))
+        .ok()
+        .and_then(|v| v.get("latent_channels").and_then(Value::as_u64))
+        .unwrap_or(4);
+    let in_channels = unet_config
+        .get("in_channels")
+        .and_then(Value::as_u64)
+        .unwrap_or(4);
+    let role = unet_role(dir, in_channels, latent_channels, arch)?;
     let mut components = vec!["unet", "vae", "text_encoder", "tokenizer", "scheduler"];
     if arch == Arch::Sdxl {
         components.extend(["text_encoder_2", "tokenizer_2"]);
@@ -639,6 +718,7 @@ fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
         trailing: scheduler.get("timestep_spacing").and_then(Value::as_str) == Some("trailing"),
         arch,
         prediction,
+        role,
         weight_bytes: bytes,
         tensors,
     })
@@ -671,15 +751,46 @@ fn inspect_single_file(path: &Path, len: u64) -> Result<ModelInfo, ModelError> {
             path.display()
         )));
     }
+    let in_channels = header
+        .get("model.diffusion_model.input_blocks.0.0.weight")
+        .and_then(|t| t.shape.get(1).copied())
+        .unwrap_or(4);
+    let latent_channels = header
+        .get("first_stage_model.post_quant_conv.weight")
+        .and_then(|t| t.shape.first().copied())
+        .unwrap_or(4);
+    let role = unet_role(path, in_channels, latent_channels, arch)?;
     Ok(ModelInfo {
         layout: Layout::SingleFile,
         kind: Kind::Pipeline,
         trailing: false,
         arch,
         prediction: None,
+        role,
         weight_bytes: len,
         tensors: header.len(),
     })
+}
+
+/// The role of a UNet, or why it is refused (an unknown input width; SDXL edit models, which
+/// the engine does not run yet).
+fn unet_role(path: &Path, in_channels: u64, latent: u64, arch: Arch) -> Result<Role, ModelError> {
+    let role = Role::of(in_channels, latent).ok_or_else(|| {
+        invalid(format!(
+            "{}: the UNet takes {in_channels} input channels; Pictor runs {latent} (text to image), {} (InstructPix2Pix) and {} (inpainting)",
+            path.display(),
+            2 * latent,
+            2 * latent + 1
+        ))
+    })?;
+    if arch == Arch::Sdxl && role != Role::Text {
+        return Err(invalid(format!(
+            "{}: SDXL {} models are not supported yet (SD 1.x and 2.x ones are)",
+            path.display(),
+            role.title()
+        )));
+    }
+    Ok(role)
 }
 
 /// A model name as used in `pictor models …` and the configuration: 1–64 of `a-z 0-9 . _ -`.

@@ -13,7 +13,7 @@ use candle::Device;
 use super::noise::NoiseKind;
 use super::scheduler::Sampler;
 use super::single_file::Overrides;
-use super::{DiffusionError, ModelSource, Pipeline, Request, StepControl};
+use super::{DiffusionError, ModelSource, Pipeline, Request, StepControl, UnetKind};
 use pictor_core::decode::{self, DecodeLimits};
 use pictor_core::fit_exact;
 use pictor_core::{
@@ -41,6 +41,9 @@ pub struct ModelMapping {
     pub negative_prompt: String,
     /// img2img strength when the instruction does not say (edits only).
     pub strength: f64,
+    /// InstructPix2Pix models: how closely an edit keeps the source picture (diffusers'
+    /// `image_guidance_scale`).
+    pub image_guidance: f64,
     /// Short hash shown as "Model hash" in the PNG parameters.
     pub hash: String,
     /// A TAESD folder whose decoder makes the pictures instead of the VAE's.
@@ -70,6 +73,7 @@ impl ModelMapping {
             size: None,
             negative_prompt: String::new(),
             strength: 0.6,
+            image_guidance: 1.5,
             hash: String::new(),
             tiny_vae: None,
         }
@@ -345,6 +349,9 @@ pub fn render_details(
         noise: noise.as_str(),
         rng: noise.a1111_rng(),
         strength,
+        edit_mode: None,
+        image_guidance: None,
+        exact: Vec::new(),
     }
 }
 
@@ -500,55 +507,170 @@ impl Renderer for DiffusionRenderer {
         let Some(m) = &mappings.edit else {
             return self.fallback.edit_with(spec, control);
         };
-        // What the instruction filters do exactly (rotate, crop, black and white…) stays theirs;
-        // what changes the content (add, remove, recolour, night…) the model paints itself.
+        // What the instruction filters do exactly (rotate, crop, black and white…) stays theirs
+        // (inside the mask, when there is one); what changes the content (add, remove, recolour,
+        // night…) the model paints itself, and a mixed instruction gets both: the model's
+        // edit, then the exact part.
         if self.fallback.exact_edit(&spec.instruction)? {
             return self.fallback.edit_with(spec, control);
         }
-        let source = decode::decode(&spec.source, &DecodeLimits::default())?;
-        let (out_w, out_h) = source.dimensions();
+        let limits = DecodeLimits::default();
+        let source = decode::decode(&spec.source, &limits)?;
+        let (w, h) = source.dimensions();
+        let mask = spec
+            .mask
+            .as_deref()
+            .map(|b| decode::mask(b, w, h, &limits))
+            .transpose()?;
         let pipeline = self.pipeline(m)?;
         let long = m.size.unwrap_or(pipeline.sample_size * 8);
-        let (width, height) = working_size(long, out_w, out_h);
-        let resized = image::imageops::resize(
-            &image::DynamicImage::ImageRgba8(source).to_rgb8(),
-            width as u32,
-            height as u32,
-            image::imageops::FilterType::Lanczos3,
-        );
-        let req = Request {
-            prompt: spec.instruction.clone(),
+        let settings = EditSettings {
             negative_prompt: m.negative_prompt.clone(),
             steps: m.steps,
             guidance: m.guidance,
             sampler: m.sampler,
             karras: m.karras,
-            width,
-            height,
+            long,
+            strength: strength_for(&spec.instruction, m.strength),
+            image_guidance: m.image_guidance,
         };
-        let strength = strength_for(&spec.instruction, m.strength);
         control.set_progress(0.02);
         let mut noise = super::noise::source(m.noise, spec.seed);
-        let rgb = pipeline
-            .img2img(
-                &req,
-                resized.as_raw(),
-                strength,
-                noise.as_mut(),
-                &Control(control),
-            )
-            .map_err(failed)?;
-        control.set_details(render_details(
+        let started = std::time::Instant::now();
+        let (picture, req, made) = edit_picture(
             &pipeline,
-            &req,
-            &m.name,
-            &m.hash,
-            m.noise,
-            Some(strength),
-        ));
+            &source,
+            mask.as_ref(),
+            &spec.instruction,
+            &settings,
+            noise.as_mut(),
+            &Control(control),
+        )
+        .map_err(failed)?;
+        self.note_time(&m.name, started);
+        let (picture, exact) = self
+            .fallback
+            .apply_exact(picture, &spec.instruction, spec.seed)?;
+        let mut details = render_details(&pipeline, &req, &m.name, &m.hash, m.noise, made.strength);
+        details.edit_mode = Some(made.mode);
+        details.image_guidance = made.image_guidance;
+        details.exact = exact;
+        control.set_details(details);
         control.set_progress(1.0);
-        to_picture(rgb, width, height, out_w, out_h)
+        Ok(picture)
     }
+}
+
+/// How an edit runs (a mapping's settings, or the CLI's flags).
+#[derive(Debug, Clone)]
+pub struct EditSettings {
+    pub negative_prompt: String,
+    pub steps: usize,
+    pub guidance: f64,
+    pub sampler: super::scheduler::Sampler,
+    pub karras: Option<bool>,
+    /// Long side the model works at.
+    pub long: usize,
+    /// img2img / masked img2img strength (an inpainting model with a mask runs the whole
+    /// schedule).
+    pub strength: f64,
+    /// InstructPix2Pix models.
+    pub image_guidance: f64,
+}
+
+/// What an edit did, for the PNG parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct EditMade {
+    /// "InstructPix2Pix", "inpainting", "masked img2img" or "img2img".
+    pub mode: &'static str,
+    pub strength: Option<f64>,
+    pub image_guidance: Option<f64>,
+}
+
+/// Edits `source` as the model is made to: an InstructPix2Pix model follows the instruction,
+/// an inpainting model repaints the masked area (the whole picture without a mask), a text
+/// model repaints the masked area (masked img2img) or the picture (img2img). The model works
+/// at `settings.long` on its long side; the result is fitted back to the source's size and,
+/// with a mask, keeps the source's own pixels outside it.
+pub fn edit_picture(
+    pipeline: &Pipeline,
+    source: &image::RgbaImage,
+    mask: Option<&image::GrayImage>,
+    instruction: &str,
+    settings: &EditSettings,
+    noise: &mut dyn super::noise::NoiseSource,
+    control: &dyn StepControl,
+) -> Result<(Picture, Request, EditMade), DiffusionError> {
+    let (out_w, out_h) = source.dimensions();
+    let (width, height) = working_size(settings.long, out_w, out_h);
+    let resized = image::imageops::resize(
+        &image::DynamicImage::ImageRgba8(source.clone()).to_rgb8(),
+        width as u32,
+        height as u32,
+        image::imageops::FilterType::Lanczos3,
+    );
+    let req = Request {
+        prompt: instruction.to_owned(),
+        negative_prompt: settings.negative_prompt.clone(),
+        steps: settings.steps,
+        guidance: settings.guidance,
+        sampler: settings.sampler,
+        karras: settings.karras,
+        width,
+        height,
+    };
+    // The mask at the working size (nearest: it stays black and white).
+    let small = mask.map(|m| {
+        image::imageops::resize(
+            m,
+            width as u32,
+            height as u32,
+            image::imageops::FilterType::Nearest,
+        )
+        .into_raw()
+    });
+    let image = resized.as_raw();
+    let worded = settings.strength;
+    let made = |mode, strength, image_guidance| EditMade {
+        mode,
+        strength,
+        image_guidance,
+    };
+    let (rgb, made) = match (pipeline.unet_kind(), &small) {
+        (UnetKind::Instruct, _) => {
+            let ig = settings.image_guidance;
+            (
+                pipeline.instruct(&req, image, ig, noise, control)?,
+                made("InstructPix2Pix", None, Some(ig)),
+            )
+        }
+        (UnetKind::Inpaint, Some(m)) => (
+            pipeline.inpaint(&req, image, m, 1.0, noise, control)?,
+            made("inpainting", Some(1.0), None),
+        ),
+        (UnetKind::Text, Some(m)) => (
+            pipeline.inpaint(&req, image, m, worded, noise, control)?,
+            made("masked img2img", Some(worded), None),
+        ),
+        (UnetKind::Inpaint, None) => {
+            let all = vec![255; width * height];
+            (
+                pipeline.inpaint(&req, image, &all, worded, noise, control)?,
+                made("inpainting", Some(worded), None),
+            )
+        }
+        (UnetKind::Text, None) => (
+            pipeline.img2img(&req, image, worded, noise, control)?,
+            made("img2img", Some(worded), None),
+        ),
+    };
+    let picture = to_picture(rgb, width, height, out_w, out_h)
+        .map_err(|e| DiffusionError::Model(e.to_string()))?;
+    let picture = match mask {
+        Some(m) => Picture(decode::keep_outside_mask(picture.0, source, m)),
+        None => picture,
+    };
+    Ok((picture, req, made))
 }
 
 #[cfg(test)]

@@ -78,6 +78,37 @@ pub enum EditOp {
 }
 
 impl EditOp {
+    /// What the op does, in a few words (the PNG parameters' "Exact edits").
+    pub fn describe(&self) -> String {
+        match self {
+            EditOp::Grayscale => "black and white".into(),
+            EditOp::Sepia => "sepia".into(),
+            EditOp::Invert => "inverted colours".into(),
+            EditOp::Blur(_) => "blur".into(),
+            EditOp::Sharpen(_) => "sharpen".into(),
+            EditOp::Brightness(b) if *b >= 0 => format!("brightness +{b}"),
+            EditOp::Brightness(b) => format!("brightness {b}"),
+            EditOp::Contrast(c) => format!("contrast {c:+}%"),
+            EditOp::Rotate(d) => format!("rotate {d}°"),
+            EditOp::FlipHorizontal => "flip horizontally".into(),
+            EditOp::FlipVertical => "flip vertically".into(),
+            EditOp::Saturation(s) => format!("saturation {s:+}%"),
+            EditOp::Temperature(t) if *t >= 0.0 => "warmer".into(),
+            EditOp::Temperature(_) => "cooler".into(),
+            EditOp::Crop(w, h) => format!("crop {w}:{h}"),
+            EditOp::Resize(Resize::Scale(s)) => format!("resize ×{s}"),
+            EditOp::Resize(Resize::Width(w)) => format!("resize to {w} wide"),
+            EditOp::Resize(Resize::Height(h)) => format!("resize to {h} high"),
+            EditOp::Pixelate(_) => "pixelate".into(),
+            EditOp::Posterize(l) => format!("posterize {l}"),
+            EditOp::Vignette(_) => "vignette".into(),
+            EditOp::Border(..) => "border".into(),
+            EditOp::Text(t, ..) => format!("text {t:?}"),
+            EditOp::Restyle(s) => format!("style {s:?}").to_lowercase(),
+            other => format!("{other:?}").to_lowercase(),
+        }
+    }
+
     /// Changes what is in the picture (as opposed to a filter over its pixels). A diffusion
     /// model does these itself (img2img) when one serves edits.
     pub fn is_content(&self) -> bool {

@@ -99,7 +99,17 @@ impl Renderer for ProceduralRenderer {
             let ru = edit::is_russian(&spec.instruction);
             repaint(&spec.source, &changes, ru).map_err(RenderError::EditNotUnderstood)?
         };
-        Ok(Picture(edit::apply_seeded(img, &ops, spec.seed as u32)))
+        let out = edit::apply_seeded(img, &ops, spec.seed as u32);
+        // A mask keeps the rest of the photo as it was (when the edit kept its size).
+        Ok(Picture(match &spec.mask {
+            Some(bytes) => {
+                let source = decode::decode(&spec.source, &DecodeLimits::default())?;
+                let (w, h) = source.dimensions();
+                let mask = decode::mask(bytes, w, h, &DecodeLimits::default())?;
+                decode::keep_outside_mask(out, &source, &mask)
+            }
+            None => out,
+        }))
     }
 
     fn exact_edit(&self, instruction: &str) -> Result<bool, RenderError> {
@@ -108,6 +118,29 @@ impl Renderer for ProceduralRenderer {
             Err(RenderError::EditNotUnderstood(_)) => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    /// The instruction's pixel operations (rotate, crop, black and white…), in its order; what
+    /// changes the content is left to the model that painted `picture`.
+    fn apply_exact(
+        &self,
+        picture: Picture,
+        instruction: &str,
+        seed: u64,
+    ) -> Result<(Picture, Vec<String>), RenderError> {
+        let ops: Vec<edit::EditOp> = match edit::parse_instruction(instruction) {
+            Ok(ops) => ops.into_iter().filter(|op| !op.is_content()).collect(),
+            Err(RenderError::EditNotUnderstood(_)) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        if ops.is_empty() {
+            return Ok((picture, Vec::new()));
+        }
+        let done = ops.iter().map(edit::EditOp::describe).collect();
+        Ok((
+            Picture(edit::apply_seeded(picture.0, &ops, seed as u32)),
+            done,
+        ))
     }
 }
 

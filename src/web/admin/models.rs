@@ -333,6 +333,7 @@ fn tier_row(s: &TierState, stored: &[(String, TierMapping)], installed: &[ModelR
             "size",
             "negative_prompt",
             "strength",
+            "image_guidance",
         ] {
             if let Some(v) = t.get(k) {
                 placeholder.insert(
@@ -552,6 +553,8 @@ pub struct MapForm {
     tiny_vae: String,
     #[serde(default)]
     strength: String,
+    #[serde(default)]
+    image_guidance: String,
 }
 
 /// A form field: empty is "the preset's"; otherwise it must parse.
@@ -590,6 +593,7 @@ pub async fn map_post(
             negative_prompt: text(&f.negative_prompt),
             tiny_vae: text(&f.tiny_vae),
             strength: field("strength", &f.strength)?,
+            image_guidance: field("image_guidance", &f.image_guidance)?,
             timestep_spacing: None,
             updated_at: 0,
         })
@@ -600,6 +604,7 @@ pub async fn map_post(
     };
     if mapping.guidance.is_some_and(|g: f64| !g.is_finite())
         || mapping.strength.is_some_and(|g: f64| !g.is_finite())
+        || mapping.image_guidance.is_some_and(|g: f64| !g.is_finite())
     {
         return refuse(&state, jar, tr1("admin.models.bad_number", "NaN")).await;
     }

@@ -624,6 +624,11 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
     ),
     ("admin.models.strength", "Strength", "Сила"),
     (
+        "admin.models.image_guidance",
+        "Image guidance (InstructPix2Pix)",
+        "Близость к исходнику (InstructPix2Pix)",
+    ),
+    (
         "admin.models.negative",
         "Negative prompt",
         "Негативный запрос",

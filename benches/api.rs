@@ -503,6 +503,7 @@ fn bench_store_jobs(dir: &Path) {
                                 noise: None,
                                 webhook_url: None,
                                 client: None,
+                                masked: false,
                             },
                             clock.now(),
                         )

@@ -112,6 +112,7 @@ fn benches(c: &mut Criterion) {
                         source: source.clone(),
                         instruction: instruction.into(),
                         seed: 1,
+                        mask: None,
                     })
                     .unwrap();
                 black_box(finish(pic, true, &params(Model::Fast)).unwrap())
@@ -138,6 +139,7 @@ fn benches(c: &mut Criterion) {
                         source: jpeg.clone(),
                         instruction: instruction.into(),
                         seed: 1,
+                        mask: None,
                     })
                     .unwrap();
                 black_box(finish(pic, true, &params(Model::Fast)).unwrap())

@@ -202,6 +202,62 @@ async fn openai_clients_generate_edit_and_read_models() {
     );
     assert_eq!(balance(&s, &email), 11, "refunded");
 
+    // A mask (OpenAI's: transparent = change) limits the edit to its area: the left half turns
+    // black and white, the right half keeps its colours exactly.
+    let source = png_bytes(64, 48);
+    let mask = {
+        let img = image::RgbaImage::from_fn(64, 48, |x, _| {
+            image::Rgba([0, 0, 0, if x < 32 { 0 } else { 255 }])
+        });
+        let mut out = std::io::Cursor::new(Vec::new());
+        img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+        out.into_inner()
+    };
+    let form = reqwest::multipart::Form::new()
+        .part(
+            "image",
+            reqwest::multipart::Part::bytes(source.clone()).file_name("photo.png"),
+        )
+        .part(
+            "mask",
+            reqwest::multipart::Part::bytes(mask).file_name("mask.png"),
+        )
+        .text("prompt", "make it black and white")
+        .text("response_format", "b64_json");
+    let (st, v) = status_json(
+        s.client
+            .post(format!("{}/openai/v1/images/edits", s.base))
+            .bearer_auth(&key)
+            .multipart(form)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let img = png_of(
+        &base64::engine::general_purpose::STANDARD
+            .decode(v["data"][0]["b64_json"].as_str().unwrap())
+            .unwrap(),
+    );
+    let src = png_of(&source);
+    for (x, y, p) in img.enumerate_pixels() {
+        if x < 32 {
+            assert!(
+                p[0] == p[1] && p[1] == p[2],
+                "({x}, {y}) inside the mask is grey"
+            );
+        } else if !(x >= 40 && y >= 30) {
+            // (the watermark's corner aside)
+            assert_eq!(
+                p.0[..3],
+                src.get_pixel(x, y).0[..3],
+                "({x}, {y}) outside the mask"
+            );
+        }
+    }
+    assert_eq!(balance(&s, &email), 9, "a masked edit costs 2 too");
+
     // Refusals: OpenAI's shape, nothing charged, no job made.
     let jobs_before = jobs_of(&s, &email);
     let (st, v) = {
@@ -212,7 +268,7 @@ async fn openai_clients_generate_edit_and_read_models() {
             )
             .part(
                 "mask",
-                reqwest::multipart::Part::bytes(png_bytes(8, 8)).file_name("m.png"),
+                reqwest::multipart::Part::bytes(png_bytes(4, 4)).file_name("m.png"),
             )
             .text("prompt", "add a hat");
         status_json(
@@ -273,7 +329,7 @@ async fn openai_clients_generate_edit_and_read_models() {
         .unwrap();
     let got = status_json(r).await;
     openai_error(&got, 400, "invalid_request_error", None, None);
-    assert_eq!(balance(&s, &email), 11, "refusals cost nothing");
+    assert_eq!(balance(&s, &email), 9, "refusals cost nothing");
     assert_eq!(jobs_of(&s, &email), jobs_before, "and make no job");
 
     // Out of credits: 429 insufficient_quota, as OpenAI reports billing limits.
@@ -341,7 +397,7 @@ async fn openai_clients_generate_edit_and_read_models() {
     )
     .await;
     assert_eq!(st, 200, "{v}");
-    assert_eq!(balance(&s, &email), 9, "an edit costs 2");
+    assert_eq!(balance(&s, &email), 7, "an edit costs 2");
     s.assert_books_balanced();
     s.stop().await;
 }
@@ -442,8 +498,8 @@ async fn the_official_openai_python_package_works_with_pictor() {
     );
     assert!(out.status.success(), "{text}");
     assert!(text.contains("openai python: all checks passed"), "{text}");
-    // 2 generations (1 each) + 1 edit (2).
-    assert_eq!(balance(&s, &email), 12 - 2 - 2, "{text}");
+    // 2 generations (1 each) + 2 edits (2 each).
+    assert_eq!(balance(&s, &email), 12 - 2 - 2 * 2, "{text}");
     s.assert_books_balanced();
     s.stop().await;
 }

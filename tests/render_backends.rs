@@ -222,6 +222,7 @@ async fn edit(r: Arc<Router>) -> Result<Picture, RenderError> {
             source: source_png(),
             instruction: "make it a watercolor".into(),
             seed: 2,
+            mask: None,
         })
     })
     .await

@@ -560,6 +560,7 @@ async fn comfyui_img2img_uploads_the_source() {
         source: png_bytes(320, 200),
         instruction: "make it autumn".into(),
         seed: 99,
+        mask: None,
     };
     let img = tokio::task::spawn_blocking(move || r.edit(&spec).map(|p| p.as_rgba().clone()))
         .await

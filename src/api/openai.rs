@@ -858,7 +858,7 @@ fn job_error(e: JobError) -> OpenAiError {
         JobError::Create(CreateJobError::NoUser) => {
             OpenAiError::from_code(codes::UNAUTHORIZED, "the account no longer exists", None)
         }
-        JobError::InvalidImage(m) if m.starts_with("the mask") => OpenAiError::invalid("mask", m),
+        JobError::InvalidImage(m) if m.contains("the mask") => OpenAiError::invalid("mask", m),
         JobError::InvalidImage(m) => OpenAiError::invalid("image", m),
         JobError::InvalidWebhook(m) => OpenAiError::invalid("webhook_url", m),
         other => server_error(&other.to_string()),

@@ -175,6 +175,68 @@ fn decode_error(format: &str, e: ImageError, limits: &DecodeLimits) -> RenderErr
     RenderError::InvalidImage(msg)
 }
 
+/// An edit's mask, one byte a pixel of the source (255 = change, 0 = keep), from an upload
+/// (PNG, JPEG or WebP, within `limits`) of exactly `width`×`height` (the source as decoded, its
+/// EXIF orientation applied): where it has transparency, its transparent pixels (alpha below
+/// half) are the area to change, as OpenAI's `/images/edits` reads masks; otherwise its light
+/// pixels (luma at least half), as diffusers and AUTOMATIC1111 read black-and-white masks.
+/// Refused when the size differs or it marks nothing.
+pub fn mask(
+    bytes: &[u8],
+    width: u32,
+    height: u32,
+    limits: &DecodeLimits,
+) -> Result<image::GrayImage, RenderError> {
+    let bad = |m: String| RenderError::InvalidImage(format!("the mask: {m}"));
+    let img = decode(bytes, limits).map_err(|e| match e {
+        RenderError::InvalidImage(m) => bad(m),
+        other => other,
+    })?;
+    if img.dimensions() != (width, height) {
+        return Err(bad(format!(
+            "it is {}×{} pixels, the photo {width}×{height}; it must be the photo's size",
+            img.width(),
+            img.height()
+        )));
+    }
+    let alpha = img.pixels().any(|p| p[3] < 255);
+    let out = image::GrayImage::from_fn(width, height, |x, y| {
+        let [r, g, b, a] = img.get_pixel(x, y).0;
+        let change = if alpha {
+            a < 128
+        } else {
+            // Rec. 601 luma, as PIL's convert("L").
+            (299 * u32::from(r) + 587 * u32::from(g) + 114 * u32::from(b)) / 1000 >= 128
+        };
+        image::Luma([if change { 255 } else { 0 }])
+    });
+    if !out.pixels().any(|p| p[0] == 255) {
+        return Err(bad(
+            "it marks nothing to change (transparent or white pixels mark the area to change)"
+                .to_owned(),
+        ));
+    }
+    Ok(out)
+}
+
+/// `result` with the source's own pixels outside `mask` (255 = changed), when all three are the
+/// same size (a masked edit changes nothing else, as AUTOMATIC1111 pastes the original back).
+pub fn keep_outside_mask(
+    mut result: image::RgbaImage,
+    source: &image::RgbaImage,
+    mask: &image::GrayImage,
+) -> image::RgbaImage {
+    if result.dimensions() != source.dimensions() || result.dimensions() != mask.dimensions() {
+        return result;
+    }
+    for ((out, src), m) in result.pixels_mut().zip(source.pixels()).zip(mask.pixels()) {
+        if m[0] < 128 {
+            *out = *src;
+        }
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,66 +429,50 @@ mod tests {
         assert_eq!(decoded.dimensions(), (40, 30));
         assert_eq!(decoded.get_pixel(5, 3).0, [30, 24, 100, 255]);
     }
-}
 
-/// An edit's mask, one byte a pixel of the source (255 = change, 0 = keep), from an upload
-/// (PNG, JPEG or WebP, within `limits`) of exactly `width`×`height` (the source as decoded, its
-/// EXIF orientation applied): where it has transparency, its transparent pixels (alpha below
-/// half) are the area to change, as OpenAI's `/images/edits` reads masks; otherwise its light
-/// pixels (luma at least half), as diffusers and AUTOMATIC1111 read black-and-white masks.
-/// Refused when the size differs or it marks nothing.
-pub fn mask(
-    bytes: &[u8],
-    width: u32,
-    height: u32,
-    limits: &DecodeLimits,
-) -> Result<image::GrayImage, RenderError> {
-    let bad = |m: String| RenderError::InvalidImage(format!("the mask: {m}"));
-    let img = decode(bytes, limits).map_err(|e| match e {
-        RenderError::InvalidImage(m) => bad(m),
-        other => other,
-    })?;
-    if img.dimensions() != (width, height) {
-        return Err(bad(format!(
-            "it is {}×{} pixels, the photo {width}×{height}; it must be the photo's size",
-            img.width(),
-            img.height()
-        )));
+    fn png(img: image::DynamicImage) -> Vec<u8> {
+        let mut out = Vec::new();
+        img.write_to(&mut std::io::Cursor::new(&mut out), ImageFormat::Png)
+            .unwrap();
+        out
     }
-    let alpha = img.pixels().any(|p| p[3] < 255);
-    let out = image::GrayImage::from_fn(width, height, |x, y| {
-        let [r, g, b, a] = img.get_pixel(x, y).0;
-        let change = if alpha {
-            a < 128
-        } else {
-            // Rec. 601 luma, as PIL's convert("L").
-            (299 * u32::from(r) + 587 * u32::from(g) + 114 * u32::from(b)) / 1000 >= 128
-        };
-        image::Luma([if change { 255 } else { 0 }])
-    });
-    if !out.pixels().any(|p| p[0] == 255) {
-        return Err(bad(
-            "it marks nothing to change (transparent or white pixels mark the area to change)"
-                .to_owned(),
-        ));
-    }
-    Ok(out)
-}
 
-/// `result` with the source's own pixels outside `mask` (255 = changed), when all three are the
-/// same size (a masked edit changes nothing else, as AUTOMATIC1111 pastes the original back).
-pub fn keep_outside_mask(
-    mut result: image::RgbaImage,
-    source: &image::RgbaImage,
-    mask: &image::GrayImage,
-) -> image::RgbaImage {
-    if result.dimensions() != source.dimensions() || result.dimensions() != mask.dimensions() {
-        return result;
-    }
-    for ((out, src), m) in result.pixels_mut().zip(source.pixels()).zip(mask.pixels()) {
-        if m[0] < 128 {
-            *out = *src;
+    #[test]
+    fn masks_read_transparency_or_light_and_must_fit() {
+        let limits = DecodeLimits::default();
+        // Transparent left half (OpenAI's convention), whatever the colours.
+        let rgba = image::RgbaImage::from_fn(8, 4, |x, _| {
+            image::Rgba([255, 255, 255, if x < 4 { 0 } else { 255 }])
+        });
+        let m = mask(&png(DynamicImage::ImageRgba8(rgba)), 8, 4, &limits).unwrap();
+        assert!(
+            m.enumerate_pixels()
+                .all(|(x, _, p)| (p[0] == 255) == (x < 4))
+        );
+        // No transparency: white marks the area (diffusers, A1111).
+        let grey =
+            image::GrayImage::from_fn(8, 4, |_, y| image::Luma([if y >= 2 { 200 } else { 90 }]));
+        let m = mask(&png(DynamicImage::ImageLuma8(grey)), 8, 4, &limits).unwrap();
+        assert!(
+            m.enumerate_pixels()
+                .all(|(_, y, p)| (p[0] == 255) == (y >= 2))
+        );
+        // Another size, or nothing marked: refused, naming the mask.
+        let black = png(DynamicImage::ImageLuma8(image::GrayImage::new(8, 4)));
+        for (bytes, w) in [(black.clone(), 4), (black, 8)] {
+            let e = mask(&bytes, w, 4, &limits).unwrap_err().to_string();
+            assert!(e.contains("the mask"), "{e}");
         }
+        // Outside the mask the source's pixels come back; a resized result is left alone.
+        let src = image::RgbaImage::from_pixel(8, 4, image::Rgba([1, 2, 3, 255]));
+        let out = image::RgbaImage::from_pixel(8, 4, image::Rgba([9, 9, 9, 255]));
+        let m = image::GrayImage::from_fn(8, 4, |x, _| image::Luma([if x < 4 { 255 } else { 0 }]));
+        let kept = keep_outside_mask(out.clone(), &src, &m);
+        assert!(
+            kept.enumerate_pixels()
+                .all(|(x, _, p)| p[0] == if x < 4 { 9 } else { 1 })
+        );
+        let small = image::RgbaImage::new(4, 8);
+        assert_eq!(keep_outside_mask(small.clone(), &src, &m), small);
     }
-    result
 }

@@ -1147,6 +1147,7 @@ mod tests {
                 source: sample_png(),
                 instruction: "make it black and white and rotate it 90 degrees".to_owned(),
                 seed: 1,
+                mask: None,
             })
             .unwrap();
         assert_eq!((pic.width(), pic.height()), (20, 30));
@@ -1159,12 +1160,14 @@ mod tests {
             source: b"GIF89a".to_vec(),
             instruction: "blur".to_owned(),
             seed: 1,
+            mask: None,
         });
         assert!(matches!(bad_image, Err(RenderError::InvalidImage(_))));
         let bad_text = ProceduralRenderer.edit(&EditSpec {
             source: sample_png(),
             instruction: "qwerty".to_owned(),
             seed: 1,
+            mask: None,
         });
         assert!(matches!(bad_text, Err(RenderError::EditNotUnderstood(_))));
     }

@@ -41,6 +41,7 @@ fn try_edit(source: &[u8], instruction: &str) -> Result<RgbaImage, RenderError> 
         source: source.to_vec(),
         instruction: instruction.into(),
         seed: 3,
+        mask: None,
     })?;
     let params = PngParameters {
         prompt: instruction.into(),

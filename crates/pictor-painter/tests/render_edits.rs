@@ -42,6 +42,7 @@ fn try_edit(instruction: &str) -> Result<image::RgbaImage, RenderError> {
         source: encoded(&source(), image::ImageFormat::Png),
         instruction: instruction.into(),
         seed: 1,
+        mask: None,
     })?;
     // Round-trip through the public encoder to get at the pixels.
     let params = render::PngParameters {
@@ -222,6 +223,7 @@ fn jpeg_and_webp_uploads_are_edited_too() {
                 source: encoded(&source(), format),
                 instruction: "rotate 90".into(),
                 seed: 1,
+                mask: None,
             })
             .unwrap();
         assert_eq!((pic.width(), pic.height()), (80, 120), "{format:?}");

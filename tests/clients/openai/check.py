@@ -9,13 +9,23 @@ import zlib
 import openai
 
 
-def png(w, h):
-    raw = b"".join(b"\x00" + bytes(v for x in range(w) for v in ((x * 9) % 256, (y * 7) % 256, 90))
-                   for y in range(h))
+def png(w, h, alpha=None):
+    """An RGB picture, or RGBA with alpha(x, y) (OpenAI's masks: transparent = change)."""
+    def px(x, y):
+        rgb = ((x * 9) % 256, (y * 7) % 256, 90)
+        return rgb if alpha is None else rgb + (alpha(x, y),)
+    raw = b"".join(b"\x00" + bytes(v for x in range(w) for v in px(x, y)) for y in range(h))
     def chunk(t, d):
         return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xFFFFFFFF)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+    color = 2 if alpha is None else 6
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color, 0, 0, 0))
             + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def named(data, name):
+    f = io.BytesIO(data)
+    f.name = name
+    return f
 
 
 def size_of(png_bytes):
@@ -36,9 +46,15 @@ import urllib.request
 w, h = size_of(urllib.request.urlopen(r.data[0].url).read())
 assert w == h, (w, h)
 
-photo = io.BytesIO(png(32, 24)); photo.name = "photo.png"
+photo = named(png(32, 24), "photo.png")
 r = client.images.edit(image=photo, prompt="make it black and white", response_format="b64_json")
 assert size_of(base64.b64decode(r.data[0].b64_json)), r
+
+# With a mask: its transparent left half is the area to change.
+mask = named(png(32, 24, alpha=lambda x, y: 0 if x < 16 else 255), "mask.png")
+r = client.images.edit(image=named(png(32, 24), "photo.png"), mask=mask, prompt="make it black and white",
+                       response_format="b64_json")
+assert size_of(base64.b64decode(r.data[0].b64_json)) == (32, 24), r
 
 ids = [m.id for m in client.models.list().data]
 assert "dall-e-3" in ids and "fast" in ids, ids
@@ -60,4 +76,7 @@ broke = openai.OpenAI(api_key=os.environ["PICTOR_BROKE_KEY"], max_retries=0)
 expect(openai.RateLimitError, lambda: broke.images.generate(prompt="x"), "insufficient_quota")
 expect(openai.BadRequestError, lambda: client.images.generate(prompt="x", size="huge"), param="size")
 expect(openai.BadRequestError, lambda: client.images.generate(prompt="x", n=9), param="n")
+expect(openai.BadRequestError, lambda: client.images.edit(
+    image=named(png(32, 24), "p.png"), mask=named(png(16, 16, alpha=lambda x, y: 0), "m.png"),
+    prompt="make it black and white"), param="mask")
 print("openai python: all checks passed")

@@ -646,7 +646,11 @@ fn describe_model(m: &Value) -> String {
             .as_str()
             .map(|s| format!("  (from {s})"))
             .unwrap_or_default(),
-    ) + &match (m["loaded_bytes"].as_u64(), m["loaded_on"].as_str()) {
+    ) + &match m["role"].as_str() {
+        Some("instruct") => "  [edits: InstructPix2Pix]".to_owned(),
+        Some("inpaint") => "  [edits: inpainting]".to_owned(),
+        _ => String::new(),
+    } + &match (m["loaded_bytes"].as_u64(), m["loaded_on"].as_str()) {
         (Some(b), Some(d)) => format!("  [loaded: {} on {d}]", crate::bounded::size_text(b)),
         _ => String::new(),
     }

@@ -211,7 +211,13 @@ async fn page(
                             _ => "SD 1.x / 2.x",
                         },
                     ),
-                    (_, Some(f)) => f.title().to_string(),
+                    (_, Some(f)) => match r.role {
+                        crate::models::Role::Instruct => format!("{} · InstructPix2Pix", f.title()),
+                        crate::models::Role::Inpaint => {
+                            format!("{} · {}", f.title(), tr("admin.models.kind.inpaint"))
+                        }
+                        crate::models::Role::Text => f.title().to_string(),
+                    },
                     _ => r.arch.as_str().to_string(),
                 },
                 size: size_text(r.weight_bytes),

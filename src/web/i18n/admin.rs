@@ -623,6 +623,7 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "Нет (полный VAE)",
     ),
     ("admin.models.strength", "Strength", "Сила"),
+    ("admin.models.kind.inpaint", "inpainting", "дорисовка"),
     (
         "admin.models.image_guidance",
         "Image guidance (InstructPix2Pix)",

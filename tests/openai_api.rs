@@ -503,3 +503,50 @@ async fn the_official_openai_python_package_works_with_pictor() {
     s.assert_books_balanced();
     s.stop().await;
 }
+
+/// The official `openai` npm package (pinned in tests/clients/openai-node; `.ci/run` installs it
+/// with `npm ci`): a generation at a ratio, an edit with and without a mask, the models list and
+/// the errors it maps to its exception classes. Without node or the package the test says so and
+/// skips, except under CI.
+#[tokio::test]
+async fn the_official_openai_node_package_works_with_pictor() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/openai-node");
+    let installed = std::path::Path::new(dir)
+        .join("node_modules/openai/package.json")
+        .is_file();
+    let node = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !(installed && node) {
+        assert!(
+            std::env::var_os("PICTOR_CI").is_none(),
+            "node or tests/clients/openai-node/node_modules is missing (npm ci there)"
+        );
+        eprintln!("skipped: needs node and `npm ci` in tests/clients/openai-node");
+        return;
+    }
+    let s = TestServer::start().await;
+    let (email, key) = s.user("node@example.com", 12, true);
+    let (_, broke) = s.user("node-broke@example.com", 0, true);
+    let out = tokio::process::Command::new("node")
+        .arg("check.mjs")
+        .current_dir(dir)
+        .env("OPENAI_BASE_URL", format!("{}/openai/v1", s.base))
+        .env("PICTOR_KEY", &key)
+        .env("PICTOR_BROKE_KEY", &broke)
+        .output()
+        .await
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("openai node: all checks passed"), "{text}");
+    // 1 generation (1) + 2 edits (2 each).
+    assert_eq!(balance(&s, &email), 12 - 1 - 2 * 2, "{text}");
+    s.assert_books_balanced();
+    s.stop().await;
+}

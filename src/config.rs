@@ -46,6 +46,8 @@ pub struct Config {
     /// Bearer token `GET /metrics` requires; `None`: `/metrics` is not served on the public
     /// listener (it stays on the loopback admin channel).
     pub metrics_token: Option<String>,
+    /// The tier each of OpenAI's model names draws with on `/openai/v1` (`[openai]`).
+    pub openai_models: [(&'static str, crate::catalog::Model); 3],
     /// Job notifications (`webhook_url`).
     pub webhooks: WebhookOptions,
     /// Outgoing mail (password-reset links); `None` unless `smtp.host` is set.
@@ -91,6 +93,7 @@ impl Config {
             diffusion: None,
             trusted_proxies: crate::net::TrustedProxies::default(),
             metrics_token: None,
+            openai_models: OPENAI_MODELS,
             webhooks: WebhookOptions::default(),
             smtp: None,
         }
@@ -165,6 +168,24 @@ impl fmt::Display for Source {
     }
 }
 
+/// OpenAI's model names and the tiers they draw with by default: the cheapest, the better
+/// one, the best.
+pub const OPENAI_MODELS: [(&str, crate::catalog::Model); 3] = [
+    ("dall-e-2", crate::catalog::Model::Fast),
+    ("dall-e-3", crate::catalog::Model::Artist),
+    ("gpt-image-1", crate::catalog::Model::Plus),
+];
+
+impl Config {
+    /// The tier OpenAI's model `name` draws with here.
+    pub fn openai_tier(&self, name: &str) -> crate::catalog::Model {
+        self.openai_models
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(crate::catalog::Model::Fast, |(_, m)| *m)
+    }
+}
+
 /// A configuration key.
 pub struct Key {
     /// Dotted name as in the file and in `--set`.
@@ -220,6 +241,21 @@ pub const KEYS: &[Key] = &[
         name: "metrics_token",
         env: "PICTOR_METRICS_TOKEN",
         help: "bearer token for GET /metrics (unset: /metrics only on the admin channel)",
+    },
+    Key {
+        name: "openai.dall-e-2",
+        env: "PICTOR_OPENAI_DALL_E_2",
+        help: "the tier OpenAI's dall-e-2 draws with on /openai/v1 (fast, artist or 0.2plus; default fast)",
+    },
+    Key {
+        name: "openai.dall-e-3",
+        env: "PICTOR_OPENAI_DALL_E_3",
+        help: "the tier OpenAI's dall-e-3 draws with on /openai/v1 (default artist)",
+    },
+    Key {
+        name: "openai.gpt-image-1",
+        env: "PICTOR_OPENAI_GPT_IMAGE_1",
+        help: "the tier OpenAI's gpt-image-1 draws with on /openai/v1 (default 0.2plus)",
     },
     Key {
         name: "webhooks.allow_private",
@@ -755,6 +791,28 @@ pub fn resolve(layers: &Layers) -> Result<(Config, Vec<Effective>), ConfigError>
                 "(set, hidden)".to_string()
             }
             ("metrics_token", None) => "(unset: /metrics only on the admin channel)".to_string(),
+            (name, Some((v, s))) if name.starts_with("openai.") => {
+                let tier =
+                    crate::catalog::Model::parse(&v).ok_or_else(|| ConfigError::Invalid {
+                        key: key.name.into(),
+                        value: v.clone(),
+                        origin: s,
+                        reason:
+                            "a tier: fast, artist or 0.2plus (or an alias: standard, pro, premium)"
+                                .into(),
+                    })?;
+                let openai = &name["openai.".len()..];
+                for slot in config.openai_models.iter_mut() {
+                    if slot.0 == openai {
+                        slot.1 = tier;
+                    }
+                }
+                tier.id().to_string()
+            }
+            (name, None) if name.starts_with("openai.") => config
+                .openai_tier(&name["openai.".len()..])
+                .id()
+                .to_string(),
             ("webhooks.allow_private", Some((v, s))) => {
                 config.webhooks.allow_private = parse::<bool>(key.name, &v, s, |_| Ok(()))?;
                 v
@@ -919,6 +977,34 @@ mod tests {
         assert_eq!(src("queue_size"), Source::Env);
         assert_eq!(src("data_dir"), Source::File);
         assert_eq!(src("render_workers"), Source::Default);
+    }
+
+    #[test]
+    fn openai_names_draw_with_the_tiers_the_operator_sets() {
+        let mut layers = Layers::default();
+        layers
+            .read_file_text(
+                Path::new("c.toml"),
+                "data_dir = \"/d\"\n[openai]\n\"dall-e-3\" = \"standard\"\n",
+            )
+            .unwrap();
+        layers
+            .env
+            .insert("openai.gpt-image-1".into(), "artist".into());
+        let (config, eff) = resolve(&layers).unwrap();
+        use crate::catalog::Model;
+        assert_eq!(config.openai_tier("dall-e-2"), Model::Fast);
+        assert_eq!(config.openai_tier("dall-e-3"), Model::Fast);
+        assert_eq!(config.openai_tier("gpt-image-1"), Model::Artist);
+        let shown = eff.iter().find(|e| e.key == "openai.dall-e-3").unwrap();
+        assert_eq!((shown.value.as_str(), shown.source), ("fast", Source::File));
+        layers
+            .env
+            .insert("openai.dall-e-2".into(), "midjourney".into());
+        let Err(e) = resolve(&layers) else {
+            panic!("an unknown tier is refused");
+        };
+        assert!(e.to_string().contains("openai.dall-e-2"), "{e}");
     }
 
     #[test]

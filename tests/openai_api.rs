@@ -550,3 +550,30 @@ async fn the_official_openai_node_package_works_with_pictor() {
     s.assert_books_balanced();
     s.stop().await;
 }
+
+/// The operator decides which tier each of OpenAI's names draws with (`[openai]` in the config
+/// file): here dall-e-3 is the fast tier, so it costs (and is drawn as) fast.
+#[tokio::test]
+async fn openai_names_draw_with_the_tiers_the_operator_maps() {
+    let s = TestServer::start_with(common::Options {
+        tweak: |c| c.openai_models[1].1 = pictor::catalog::Model::Fast,
+        ..Default::default()
+    })
+    .await;
+    let (email, key) = s.user("mapped@example.com", 10, true);
+    let got = post(
+        &s,
+        Some(&key),
+        "/openai/v1/images/generations",
+        json!({"prompt": "a lighthouse", "model": "dall-e-3", "response_format": "b64_json"}),
+    )
+    .await;
+    assert_eq!(got.0, 200, "{}", got.1);
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(got.1["data"][0]["b64_json"].as_str().unwrap())
+        .unwrap();
+    let params = pictor::render::encode::read_parameters(&bytes).unwrap();
+    assert!(params.contains("Model: fast"), "{params}");
+    assert_eq!(balance(&s, &email), 9, "the fast price");
+    s.stop().await;
+}

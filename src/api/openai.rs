@@ -41,12 +41,9 @@ pub const WAIT_LIMIT: Duration = Duration::from_secs(600);
 /// Most images one request may ask for.
 pub const MAX_IMAGES: u32 = 4;
 
-/// OpenAI's model names and the tiers they draw with.
-pub const OPENAI_MODELS: [(&str, Model); 3] = [
-    ("dall-e-2", Model::Fast),
-    ("dall-e-3", Model::Artist),
-    ("gpt-image-1", Model::Plus),
-];
+/// OpenAI's model names and the tiers they draw with unless the configuration says otherwise
+/// (`[openai]` `dall-e-2 = "artist"`…, see `crate::config::Config::openai_models`).
+pub use crate::config::OPENAI_MODELS;
 
 /// The error object inside OpenAI's error body.
 #[derive(Object, Debug, Clone)]
@@ -328,7 +325,8 @@ pub enum ResponseFormat {
 /// A validated generation request.
 pub struct GenerationInput {
     prompt: String,
-    model: Model,
+    /// The tier, or one of OpenAI's names (resolved with the server's configuration).
+    model: Requested,
     n: u32,
     ratio: Ratio,
     b64: bool,
@@ -345,18 +343,35 @@ fn text_field<'a>(o: &'a Map<String, Value>, k: &str) -> Result<Option<&'a str>,
     }
 }
 
+/// A `model` as asked: one of Pictor's tiers, or one of OpenAI's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requested {
+    Tier(Model),
+    OpenAi(&'static str),
+}
+
+impl Requested {
+    /// The tier that draws it on this server.
+    fn tier(self, state: &AppState) -> Model {
+        match self {
+            Requested::Tier(m) => m,
+            Requested::OpenAi(name) => state.config.openai_tier(name),
+        }
+    }
+}
+
 /// `model`: Pictor's ids and aliases, or OpenAI's names.
-fn parse_model(name: Option<&str>) -> Result<Model, ApiFailure> {
+fn parse_model(name: Option<&str>) -> Result<Requested, ApiFailure> {
     let Some(name) = name else {
-        return Ok(Model::Fast);
+        return Ok(Requested::Tier(Model::Fast));
     };
-    if let Some((_, m)) = OPENAI_MODELS
+    if let Some((n, _)) = OPENAI_MODELS
         .iter()
         .find(|(n, _)| n.eq_ignore_ascii_case(name.trim()))
     {
-        return Ok(*m);
+        return Ok(Requested::OpenAi(n));
     }
-    Model::parse(name).ok_or_else(|| {
+    Model::parse(name).map(Requested::Tier).ok_or_else(|| {
         ApiFailure::new(
             codes::INVALID_MODEL,
             format!(
@@ -660,7 +675,8 @@ impl OpenAiApi {
         let input = body.0;
         let client = auth.0.client().map(str::to_string);
         let user = auth.0.user.id;
-        check_quota(&state, user, JobModel::Generate(input.model), input.n)?;
+        let model = input.model.tier(&state);
+        check_quota(&state, user, JobModel::Generate(model), input.n)?;
         let deadline = tokio::time::Instant::now() + wait_limit(&state);
         let mut data = Vec::new();
         for _ in 0..input.n {
@@ -670,7 +686,7 @@ impl OpenAiApi {
                 client.clone(),
                 Generate {
                     prompt: input.prompt.clone(),
-                    model: input.model,
+                    model,
                     ratio: input.ratio,
                     enhance: false,
                     seed: random_seed(),
@@ -1001,11 +1017,23 @@ mod tests {
 
     #[test]
     fn openai_names_map_to_tiers() {
-        assert_eq!(parse_model(Some("dall-e-3")).ok(), Some(Model::Artist));
-        assert_eq!(parse_model(Some("DALL-E-2")).ok(), Some(Model::Fast));
-        assert_eq!(parse_model(Some("gpt-image-1")).ok(), Some(Model::Plus));
-        assert_eq!(parse_model(Some("premium")).ok(), Some(Model::Plus));
-        assert_eq!(parse_model(None).ok(), Some(Model::Fast));
+        assert_eq!(
+            parse_model(Some("dall-e-3")).ok(),
+            Some(Requested::OpenAi("dall-e-3"))
+        );
+        assert_eq!(
+            parse_model(Some("DALL-E-2")).ok(),
+            Some(Requested::OpenAi("dall-e-2"))
+        );
+        assert_eq!(
+            parse_model(Some("gpt-image-1")).ok(),
+            Some(Requested::OpenAi("gpt-image-1"))
+        );
+        assert_eq!(
+            parse_model(Some("premium")).ok(),
+            Some(Requested::Tier(Model::Plus))
+        );
+        assert_eq!(parse_model(None).ok(), Some(Requested::Tier(Model::Fast)));
         assert!(parse_model(Some("midjourney")).is_err());
     }
 

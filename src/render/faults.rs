@@ -76,6 +76,15 @@ impl Renderer for FaultInjector {
         self.inner.exact_edit(instruction)
     }
 
+    fn apply_exact(
+        &self,
+        picture: Picture,
+        instruction: &str,
+        seed: u64,
+    ) -> Result<(Picture, Vec<String>), RenderError> {
+        self.inner.apply_exact(picture, instruction, seed)
+    }
+
     fn generate_with(
         &self,
         spec: &GenerateSpec,
@@ -126,5 +135,14 @@ impl Renderer for FlatRenderer {
 
     fn exact_edit(&self, instruction: &str) -> Result<bool, RenderError> {
         self.inner.exact_edit(instruction)
+    }
+
+    fn apply_exact(
+        &self,
+        picture: Picture,
+        instruction: &str,
+        seed: u64,
+    ) -> Result<(Picture, Vec<String>), RenderError> {
+        self.inner.apply_exact(picture, instruction, seed)
     }
 }

@@ -522,6 +522,15 @@ impl Renderer for Tiers {
     fn exact_edit(&self, instruction: &str) -> Result<bool, RenderError> {
         self.fallback.exact_edit(instruction)
     }
+
+    fn apply_exact(
+        &self,
+        picture: Picture,
+        instruction: &str,
+        seed: u64,
+    ) -> Result<(Picture, Vec<String>), RenderError> {
+        self.fallback.apply_exact(picture, instruction, seed)
+    }
 }
 
 #[cfg(feature = "diffusion")]

@@ -211,6 +211,16 @@ impl Renderer for Router {
         }
     }
 
+    /// The painter's exact operations (rotate, crop…) after a model's edit.
+    fn apply_exact(
+        &self,
+        picture: Picture,
+        instruction: &str,
+        seed: u64,
+    ) -> Result<(Picture, Vec<String>), RenderError> {
+        self.fallback.apply_exact(picture, instruction, seed)
+    }
+
     fn backends_status(&self) -> Vec<EndpointStatus> {
         self.endpoints
             .iter()
@@ -249,7 +259,16 @@ impl Renderer for Router {
             BackendKind::A1111 => a1111::img2img(cfg, base, spec, &source, control),
             BackendKind::ComfyUi => comfyui::img2img(cfg, base, spec, &source, control),
         })?;
-        Ok(Picture(fit_exact(decode_result(&bytes)?, w, h)))
+        let out = fit_exact(decode_result(&bytes)?, w, h);
+        // A mask: the server edited the whole picture; only the masked area keeps its changes.
+        Ok(Picture(match &spec.mask {
+            Some(m) => {
+                let mask =
+                    decode::mask(m, source.width(), source.height(), &DecodeLimits::default())?;
+                decode::keep_outside_mask(out, &source, &mask)
+            }
+            None => out,
+        }))
     }
 
     fn generate(&self, spec: &GenerateSpec) -> Result<Picture, RenderError> {

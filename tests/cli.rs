@@ -723,3 +723,53 @@ fn first_start_prints_a_setup_link_until_an_administrator_exists() {
     let third = read_start(dir.path());
     assert!(!third.contains("/setup?token="), "{third}");
 }
+
+/// Help shows no empty `[env: …=]` for unset variables, lists a command's own options before the
+/// global ones (under their own heading), and `render` with the painter says what it wrote.
+#[test]
+fn help_is_grouped_and_render_says_what_it_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [&["--help"][..], &["render", "--help"], &["serve", "--help"]] {
+        let out = pictor_cmd(dir.path())
+            .env_remove("PICTOR_CONFIG")
+            .env_remove("PICTOR_DEVICE")
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {text}");
+        assert!(
+            !text.contains("=]"),
+            "{args:?} shows an unset variable: {text}"
+        );
+        let own = text
+            .find("\nOptions:")
+            .unwrap_or_else(|| panic!("{args:?}: {text}"));
+        let global = text
+            .find("\nGlobal options:")
+            .unwrap_or_else(|| panic!("{args:?}: {text}"));
+        let data_dir = text.find("--data-dir").unwrap();
+        assert!(own < global && global < data_dir, "{args:?}: {text}");
+    }
+    let png = dir.path().join("p.png");
+    let (code, out, err) = run_cli(
+        dir.path(),
+        &[
+            "render",
+            "--prompt",
+            "a red boat",
+            "--seed",
+            "3",
+            "--out",
+            png.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let said = format!("{out}{err}");
+    assert!(
+        said.contains("wrote") && said.contains("p.png") && said.contains("seed 3"),
+        "{said}"
+    );
+    assert!(said.contains("1024x1024"), "{said}");
+}

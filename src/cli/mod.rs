@@ -18,6 +18,9 @@ use crate::config::{self, Config, Effective, Layers};
 use crate::ops::{self, AdminRequest, OpError};
 use crate::store::{Store, StoreError};
 
+/// The heading the options every command takes are listed under, after the command's own.
+const GLOBAL: &str = "Global options";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "pictor",
@@ -26,20 +29,20 @@ use crate::store::{Store, StoreError};
 )]
 pub struct Cli {
     /// Data folder (the store file, pictures, uploads). Env PICTOR_DATA_DIR; default: the OS data folder.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub data_dir: Option<PathBuf>,
 
     /// Config file. Env PICTOR_CONFIG; default: config.toml in the OS config folder, if it exists.
-    #[arg(long, env = "PICTOR_CONFIG", global = true)]
+    #[arg(long, env = "PICTOR_CONFIG", hide_env = true, global = true, help_heading = GLOBAL)]
     pub config: Option<PathBuf>,
 
     /// Set any configuration key for this run, e.g. `--set prices.fast=2` (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE", global = true)]
+    #[arg(long = "set", value_name = "KEY=VALUE", global = true, help_heading = GLOBAL)]
     pub set: Vec<String>,
 
     /// Create an empty store in the data folder when there is none. Without it, commands that
     /// change or read the store refuse, naming the folder (only `serve` creates one by itself).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub init: bool,
 
     /// Where the built-in engine computes: `auto` (an NVIDIA GPU when the NVIDIA build can use
@@ -47,7 +50,9 @@ pub struct Cli {
     #[arg(
         long,
         env = "PICTOR_DEVICE",
+        hide_env = true,
         global = true,
+        help_heading = GLOBAL,
         value_enum,
         default_value_t
     )]

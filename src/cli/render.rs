@@ -188,9 +188,21 @@ fn write_picture(
         Some(side) => render::downscale(picture, side),
         None => picture,
     };
+    let (w, h) = (picture.width(), picture.height());
     let png = render::finish(picture, false, params)?;
-    std::fs::write(&args.out, png)
+    std::fs::write(&args.out, &png)
         .with_context(|| format!("cannot write {}", args.out.display()))?;
+    eprintln!(
+        "wrote {} ({w}x{h}, {} KB, {} by {}, seed {})",
+        args.out.display(),
+        png.len().div_ceil(1000),
+        params.kind,
+        params
+            .details
+            .as_ref()
+            .map_or(params.model.as_str(), |d| d.model_name.as_str()),
+        params.seed
+    );
     Ok(())
 }
 

@@ -579,3 +579,45 @@ async fn path_traversal_under_files_reaches_nothing() {
     }
     s.stop().await;
 }
+
+/// An address with nothing behind it: a browser (Accept: text/html) gets the site's 404 page, in
+/// its language; API clients, and any address under the API's prefixes, get the JSON error.
+#[tokio::test]
+async fn unknown_addresses_are_a_page_for_browsers_and_json_for_clients() {
+    let s = TestServer::start().await;
+    let get = |path: &str, accept: &str, lang: &str| {
+        s.client
+            .get(format!("{}{path}", s.base))
+            .header("Accept", accept)
+            .header("Accept-Language", lang)
+            .send()
+    };
+    let html = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+    for (lang, title) in [("en", "Page not found"), ("ru", "Страница не найдена")]
+    {
+        let r = get("/no/such/page", html, lang).await.unwrap();
+        assert_eq!(r.status(), 404);
+        let ct = r.headers()["content-type"].to_str().unwrap().to_owned();
+        assert!(ct.starts_with("text/html"), "{ct}");
+        let body = r.text().await.unwrap();
+        assert!(body.contains(title), "{lang}: {body}");
+        assert!(!body.contains("no such endpoint"), "{body}");
+    }
+    for (path, accept) in [
+        ("/no/such/page", "application/json"),
+        ("/no/such/page", "*/*"),
+        ("/api/pictor/v1/nothing", html),
+        ("/openai/v1/nothing", html),
+    ] {
+        let r = get(path, accept, "en").await.unwrap();
+        assert_eq!(r.status(), 404, "{path}");
+        let v: serde_json::Value = r.json().await.unwrap();
+        if path.starts_with("/openai/") {
+            // OpenAI's error shape there.
+            assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
+        } else {
+            assert_eq!(v["error_code"], "not_found", "{path} {accept}: {v}");
+        }
+    }
+    s.stop().await;
+}

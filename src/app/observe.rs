@@ -30,6 +30,13 @@ fn request_id(req: &Request) -> String {
         .unwrap_or_else(|| hex::encode(rand::rng().random::<[u8; 8]>()))
 }
 
+/// Addresses of the APIs (JSON whoever asks).
+fn is_api_path(path: &str) -> bool {
+    ["/api/", "/openai/", "/oauth/", "/.well-known/"]
+        .iter()
+        .any(|p| path.starts_with(p))
+}
+
 /// The outermost middleware: request id + span, JSON errors for anything that escaped, metrics,
 /// and the access log line.
 pub async fn request<E: Endpoint>(
@@ -47,6 +54,14 @@ pub async fn request<E: Endpoint>(
     let span = tracing::info_span!("request", request_id = %id, method, route);
     let started = Instant::now();
     let slot = req.extensions().get::<super::serve::ParkSlot>().cloned();
+    // A browser (it asks for HTML) that opens an address with nothing behind it gets the site's
+    // 404 page; API clients, and anything under the API's prefixes, keep the JSON error.
+    let page_404 = !is_api_path(uri.path())
+        && req
+            .headers()
+            .get(poem::http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("text/html"));
     let mut resp = match crate::idp::discovery::prepared_response(&state, &req) {
         // The discovery document and the JWKS, prepared: no layer below is needed.
         Some(resp) => resp,
@@ -60,6 +75,9 @@ pub async fn request<E: Endpoint>(
                     // JSON.
                     Err(err) => match err.downcast_ref::<crate::web::PageError>() {
                         Some(page) => page.render(),
+                        None if page_404 && err.is::<poem::error::NotFoundError>() => {
+                            crate::web::PageError::not_found().render()
+                        }
                         None => crate::api::error::error_response(err, uri.path()),
                     },
                 }

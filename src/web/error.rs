@@ -77,6 +77,15 @@ impl PageError {
         )
     }
 
+    /// An address with nothing behind it, opened in a browser.
+    pub fn not_found() -> PageError {
+        PageError::refused(
+            StatusCode::NOT_FOUND,
+            i18n::tr("error.not_found.title"),
+            i18n::tr("error.not_found.message"),
+        )
+    }
+
     /// A server fault: the detail goes to the log (never to the browser).
     pub fn server(what: &str, e: impl std::fmt::Display) -> PageError {
         tracing::error!(error = %e, "{what}");

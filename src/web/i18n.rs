@@ -277,6 +277,16 @@ static MESSAGES: &[(&str, &str, &str)] = &[
     ),
     ("error.server.title", "Server error", "Ошибка сервера"),
     (
+        "error.not_found.title",
+        "Page not found",
+        "Страница не найдена",
+    ),
+    (
+        "error.not_found.message",
+        "There is no page at this address. Check the link, or start from the playground.",
+        "По этому адресу ничего нет. Проверьте ссылку или начните с главной страницы.",
+    ),
+    (
         "error.server.message",
         "Something went wrong on our side. Please try again.",
         "У нас что-то пошло не так. Попробуйте ещё раз.",

@@ -203,6 +203,7 @@ async fn setup_link_creates_the_admin_once_then_is_dead() {
     let mut b = Browser::new();
     let page = b.get(&setup_url).await;
     assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("no watermark"), "the page says the account is PRO");
     // A too-short password is refused on the page; the link stays valid.
     let r = submit(
         &s,
@@ -234,6 +235,7 @@ async fn setup_link_creates_the_admin_once_then_is_dead() {
     assert_eq!(text_of_id(&page.body, "balance").unwrap(), "100");
     let boss = user_record(&s, "boss@example.com");
     assert!(boss.admin);
+    assert!(boss.pro, "the owner's pictures are not watermarked");
     assert_eq!(b.get(&s.url("/admin")).await.status, 200);
 
     // Dead afterwards: the GET and a replayed POST.

@@ -182,7 +182,8 @@ pub async fn setup_post(
         name: Some(name.clone()).filter(|n| !n.is_empty()),
         password_hash: Some(hash),
         admin: true,
-        pro: false,
+        // The owner's own pictures carry no watermark (the setup page says so).
+        pro: true,
         credits: ADMIN_START_CREDITS,
         pending_credits: 0,
     };

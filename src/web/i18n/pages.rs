@@ -583,8 +583,8 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
     ),
     (
         "setup.intro",
-        "Create the administrator account. This link works once.",
-        "Создайте учётную запись администратора. Ссылка действует один раз.",
+        "Create the administrator account. It is a PRO account: your own pictures carry no watermark. This link works once.",
+        "Создайте учётную запись администратора. Это PRO-аккаунт: ваши картинки будут без водяного знака. Ссылка действует один раз.",
     ),
     ("setup.name", "Name", "Имя"),
     ("setup.email", "E-mail", "Эл. почта"),

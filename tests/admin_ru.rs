@@ -162,7 +162,7 @@ async fn the_operator_pages_speak_russian() {
     assert_eq!(r.status, 400);
     assert_has(&r.body, &["Кредиты — целое число от 0 до 1000000."]);
 
-    // An account made here; its page.
+    // An account made here without a password: its reset link right away, then its page.
     let r = submit(
         &s,
         &mut op,
@@ -171,8 +171,20 @@ async fn the_operator_pages_speak_russian() {
         &[("email", "new@example.com"), ("credits", "12")],
     )
     .await;
-    assert_eq!(r.status, 303, "{}", r.body);
-    let person = op.follow(&s.base, r).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_has(
+        &r.body,
+        &[
+            "Учётная запись создана. Пароля у неё пока нет",
+            "Ссылка для сброса пароля пользователя",
+            "id=\"reset-link\"",
+            "/reset?token=",
+        ],
+    );
+    let new = s.store().user_by_email("new@example.com").unwrap().unwrap();
+    let person = op
+        .get(&s.url(&format!("/admin/users/{}?done=created", new.user_id())))
+        .await;
     assert_has(
         &person.body,
         &[

@@ -203,7 +203,10 @@ async fn setup_link_creates_the_admin_once_then_is_dead() {
     let mut b = Browser::new();
     let page = b.get(&setup_url).await;
     assert_eq!(page.status, 200, "{}", page.body);
-    assert!(page.body.contains("no watermark"), "the page says the account is PRO");
+    assert!(
+        page.body.contains("no watermark"),
+        "the page says the account is PRO"
+    );
     // A too-short password is refused on the page; the link stays valid.
     let r = submit(
         &s,
@@ -1000,13 +1003,62 @@ async fn operators_change_settings_watch_the_queue_and_read_the_audit_log() {
         ],
     )
     .await;
-    assert_eq!(r.status, 303, "{}", r.body);
+    // No password given: the answer shows the link that lets the person choose one.
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("It has no password yet"), "{}", r.body);
+    let link = text_of_id(&r.body, "reset-link").unwrap();
+    assert!(link.starts_with(&s.url("/reset?token=")), "{link}");
     let new = user_record(&s, "new@example.com");
     assert!(new.pro && new.balance == 12);
+
+    // Administrator rights, a daily limit and an API key, from the page.
+    let id = new.user_id().to_string();
+    let users = op.get(&s.url("/admin")).await;
+    let me = user_record(&s, "op@example.com").user_id().to_string();
+    let path = |what: &str| format!("/admin/users/{id}/{what}");
+    let r = submit(&s, &mut op, &users, &path("admin"), &[]).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert!(user_record(&s, "new@example.com").admin);
+    let users = op.get(&s.url("/admin")).await;
+    assert!(users.body.contains("Remove administrator"));
+    let r = submit(&s, &mut op, &users, &path("admin"), &[]).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert!(!user_record(&s, "new@example.com").admin);
+    // One's own rights are not removed here (so one is always left).
+    let mut fields = form_fields(&users.body, &path("admin"));
+    set_field(&mut fields, "value", "false");
+    let r = op
+        .post(&s.url(&format!("/admin/users/{me}/admin")), &fields)
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(user_record(&s, "op@example.com").admin);
+    let r = submit(&s, &mut op, &users, &path("daily-limit"), &[("limit", "7")]).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(user_record(&s, "new@example.com").daily_limit, Some(7));
+    let r = submit(
+        &s,
+        &mut op,
+        &users,
+        &path("daily-limit"),
+        &[("limit", "many")],
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("whole number"), "{}", r.body);
+    let r = submit(&s, &mut op, &users, &path("daily-limit"), &[("limit", "")]).await;
+    assert_eq!(r.status, 303);
     assert_eq!(
-        r.location.unwrap(),
-        format!("/admin/users/{}?done=created", new.user_id())
+        user_record(&s, "new@example.com").daily_limit,
+        None,
+        "the plan's again"
     );
+    let r = submit(&s, &mut op, &users, &path("key"), &[]).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let issued = text_of_id(&r.body, "issued-key").unwrap();
+    assert!(issued.starts_with("vx_"), "{issued}");
+    let (status, me_json) = s.get(&issued, "/api/pictor/v1/me").await;
+    assert_eq!(status, 200, "the key works: {me_json}");
+    assert_eq!(me_json["email"], "new@example.com");
     let r = submit(
         &s,
         &mut op,

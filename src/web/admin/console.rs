@@ -649,6 +649,7 @@ pub async fn create_user_post(
             Err(e) => return server_error(&state, "hashing a password", e),
         }
     };
+    let no_password = password_hash.is_none();
     let req = AdminRequest::UserAdd {
         email: f.email.trim().to_string(),
         name: Some(f.name.trim().to_string()).filter(|n| !n.is_empty()),
@@ -658,6 +659,22 @@ pub async fn create_user_post(
         credits,
     };
     match super::run_as(&state, &me, req).await {
+        // Without a password the person needs a link to choose one: made right away and shown
+        // once, with the account.
+        Ok(v) if no_password => {
+            let email = v["email"].as_str().unwrap_or_default().to_string();
+            let req = AdminRequest::UserResetLink {
+                email: email.clone(),
+            };
+            match super::run_as(&state, &me, req).await {
+                Ok(mut link) => {
+                    crate::ops::complete_urls(&mut link, &state.public_url);
+                    let url = link["reset_url"].as_str().unwrap_or_default().to_string();
+                    super::created_with_link(&state, jar, &me, email, url)
+                }
+                Err(e) => server_error(&state, "making a reset link", e),
+            }
+        }
         Ok(v) => redirect(&format!(
             "/admin/users/{}?done=created",
             v["user_id"].as_str().unwrap_or_default()

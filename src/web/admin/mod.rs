@@ -37,6 +37,9 @@ pub fn routes() -> Route {
         .at("/clients/remove", post(remove_client_post))
         .at("/users/:id/credits", post(credits_post))
         .at("/users/:id/pro", post(pro_post))
+        .at("/users/:id/admin", post(admin_post))
+        .at("/users/:id/daily-limit", post(daily_limit_post))
+        .at("/users/:id/key", post(key_post))
         .at("/users/:id/ban", post(ban_post))
         .at("/users/:id/reset-link", post(reset_link_post))
         .at("/users/:id/delete", post(delete_user_post))
@@ -68,6 +71,10 @@ struct UserView {
     banned: bool,
     admin: bool,
     is_me: bool,
+    /// The person's own daily limit ("" = the plan's).
+    daily_limit: String,
+    /// The plan's daily limit (what an empty field means).
+    plan_limit: u32,
 }
 
 #[derive(askama::Template)]
@@ -82,6 +89,8 @@ struct AdminPage {
     new_client: Option<(String, String)>,
     /// (e-mail, link) of a password-reset link made by this request, shown once.
     reset_link: Option<(String, String)>,
+    /// (e-mail, key) of an API key issued by this request, shown once.
+    issued_key: Option<(String, String)>,
     form_name: String,
     form_uris: String,
     form_logout_uris: String,
@@ -111,6 +120,7 @@ struct Extras {
     error: Option<(&'static str, String)>,
     new_client: Option<(String, String)>,
     reset_link: Option<(String, String)>,
+    issued_key: Option<(String, String)>,
     form_name: String,
     form_uris: String,
     form_logout_uris: String,
@@ -166,6 +176,7 @@ fn render(
     };
     let total_users = all.len();
     all.sort_by(|a, b| a.email.cmp(&b.email));
+    let plans = state.store.settings().unwrap_or_default();
     let needle = extras.q.trim().to_lowercase();
     let users = all
         .into_iter()
@@ -179,6 +190,8 @@ fn render(
         .map(|u| UserView {
             id: u.user_id().to_string(),
             is_me: u.id == me.id,
+            daily_limit: u.daily_limit.map(|l| l.to_string()).unwrap_or_default(),
+            plan_limit: plans.daily_limit_for(u.pro, None),
             email: u.email,
             name: u.name,
             balance: u.balance,
@@ -196,6 +209,7 @@ fn render(
             error: extras.error,
             new_client: extras.new_client,
             reset_link: extras.reset_link,
+            issued_key: extras.issued_key,
             form_name: extras.form_name,
             form_uris: extras.form_uris,
             form_logout_uris: extras.form_logout_uris,
@@ -251,6 +265,8 @@ fn notice_for(done: Option<&str>) -> Option<&'static str> {
         "client-removed" => crate::web::i18n::tr("admin.notice.client_removed"),
         "credits" => crate::web::i18n::tr("admin.notice.credits"),
         "pro" => crate::web::i18n::tr("admin.notice.pro"),
+        "admin" => crate::web::i18n::tr("admin.notice.admin"),
+        "limit" => crate::web::i18n::tr("admin.notice.limit"),
         "banned" => crate::web::i18n::tr("admin.notice.banned"),
         "unbanned" => crate::web::i18n::tr("admin.notice.unbanned"),
         "deleted" => crate::web::i18n::tr("admin.notice.deleted"),
@@ -599,6 +615,168 @@ pub async fn pro_post(
             redirect(&format!("/admin?done=pro#{}", user.user_id()))
         }
         Err(e) => server_error(&state, "changing the PRO flag", e),
+    }
+}
+
+/// The users page after an account was created without a password: its reset link, shown once.
+fn created_with_link(
+    state: &AppState,
+    jar: &CookieJar,
+    me: &UserRecord,
+    email: String,
+    link: String,
+) -> Response {
+    let extras = Extras {
+        notice: Some(crate::web::i18n::tr("admin.notice.created_link")),
+        reset_link: Some((email, link)),
+        ..Extras::default()
+    };
+    render(state, jar, me, extras, StatusCode::OK)
+}
+
+/// `POST /admin/users/{id}/admin`: makes the person an administrator, or not (never oneself:
+/// so there is always one left, and nobody locks themselves out by a click).
+#[handler]
+pub async fn admin_post(
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Path(id): Path<String>,
+    CheckedForm(f): CheckedForm<FlagForm>,
+    Admin(me): Admin,
+) -> Response {
+    let (me, target) = match target_user(&state, jar, me, &id) {
+        Ok(t) => t,
+        Err(r) => return *r,
+    };
+    let refuse = |msg: &str| {
+        render(
+            &state,
+            jar,
+            &me,
+            Extras::error("users", msg),
+            StatusCode::BAD_REQUEST,
+        )
+    };
+    let Some(admin) = parse_flag(&f.value) else {
+        return refuse(crate::web::i18n::tr("admin.pro_choice"));
+    };
+    if !admin && target.id == me.id {
+        return refuse(crate::web::i18n::tr("admin.admin_self"));
+    }
+    let email = target.email.clone();
+    let now = state.clock.now();
+    let patch = UserPatch {
+        admin: Some(admin),
+        ..UserPatch::default()
+    };
+    match state
+        .store
+        .call(move |st| st.update_user(&email, patch, now))
+        .await
+    {
+        Ok(user) => {
+            tracing::info!(user = %user.user_id(), admin, "administrator flag changed from the admin page");
+            audit(
+                &state,
+                &me,
+                "user.update",
+                Some(user.id),
+                format!("admin {admin}"),
+            )
+            .await;
+            redirect(&format!("/admin?done=admin#{}", user.user_id()))
+        }
+        Err(e) => server_error(&state, "changing the administrator flag", e),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct LimitForm {
+    #[serde(default)]
+    limit: String,
+}
+
+/// `POST /admin/users/{id}/daily-limit`: the person's own generations per day (empty: the
+/// plan's).
+#[handler]
+pub async fn daily_limit_post(
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Path(id): Path<String>,
+    CheckedForm(f): CheckedForm<LimitForm>,
+    Admin(me): Admin,
+) -> Response {
+    let (me, target) = match target_user(&state, jar, me, &id) {
+        Ok(t) => t,
+        Err(r) => return *r,
+    };
+    let limit = match f.limit.trim() {
+        "" => None,
+        v => match v.parse::<u32>() {
+            Ok(n) if n <= 1_000_000 => Some(n),
+            _ => {
+                return render(
+                    &state,
+                    jar,
+                    &me,
+                    Extras::error("users", crate::web::i18n::tr("admin.limit_bad")),
+                    StatusCode::BAD_REQUEST,
+                );
+            }
+        },
+    };
+    let email = target.email.clone();
+    let now = state.clock.now();
+    let patch = UserPatch {
+        daily_limit: Some(limit),
+        ..UserPatch::default()
+    };
+    match state
+        .store
+        .call(move |st| st.update_user(&email, patch, now))
+        .await
+    {
+        Ok(user) => {
+            let shown = limit.map_or_else(|| "the plan's".to_owned(), |l| l.to_string());
+            audit(
+                &state,
+                &me,
+                "user.update",
+                Some(user.id),
+                format!("daily limit {shown}"),
+            )
+            .await;
+            redirect(&format!("/admin?done=limit#{}", user.user_id()))
+        }
+        Err(e) => server_error(&state, "changing a daily limit", e),
+    }
+}
+
+/// `POST /admin/users/{id}/key`: a new API key for the person (replacing theirs), shown once on
+/// the response page.
+#[handler]
+pub async fn key_post(
+    state: Data<&AppState>,
+    jar: &CookieJar,
+    Path(id): Path<String>,
+    CheckedForm(Empty {}): CheckedForm<Empty>,
+    Admin(me): Admin,
+) -> Response {
+    let (me, target) = match target_user(&state, jar, me, &id) {
+        Ok(t) => t,
+        Err(r) => return *r,
+    };
+    let email = target.email.clone();
+    match run_as(&state, &me, ops::AdminRequest::KeyIssue { email }).await {
+        Ok(v) => {
+            let key = v["api_key"].as_str().unwrap_or_default().to_string();
+            let extras = Extras {
+                issued_key: Some((target.email, key)),
+                ..Extras::default()
+            };
+            render(&state, jar, &me, extras, StatusCode::OK)
+        }
+        Err(e) => server_error(&state, "issuing an API key", e),
     }
 }
 

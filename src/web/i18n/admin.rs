@@ -289,6 +289,64 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
     ("admin.users.pro_off", "Remove PRO", "Снять PRO"),
     ("admin.users.pro_on", "Make PRO", "Дать PRO"),
     (
+        "admin.users.admin_on",
+        "Make administrator",
+        "Сделать администратором",
+    ),
+    (
+        "admin.users.admin_off",
+        "Remove administrator",
+        "Снять права администратора",
+    ),
+    ("admin.users.limit", "Pictures a day", "Картинок в день"),
+    (
+        "admin.users.limit_hint",
+        "(empty: the plan's, {})",
+        "(пусто — по тарифу, {})",
+    ),
+    ("admin.users.limit_save", "Set", "Задать"),
+    ("admin.users.key", "Issue an API key", "Выдать API-ключ"),
+    (
+        "admin.users.key_label",
+        "Issue an API key for {} (replaces theirs)",
+        "Выдать API-ключ для {} (заменит прежний)",
+    ),
+    (
+        "admin.users.key_for",
+        "New API key for",
+        "Новый API-ключ пользователя",
+    ),
+    (
+        "admin.users.key_note",
+        ". Their previous key stopped working. Give it to them over a channel you trust; it is shown only now.",
+        ". Прежний ключ перестал действовать. Передайте новый по надёжному каналу; он показывается только сейчас.",
+    ),
+    (
+        "admin.admin_self",
+        "You cannot remove your own administrator rights (another administrator can).",
+        "Нельзя снять права администратора с самого себя (это может сделать другой администратор).",
+    ),
+    (
+        "admin.limit_bad",
+        "The daily limit is a whole number from 0 to 1000000, or empty for the plan's.",
+        "Дневной лимит — целое число от 0 до 1000000 или пусто (по тарифу).",
+    ),
+    (
+        "admin.notice.admin",
+        "The administrator rights were updated.",
+        "Права администратора изменены.",
+    ),
+    (
+        "admin.notice.created_link",
+        "The account was created. It has no password yet: send the person the link below to choose one.",
+        "Учётная запись создана. Пароля у неё пока нет: отправьте человеку ссылку ниже, чтобы он его задал.",
+    ),
+    (
+        "admin.notice.limit",
+        "The daily limit was updated.",
+        "Дневной лимит изменён.",
+    ),
+    (
         "admin.users.reset_label",
         "Password-reset link for {}",
         "Ссылка для сброса пароля: {}",

@@ -332,3 +332,40 @@ async fn register_needs_the_bot_check_and_setup() {
     assert_eq!(Browser::new().get(&s.url("/register")).await.status, 403);
     s.stop().await;
 }
+
+/// After failed sign-ins from an address, a freshly loaded sign-in form (no account typed yet)
+/// already carries the bot check, so the owner's next attempt — solved on that page — is not
+/// spent on being told to wait for it; other addresses see no check.
+#[tokio::test]
+async fn a_fresh_sign_in_form_carries_the_bot_check_its_address_needs() {
+    let s = TestServer::start().await;
+    s.person("fay@example.com", "fay's real password");
+    let mut b = Browser::from_ip("127.0.0.20");
+    for i in 0..3 {
+        let r = try_login(&s, &mut b, "fay@example.com", &format!("wrong {i}"), false).await;
+        assert_eq!(r.status, 401, "{}", r.body);
+    }
+    let mut fresh = Browser::from_ip("127.0.0.20");
+    let page = fresh.get(&s.url("/login")).await;
+    assert!(
+        page.body.contains("name=\"pow_challenge\""),
+        "the fresh form has the check: {}",
+        page.body
+    );
+    let mut fields = form_fields(&page.body, "/login");
+    set_field(&mut fields, "email", "fay@example.com");
+    set_field(&mut fields, "password", "fay's real password");
+    solve_bot_check(&page.body, &mut fields).unwrap();
+    let r = fresh.post(&s.url("/login"), &fields).await;
+    assert_eq!(r.status, 303, "signed in at the first attempt: {}", r.body);
+    // Elsewhere, nothing to solve; without mail the form says whom to ask for a reset link.
+    let other = Browser::from_ip("127.0.0.21").get(&s.url("/login")).await;
+    assert!(!other.body.contains("name=\"pow_challenge\""));
+    assert!(
+        other.body.contains("id=\"forgot-note\"")
+            && other.body.contains("Ask your administrator for a reset link"),
+        "{}",
+        other.body
+    );
+    s.stop().await;
+}

@@ -740,8 +740,8 @@ static MESSAGES: &[(&str, &str, &str)] = &[
     // Sign-in, two-factor and registration refusals.
     (
         "login.pow_missing",
-        "The bot check was not completed. Wait for it to finish (it needs JavaScript), then sign in again.",
-        "Проверка на бота не завершилась. Дождитесь её окончания (нужен JavaScript) и войдите ещё раз.",
+        "After several failed sign-ins a bot check runs before the password is checked; this attempt did not carry it, so the password was not checked. When the box below says the check is done (it needs JavaScript), sign in again.",
+        "После нескольких неудачных попыток входа перед проверкой пароля выполняется проверка на бота; эта попытка пришла без неё, поэтому пароль не проверялся. Когда ниже появится «проверка пройдена» (нужен JavaScript), войдите ещё раз.",
     ),
     (
         "login.wrong",
@@ -800,6 +800,11 @@ static MESSAGES: &[(&str, &str, &str)] = &[
     ),
     // "Forgot password?" and its mail (only with `smtp.host` set).
     ("login.forgot", "Forgot password?", "Забыли пароль?"),
+    (
+        "login.forgot_no_mail",
+        "Forgot your password? Ask your administrator for a reset link.",
+        "Забыли пароль? Попросите у администратора ссылку для сброса.",
+    ),
     ("forgot.title", "Forgot password", "Восстановление пароля"),
     (
         "forgot.intro",

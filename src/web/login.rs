@@ -101,11 +101,15 @@ fn login_page(
     notice: Option<&'static str>,
 ) -> Response {
     let now = state.clock.now();
-    let challenge = (!email.is_empty()
-        && state
-            .idp
-            .throttle
-            .needs_challenge(client_ip(state, req), email, now))
+    let ip = client_ip(state, req);
+    let throttle = &state.idp.throttle;
+    // Before the account is typed, the address decides: after its failed sign-ins the fresh
+    // form carries the bot check already, so the next attempt is not wasted on asking for it.
+    let challenge = if email.is_empty() {
+        throttle.source_needs_challenge(ip, now)
+    } else {
+        throttle.needs_challenge(ip, email, now)
+    }
     .then(|| new_challenge(state));
     page_with_status(
         &LoginPage {

@@ -30,6 +30,9 @@ pub struct Throttle {
     per_ip: Mutex<HashMap<IpNet, Vec<Millis>>>,
     per_source: Mutex<HashMap<Source, Vec<Millis>>>,
     per_account: Mutex<HashMap<[u8; 32], Vec<Millis>>>,
+    /// Failed sign-ins per address block, whatever the account (a fresh sign-in form, which does
+    /// not know the account yet, shows the bot check when its address needs one).
+    failures_per_block: Mutex<HashMap<Option<IpNet>, Vec<Millis>>>,
     client_failures: Mutex<HashMap<Option<IpNet>, Vec<Millis>>>,
     signups: Mutex<HashMap<IpNet, Vec<Millis>>>,
 }
@@ -169,6 +172,12 @@ impl Throttle {
         let challenge = failures >= CHALLENGE_AFTER_FAILURES || everyone >= ACCOUNT_CHALLENGE_AFTER;
         record(&mut sources, key, now, FAILURE_WINDOW_MS);
         record(&mut accounts, account, now, FAILURE_WINDOW_MS);
+        record(
+            &mut lock(&self.failures_per_block),
+            ip,
+            now,
+            FAILURE_WINDOW_MS,
+        );
         Verdict::Allowed { challenge }
     }
 
@@ -191,11 +200,28 @@ impl Throttle {
             ) >= ACCOUNT_CHALLENGE_AFTER
     }
 
+    /// Whether sign-ins from `ip` have failed often enough that its next one, on any account,
+    /// may need a solved challenge (the sign-in form before the account is typed).
+    pub fn source_needs_challenge(&self, ip: Option<IpAddr>, now: Millis) -> bool {
+        recent(
+            &mut lock(&self.failures_per_block),
+            &ip.map(block),
+            now,
+            FAILURE_WINDOW_MS,
+        ) >= CHALLENGE_AFTER_FAILURES
+    }
+
     /// The password or code was right: that source's failures are forgiven and this attempt no
     /// longer counts against the account.
     pub fn succeed(&self, ip: Option<IpAddr>, account: &str) {
         let account = account_key(account);
-        lock(&self.per_source).remove(&(account, ip.map(block)));
+        if let Some(n) = lock(&self.per_source).remove(&(account, ip.map(block))) {
+            // Those failures are forgiven for the address too (this attempt among them).
+            let mut blocks = lock(&self.failures_per_block);
+            for _ in 0..n.len() {
+                unrecord(&mut blocks, &ip.map(block));
+            }
+        }
         unrecord(&mut lock(&self.per_account), &account);
     }
 
@@ -205,6 +231,7 @@ impl Throttle {
         let account = account_key(account);
         unrecord(&mut lock(&self.per_source), &(account, ip.map(block)));
         unrecord(&mut lock(&self.per_account), &account);
+        unrecord(&mut lock(&self.failures_per_block), &ip.map(block));
     }
 
     /// Whether `ip` has failed client authentication too often (checked only after a wrong secret).

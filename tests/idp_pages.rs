@@ -195,9 +195,26 @@ async fn setup_link_creates_the_admin_once_then_is_dead() {
     assert!(setup_url.starts_with(&s.url("/setup?token=")));
 
     let mut stranger = Browser::new();
+    // Before setup the sign-in page says it is pending and offers no registration.
+    let login = stranger.get(&s.url("/login")).await;
+    assert!(
+        login.body.contains("id=\"setup-pending\""),
+        "{}",
+        login.body
+    );
+    assert!(!login.body.contains("href=\"/register"), "{}", login.body);
+    // A stale link (from before a restart) with nobody set up: the console has the new one, and
+    // the commands are code, not text with backticks.
     let bad = stranger.get(&s.url("/setup?token=not-the-token")).await;
     assert_eq!(bad.status, 404);
-    assert!(bad.body.contains("already used or is invalid"));
+    assert!(bad.body.contains("not the current one"), "{}", bad.body);
+    assert!(
+        bad.body
+            .contains("<code>pictor user add --email E --admin --password-stdin</code>"),
+        "{}",
+        bad.body
+    );
+    assert!(!bad.body.contains('`'), "{}", bad.body);
     assert_eq!(stranger.get(&s.url("/setup")).await.status, 404);
 
     let mut b = Browser::new();
@@ -247,8 +264,17 @@ async fn setup_link_creates_the_admin_once_then_is_dead() {
     assert!(
         again
             .body
-            .contains("This setup link was already used or is invalid")
+            .contains("This setup link was already used: this Pictor has its administrator")
     );
+    assert!(
+        again.body.contains(
+            "<a class=\"button primary\" href=\"/login\" id=\"sign-in-instead\">Sign in</a>"
+        ),
+        "{}",
+        again.body
+    );
+    let login = Browser::new().get(&s.url("/login")).await;
+    assert!(!login.body.contains("setup-pending") && login.body.contains("href=\"/register"));
     let mut fields = form_fields(&page.body, "/logout");
     fields.extend([
         ("token".to_string(), query_of(&setup_url)["token"].clone()),

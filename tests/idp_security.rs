@@ -363,7 +363,9 @@ async fn a_fresh_sign_in_form_carries_the_bot_check_its_address_needs() {
     assert!(!other.body.contains("name=\"pow_challenge\""));
     assert!(
         other.body.contains("id=\"forgot-note\"")
-            && other.body.contains("Ask your administrator for a reset link"),
+            && other
+                .body
+                .contains("Ask your administrator for a reset link"),
         "{}",
         other.body
     );

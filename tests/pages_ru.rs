@@ -111,7 +111,8 @@ async fn the_setup_page_in_russian() {
         &dead.body,
         &[
             "Ссылка для настройки недействительна",
-            "pictor user update --email E --admin true",
+            "Это не текущая ссылка для настройки",
+            "<code>pictor user update --email E --admin true</code> — существующая учётная запись",
         ],
     );
 

@@ -799,6 +799,11 @@ static MESSAGES: &[(&str, &str, &str)] = &[
         "Учётные записи на этом Pictor создаёт администратор. Попросите его создать вам учётную запись.",
     ),
     // "Forgot password?" and its mail (only with `smtp.host` set).
+    (
+        "login.setup_pending",
+        "This Pictor is not set up yet: open the setup link the server printed in its console when it started, to create the administrator account. Nobody can register before that.",
+        "Этот Pictor ещё не настроен: откройте ссылку для настройки, которую сервер вывел в консоль при запуске, и создайте учётную запись администратора. До этого никто не может зарегистрироваться.",
+    ),
     ("login.forgot", "Forgot password?", "Забыли пароль?"),
     (
         "login.forgot_no_mail",

@@ -34,6 +34,8 @@ struct LoginPage {
     challenge: Option<crate::idp::pow::Challenge>,
     /// Outgoing mail is configured: "Forgot password?" is offered.
     forgot: bool,
+    /// Nobody has set this Pictor up yet (no administrator): the page says so.
+    setup_pending: bool,
 }
 
 #[derive(askama::Template)]
@@ -122,6 +124,7 @@ fn login_page(
             email: email.to_string(),
             challenge,
             forgot: state.mailer.is_some(),
+            setup_pending: !crate::web::setup_done(state),
         },
         status,
     )

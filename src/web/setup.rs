@@ -12,7 +12,6 @@ use poem::web::{Data, Form, Query};
 use poem::{Request, Response, Route, get, handler};
 use serde::Deserialize;
 
-use super::error_page;
 use crate::auth::password;
 use crate::idp::crypto;
 use crate::state::AppState;
@@ -58,12 +57,24 @@ fn link_valid(state: &AppState, token: &str) -> bool {
 }
 
 fn dead_link(state: &AppState) -> Response {
-    error_page(
-        state,
+    // Used (there is an administrator: sign in), or stale (a link from before a restart, or
+    // mistyped, with nobody set up yet: the new link is in the console, or the commands).
+    page_with_status(
+        &SetupDeadPage {
+            has_admin: crate::web::setup_done(state),
+            cli_add: CLI_ADD,
+            cli_make_admin: CLI_MAKE_ADMIN,
+        },
         StatusCode::NOT_FOUND,
-        i18n::tr("setup.dead.title"),
-        &i18n::tr2("setup.dead.message", CLI_MAKE_ADMIN, CLI_ADD),
     )
+}
+
+#[derive(askama::Template)]
+#[template(path = "setup_dead.html")]
+struct SetupDeadPage {
+    has_admin: bool,
+    cli_add: &'static str,
+    cli_make_admin: &'static str,
 }
 
 /// Takes the setup token if it is `token` (constant time), so two submissions cannot both

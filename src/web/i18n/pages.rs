@@ -616,11 +616,31 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "Setup link not valid",
         "Ссылка для настройки недействительна",
     ),
-    // The commands: making an existing account the administrator, then a new one.
     (
-        "setup.dead.message",
-        "This setup link was already used or is invalid. Sign in instead. Without an administrator, restart Pictor for a new link (printed at start), or make one on the server with `{}` (an existing account) or `{}`.",
-        "Эта ссылка для настройки уже использована или недействительна. Вместо неё войдите в Pictor. Если администратора нет, перезапустите Pictor, чтобы получить новую ссылку (она выводится при запуске), или назначьте администратора на сервере: `{}` (существующая учётная запись) или `{}`.",
+        "setup.dead.used",
+        "This setup link was already used: this Pictor has its administrator.",
+        "Эта ссылка для настройки уже использована: у этого Pictor есть администратор.",
+    ),
+    ("setup.dead.sign_in", "Sign in", "Войти"),
+    (
+        "setup.dead.stale",
+        "This setup link is not the current one (it may be from before a restart: every start prints a new one in the server's console), and nobody has set this Pictor up yet. Open the link the server printed last.",
+        "Это не текущая ссылка для настройки (возможно, она от прошлого запуска: при каждом запуске сервер выводит новую в консоль), а этот Pictor ещё никто не настроил. Откройте ссылку, которую сервер вывел последней.",
+    ),
+    (
+        "setup.dead.on_server",
+        "Or make the administrator on the server:",
+        "Или назначьте администратора на сервере:",
+    ),
+    (
+        "setup.dead.new_account",
+        "— a new account",
+        "— новая учётная запись",
+    ),
+    (
+        "setup.dead.existing_account",
+        "— an existing account",
+        "— существующая учётная запись",
     ),
     // The authorization endpoint's refusals (nothing is sent back to the app).
     (

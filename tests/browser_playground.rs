@@ -214,8 +214,25 @@ async fn sign_in_generate_and_see_the_picture() {
         "pictor-playground-upload-{}.png",
         std::process::id()
     ));
-    std::fs::write(&upload, png_bytes(64, 48)).unwrap();
+    // A file that is not a picture: refused, in words a person understands, nothing charged.
+    std::fs::write(&upload, b"this is not a picture").unwrap();
     d.click("#edit-source-clear").await;
+    d.type_into("#edit-file", &upload.display().to_string())
+        .await;
+    d.type_into("#edit-prompt", "add a red border").await;
+    d.click("#edit-submit").await;
+    assert!(
+        d.wait_until(
+            "const e = document.getElementById('edit-error'); return !e.hidden && e.textContent.includes('not a picture Pictor can edit')",
+            10
+        )
+        .await,
+        "the refusal: {}",
+        d.text("#edit-error").await
+    );
+    std::fs::write(&upload, png_bytes(64, 48)).unwrap();
+    d.execute("document.getElementById('edit-file').value = ''", vec![])
+        .await;
     d.type_into("#edit-file", &upload.display().to_string())
         .await;
     d.execute("document.getElementById('edit-prompt').value = ''", vec![])

@@ -422,7 +422,7 @@ async fn the_playground_script_speaks_russian_in_a_browser() {
     );
     let facts = d.text("#job-facts").await;
     assert!(
-        facts.contains("Запрос") && facts.contains("Зерно"),
+        facts.contains("Запрос") && facts.contains("Сид"),
         "{facts}"
     );
     assert_eq!(d.text("#job-actions a").await, "Скачать");

@@ -174,6 +174,8 @@
       case 'unauthorized': return t("error.unauthorized");
       case 'csrf_failed': return t("error.csrf");
       case 'job_busy': return t("error.busy");
+      case 'invalid_image': return t("error.invalid_image");
+      case 'image_too_large': return t("error.too_large");
       default: return msg.charAt(0).toUpperCase() + msg.slice(1);
     }
   }

@@ -101,13 +101,13 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "Auto (from the prompt)",
         "Авто (по запросу)",
     ),
-    ("playground.seed", "Seed", "Зерно"),
+    ("playground.seed", "Seed", "Сид"),
     ("playground.optional", "(optional)", "(необязательно)"),
     ("playground.seed.placeholder", "random", "случайное"),
     (
         "playground.seed.help",
         "0 to 4294967295; the same prompt, model, ratio and seed give the same picture",
-        "от 0 до 4294967295; одинаковые запрос, модель, пропорции и зерно дают одну и ту же картинку",
+        "от 0 до 4294967295; одинаковые запрос, модель, пропорции и сид дают одну и ту же картинку",
     ),
     (
         "playground.enhance",
@@ -213,6 +213,16 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "Страница устарела. Обновите её и попробуйте ещё раз.",
     ),
     (
+        "playground.js.error.invalid_image",
+        "This file is not a picture Pictor can edit: send a PNG, JPEG or WebP photo (at most 20 MiB and 50 megapixels).",
+        "Этот файл не подходит для правки: пришлите фотографию PNG, JPEG или WebP (не больше 20 МиБ и 50 мегапикселей).",
+    ),
+    (
+        "playground.js.error.too_large",
+        "The photo is over 20 MiB. Send a smaller one.",
+        "Фотография больше 20 МиБ. Пришлите файл поменьше.",
+    ),
+    (
         "playground.js.error.busy",
         "You already have a picture in progress. Wait for it to finish.",
         "Одна ваша картинка уже рисуется. Дождитесь, пока она будет готова.",
@@ -308,7 +318,7 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "{} · ratio {}",
         "{} · пропорции {}",
     ),
-    ("playground.js.fact.seed", "Seed", "Зерно"),
+    ("playground.js.fact.seed", "Seed", "Сид"),
     ("playground.js.fact.size", "Size", "Размер"),
     ("playground.js.fact.credits", "Credits", "Кредиты"),
     (
@@ -379,7 +389,7 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
     (
         "playground.js.bad_seed",
         "The seed must be a whole number from 0 to 4294967295, or empty for a random one.",
-        "Зерно — целое число от 0 до 4294967295; оставьте пустым для случайного.",
+        "Сид — целое число от 0 до 4294967295; оставьте пустым для случайного.",
     ),
     (
         "playground.js.need_photo",
@@ -404,7 +414,7 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
     (
         "playground.js.filled.prompt",
         "Prompt, model, ratio and seed filled in.",
-        "Запрос, модель, пропорции и зерно подставлены.",
+        "Запрос, модель, пропорции и сид подставлены.",
     ),
     (
         "playground.js.source.alt",
@@ -426,7 +436,7 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "The picture is ready to edit. Type an instruction.",
         "Картинка готова к правке. Введите указание.",
     ),
-    ("playground.js.meta.seed", "seed {}", "зерно {}"),
+    ("playground.js.meta.seed", "seed {}", "сид {}"),
     (
         "playground.js.gallery.empty",
         "No pictures yet. The ones you make appear here.",

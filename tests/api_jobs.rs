@@ -1109,3 +1109,40 @@ async fn a_remote_render_is_sent_only_after_the_start() {
     s.assert_books_balanced();
     s.stop().await;
 }
+
+/// With prompt improvement on, the enhancer's own words ("clear silhouette", "starry sky") are
+/// never reported as things the painter could not draw: only what the person asked for is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_enhancers_words_are_not_reported_as_not_drawn() {
+    let s = TestServer::start().await;
+    let (_, key) = s.user("ned@example.com", 40, true);
+    for (prompt, seed) in [
+        ("a bowl of fruit", 0),
+        ("a girl reading in a library", 1),
+        ("a vase of flowers on a table", 2),
+    ] {
+        let (status, created) = s
+            .generate(
+                &key,
+                json!({"prompt": prompt, "model": "fast", "enhance": true, "seed": seed}),
+            )
+            .await;
+        assert_eq!(status, 202, "{created}");
+        let done = s.finish(&key, created["job_id"].as_str().unwrap()).await;
+        assert_eq!(done["status"], "done", "{done}");
+        assert!(
+            done["enhanced_prompt"]
+                .as_str()
+                .is_some_and(|e| e.contains("clear silhouette")),
+            "{done}"
+        );
+        let asked = pictor::render::procedural::mentioned(prompt);
+        for n in done["scene"]["not_drawn"].as_array().unwrap() {
+            assert!(
+                asked.iter().any(|a| n == a),
+                "{prompt:?}: {n} is the enhancer's word, not the person's: {done}"
+            );
+        }
+    }
+    s.stop().await;
+}

@@ -772,4 +772,7 @@ fn help_is_grouped_and_render_says_what_it_wrote() {
         "{said}"
     );
     assert!(said.contains("1024x1024"), "{said}");
+    // Its parameters say what the painter drew, as the server's pictures do.
+    let text = pictor::render::encode::read_parameters(&std::fs::read(&png).unwrap()).unwrap();
+    assert!(text.contains("Drawn: boat"), "{text}");
 }

@@ -421,10 +421,7 @@ async fn the_playground_script_speaks_russian_in_a_browser() {
         "{took}"
     );
     let facts = d.text("#job-facts").await;
-    assert!(
-        facts.contains("Запрос") && facts.contains("Сид"),
-        "{facts}"
-    );
+    assert!(facts.contains("Запрос") && facts.contains("Сид"), "{facts}");
     assert_eq!(d.text("#job-actions a").await, "Скачать");
     assert!(
         d.wait_until(

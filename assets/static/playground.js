@@ -401,10 +401,11 @@
     }
     job.img.src = view.photo_url;
     show(job.figure, true);
-    // The built-in painter says which named things it could not draw.
+    // The built-in painter says, as a note (the picture is done), which named things it has
+    // no picture for, and who can change that.
     const missing = (view.scene && view.scene.not_drawn) || [];
     job.scene.textContent = missing.length
-      ? t("not_drawn", missing.join(', '))
+      ? t("not_drawn", missing.join(', ')) + ' ' + t(root.dataset.admin === 'true' ? "not_drawn.admin" : "not_drawn.user")
       : '';
     show(job.scene, missing.length > 0);
     const actions = actionsFor(view, 'job-status');

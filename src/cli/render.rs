@@ -399,6 +399,7 @@ fn paint(args: &RenderArgs, model: Model) -> anyhow::Result<(render::Picture, Pn
     let ratio = Ratio::parse(args.ratio.as_deref().unwrap_or("1:1"))
         .context("unknown ratio")?
         .resolve_auto(&prompt);
+    let control = render::RenderControl::default();
     let picture = match &args.style {
         Some(name) => {
             let style = Style::parse(name).context(
@@ -406,21 +407,25 @@ fn paint(args: &RenderArgs, model: Model) -> anyhow::Result<(render::Picture, Pn
             )?;
             render::procedural::render_picture(&prompt, model, ratio, seed, Some(style))
         }
-        None => ProceduralRenderer.generate(&GenerateSpec {
-            prompt: prompt.clone(),
-            model,
-            ratio,
-            seed,
-            noise: None,
-        })?,
+        None => ProceduralRenderer.generate_with(
+            &GenerateSpec {
+                prompt: prompt.clone(),
+                model,
+                ratio,
+                seed,
+                noise: None,
+            },
+            &control,
+        )?,
     };
+    // What the painter drew and could not draw, as the server's pictures record it.
     let params = PngParameters {
         prompt,
         seed,
         model: model.id().into(),
         kind: "generate",
         details: None,
-        scene: None,
+        scene: control.scene(),
     };
     Ok((picture, params))
 }

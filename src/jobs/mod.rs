@@ -905,7 +905,15 @@ fn render_job(
         model: job.model.id().to_string(),
         kind: job.kind.as_str(),
         details: control.details(),
-        scene: control.scene(),
+        scene: control.scene().map(|mut scene| {
+            // Only what the person asked for can be "not drawn": words the prompt enhancer
+            // added are its own business.
+            if job.enhanced_prompt.is_some() && job.kind == JobKind::Generate {
+                let asked = render::procedural::mentioned(&job.prompt);
+                scene.not_drawn.retain(|n| asked.contains(n));
+            }
+            scene
+        }),
     };
     let (width, height) = (picture.width(), picture.height());
     let watermark = decided.get().copied().unwrap_or(job.watermark);

@@ -503,6 +503,25 @@ fn scene_report(theme: &Theme, plan: &Plan) -> SceneReport {
     report
 }
 
+/// The names the scene report gives the content words of `prompt` (as in
+/// [`SceneReport`]'s lists): what a person asked for, to tell it from words the prompt enhancer
+/// added ("clear silhouette" must not become "could not draw: clear sky").
+pub fn mentioned(prompt: &str) -> Vec<String> {
+    use prompt::Mention;
+    Theme::read(prompt)
+        .mentions
+        .iter()
+        .map(|m| match m {
+            Mention::Thing(t) => t.name().to_owned(),
+            Mention::Element(e) => e.name().to_owned(),
+            Mention::Garment(g) => g.name().to_owned(),
+            Mention::Pose(p) => p.name().to_owned(),
+            Mention::Concept(name) => (*name).to_owned(),
+            Mention::Unknown(word) => word.clone(),
+        })
+        .collect()
+}
+
 /// A stable 64-bit hash of the prompt (SHA-256, first 8 bytes).
 fn prompt_hash(prompt: &str) -> u64 {
     let digest = Sha256::digest(prompt.as_bytes());

@@ -352,8 +352,18 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
     ),
     (
         "playground.js.not_drawn",
-        "The built-in painter could not draw: {} — install a diffusion model for these (see “Diffusion models on your disk” in docs/models.md).",
-        "Встроенный художник не смог нарисовать: {} — для этого установите диффузионную модель (см. раздел «Diffusion models on your disk» в docs/models.md).",
+        "Note: this tier is drawn by the built-in painter, which has no picture for: {}.",
+        "Примечание: эту модель рисует встроенный художник, у него нет картинки для: {}.",
+    ),
+    (
+        "playground.js.not_drawn.admin",
+        "A diffusion model draws anything: install one on Admin → Models.",
+        "Диффузионная модель нарисует что угодно: установите её в разделе «Администрирование → Модели».",
+    ),
+    (
+        "playground.js.not_drawn.user",
+        "Your administrator can install a diffusion model that draws anything.",
+        "Администратор может установить диффузионную модель, которая рисует что угодно.",
     ),
     (
         "playground.js.cancelled",

@@ -1210,6 +1210,8 @@ async fn operators_change_settings_watch_the_queue_and_read_the_audit_log() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_follow_the_language_asked_for_and_the_switcher() {
     let s = TestServer::start().await;
+    // Set up (before that the sign-in page offers no registration).
+    s.finish_setup();
     let get = |lang: Option<&'static str>, cookie: Option<&'static str>, path: &'static str| {
         let (client, url) = (s.client.clone(), s.url(path));
         async move {

@@ -181,26 +181,9 @@ pub struct Pipeline {
 /// 512² decode's.
 pub const VAE_TILE: (usize, usize) = (64, 16);
 
-/// What a model's UNet takes beside the noisy latents, read off its input channels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UnetKind {
-    /// The latents alone (text to image, img2img, masked img2img).
-    Text,
-    /// InstructPix2Pix: the latents and the source picture's latents (twice the channels).
-    Instruct,
-    /// Inpainting: the latents, the mask and the masked picture's latents (twice plus one).
-    Inpaint,
-}
-
-impl UnetKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UnetKind::Text => "text",
-            UnetKind::Instruct => "instruct",
-            UnetKind::Inpaint => "inpaint",
-        }
-    }
-}
+/// What a model's UNet takes beside the noisy latents, read off its input channels: the same
+/// rule installing a model applies ([`pictor_core::models::Role`]).
+pub use pictor_core::models::Role as UnetKind;
 
 /// What each UNet evaluation sees beside the latents and how the guided predictions combine.
 pub enum Guide {
@@ -471,19 +454,16 @@ impl Pipeline {
         let unet_shape = load::unet_config(&configs.unet)?;
         let (vae_cfg, vae_scale, vae_in, vae_out) = load::vae_config(&configs.vae)?;
         let latent_channels = vae_cfg.latent_channels;
-        let unet_kind = match unet_shape.in_channels {
-            c if c == latent_channels => UnetKind::Text,
-            c if c == 2 * latent_channels => UnetKind::Instruct,
-            c if c == 2 * latent_channels + 1 => UnetKind::Inpaint,
-            c => {
-                return Err(DiffusionError::Model(format!(
-                    "the UNet takes {c} input channels; the VAE makes {latent_channels}-channel latents \
+        let unet_kind = UnetKind::of(unet_shape.in_channels as u64, latent_channels as u64)
+            .ok_or_else(|| {
+                DiffusionError::Model(format!(
+                    "the UNet takes {} input channels; the VAE makes {latent_channels}-channel latents \
                      (a model for text, instruction edits or inpainting takes {latent_channels}, {} or {})",
+                    unet_shape.in_channels,
                     2 * latent_channels,
                     2 * latent_channels + 1
-                )));
-            }
-        };
+                ))
+            })?;
         if unet_shape.out_channels != latent_channels {
             return Err(DiffusionError::Model(
                 "the UNet and the VAE disagree on latent channels".into(),

@@ -591,31 +591,11 @@ pub async fn pro_post(
             StatusCode::BAD_REQUEST,
         );
     };
-    let email = target.email.clone();
-    let now = state.clock.now();
     let patch = UserPatch {
         pro: Some(pro),
         ..UserPatch::default()
     };
-    match state
-        .store
-        .call(move |st| st.update_user(&email, patch, now))
-        .await
-    {
-        Ok(user) => {
-            tracing::info!(user = %user.user_id(), pro, "PRO flag changed from the admin page");
-            audit(
-                &state,
-                &me,
-                "user.update",
-                Some(user.id),
-                format!("PRO {pro}"),
-            )
-            .await;
-            redirect(&format!("/admin?done=pro#{}", user.user_id()))
-        }
-        Err(e) => server_error(&state, "changing the PRO flag", e),
-    }
+    patch_user(&state, &me, &target, patch, format!("PRO {pro}"), "pro").await
 }
 
 /// The users page after an account was created without a password: its reset link, shown once.
@@ -632,6 +612,32 @@ fn created_with_link(
         ..Extras::default()
     };
     render(state, jar, me, extras, StatusCode::OK)
+}
+
+/// Applies `patch` to `target` from the admin page: audited as `user.update` with `detail`,
+/// then back to the list with the `done` notice.
+async fn patch_user(
+    state: &AppState,
+    me: &UserRecord,
+    target: &UserRecord,
+    patch: UserPatch,
+    detail: String,
+    done: &str,
+) -> Response {
+    let email = target.email.clone();
+    let now = state.clock.now();
+    match state
+        .store
+        .call(move |st| st.update_user(&email, patch, now))
+        .await
+    {
+        Ok(user) => {
+            tracing::info!(user = %user.user_id(), change = %detail, "account changed from the admin page");
+            audit(state, me, "user.update", Some(user.id), detail).await;
+            redirect(&format!("/admin?done={done}#{}", user.user_id()))
+        }
+        Err(e) => server_error(state, "changing an account", e),
+    }
 }
 
 /// `POST /admin/users/{id}/admin`: makes the person an administrator, or not (never oneself:
@@ -663,31 +669,19 @@ pub async fn admin_post(
     if !admin && target.id == me.id {
         return refuse(crate::web::i18n::tr("admin.admin_self"));
     }
-    let email = target.email.clone();
-    let now = state.clock.now();
     let patch = UserPatch {
         admin: Some(admin),
         ..UserPatch::default()
     };
-    match state
-        .store
-        .call(move |st| st.update_user(&email, patch, now))
-        .await
-    {
-        Ok(user) => {
-            tracing::info!(user = %user.user_id(), admin, "administrator flag changed from the admin page");
-            audit(
-                &state,
-                &me,
-                "user.update",
-                Some(user.id),
-                format!("admin {admin}"),
-            )
-            .await;
-            redirect(&format!("/admin?done=admin#{}", user.user_id()))
-        }
-        Err(e) => server_error(&state, "changing the administrator flag", e),
-    }
+    patch_user(
+        &state,
+        &me,
+        &target,
+        patch,
+        format!("admin {admin}"),
+        "admin",
+    )
+    .await
 }
 
 #[derive(Deserialize)]
@@ -725,31 +719,20 @@ pub async fn daily_limit_post(
             }
         },
     };
-    let email = target.email.clone();
-    let now = state.clock.now();
     let patch = UserPatch {
         daily_limit: Some(limit),
         ..UserPatch::default()
     };
-    match state
-        .store
-        .call(move |st| st.update_user(&email, patch, now))
-        .await
-    {
-        Ok(user) => {
-            let shown = limit.map_or_else(|| "the plan's".to_owned(), |l| l.to_string());
-            audit(
-                &state,
-                &me,
-                "user.update",
-                Some(user.id),
-                format!("daily limit {shown}"),
-            )
-            .await;
-            redirect(&format!("/admin?done=limit#{}", user.user_id()))
-        }
-        Err(e) => server_error(&state, "changing a daily limit", e),
-    }
+    let shown = limit.map_or_else(|| "the plan's".to_owned(), |l| l.to_string());
+    patch_user(
+        &state,
+        &me,
+        &target,
+        patch,
+        format!("daily limit {shown}"),
+        "limit",
+    )
+    .await
 }
 
 /// `POST /admin/users/{id}/key`: a new API key for the person (replacing theirs), shown once on

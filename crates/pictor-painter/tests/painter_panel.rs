@@ -328,6 +328,29 @@ fn subjects_the_painter_cannot_draw_are_reported_not_replaced() {
     assert!(scene.drawn.contains(&"dragon".to_string()), "{scene:?}");
     let scene = describe("a quokka on a rock");
     assert!(scene.not_drawn.contains(&"quokka".to_string()), "{scene:?}");
+    // What people do beyond standing, sitting, walking, running, riding and playing is not
+    // drawn, and a Russian verb says so as its English counterpart does (the reader takes other
+    // Russian verb forms for grammar).
+    for prompt in [
+        "рыцарь сражается с драконом",
+        "a knight fighting a dragon",
+        "рыцарь бьётся с драконом",
+    ] {
+        let scene = describe(prompt);
+        for word in ["knight", "dragon"] {
+            assert!(scene.drawn.contains(&word.to_string()), "{prompt}: {scene:?}");
+        }
+        assert_eq!(scene.not_drawn, vec!["fighting".to_string()], "{prompt}: {scene:?}");
+    }
+    for (prompt, action) in [
+        ("девочка танцует под дождём", "dancing"),
+        ("a girl reading a book", "reading"),
+        ("кот спит на диване", "sleeping"),
+        ("мальчик читает книгу", "reading"),
+    ] {
+        let scene = describe(prompt);
+        assert!(scene.not_drawn.contains(&action.to_string()), "{prompt}: {scene:?}");
+    }
     // Boilerplate is not a subject.
     let scene = describe("a cat, highly detailed, 4k, masterpiece, trending on artstation");
     assert_eq!(scene.drawn, vec!["cat".to_string()], "{scene:?}");

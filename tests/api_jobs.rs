@@ -809,6 +809,67 @@ async fn unknown_instruction_fails_with_edit_failed_and_refund() {
     s.stop().await;
 }
 
+/// An edit the built-in painter understands but cannot do as asked is never passed off as done:
+/// dressing someone in the photo fails `edit_failed` (credits returned) saying why; in a longer
+/// instruction the rest is done and the job, like its PNG, says what was and what was not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_the_painter_cannot_do_is_said_not_substituted() {
+    let s = TestServer::start().await;
+    let (_, key) = s.user("edit3@example.com", 10, false);
+    let edit = |prompt: &'static str| {
+        reqwest::multipart::Form::new()
+            .part(
+                "file",
+                reqwest::multipart::Part::bytes(png_bytes(64, 48)).file_name("x.png"),
+            )
+            .text("prompt", prompt)
+    };
+    for prompt in [
+        "put a small red hat on the girl",
+        "надень на девочку маленькую красную шляпу",
+    ] {
+        let (st, c) = s.edit_form(&key, edit(prompt)).await;
+        assert_eq!(st, 202, "{c}");
+        let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;
+        assert_eq!(done["error_code"], "edit_failed", "{done}");
+        let why = done["error"].as_str().unwrap();
+        assert!(
+            why.contains("does not find people") || why.contains("не находит людей"),
+            "{why}"
+        );
+        assert_eq!(done["balance"], 10, "{done}");
+    }
+    let (st, c) = s
+        .edit_form(
+            &key,
+            edit("make it black and white and add a dog next to the girl"),
+        )
+        .await;
+    assert_eq!(st, 202, "{c}");
+    let done = s.finish(&key, c["job_id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "done", "{done}");
+    assert_eq!(
+        done["scene"]["drawn"],
+        json!(["black and white", "added dog"]),
+        "{done}"
+    );
+    assert_eq!(
+        done["scene"]["not_drawn"],
+        json!(["next to girl"]),
+        "{done}"
+    );
+    let png = reqwest::get(done["photo_url"].as_str().unwrap())
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let text = pictor::render::encode::read_parameters(&png).unwrap();
+    assert!(text.contains("Not drawn: next to girl"), "{text}");
+    s.assert_books_balanced();
+    s.stop().await;
+}
+
 /// The built-in painter says in the job body and in the PNG what it drew of the prompt and what
 /// it could not draw (English names, also for Russian words).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -403,10 +403,13 @@
     show(job.figure, true);
     // The built-in painter says, as a note (the picture is done), which named things it has
     // no picture for, and who can change that.
+    // An edit says what it did and what of the instruction it could not do.
     const missing = (view.scene && view.scene.not_drawn) || [];
-    job.scene.textContent = missing.length
-      ? t("not_drawn", missing.join(', ')) + ' ' + t(root.dataset.admin === 'true' ? "not_drawn.admin" : "not_drawn.user")
-      : '';
+    const who = root.dataset.admin === 'true' ? "admin" : "user";
+    job.scene.textContent = !missing.length ? ''
+      : view.kind === 'edit'
+        ? t("not_done", view.scene.drawn.join(', '), missing.join(', ')) + ' ' + t("not_done." + who)
+        : t("not_drawn", missing.join(', ')) + ' ' + t("not_drawn." + who);
     show(job.scene, missing.length > 0);
     const actions = actionsFor(view, 'job-status');
     job.actions.replaceChildren(...actions.childNodes);

@@ -87,14 +87,17 @@ pub struct JobView {
     pub client: Option<String>,
 }
 
-/// The content words of a prompt, sorted by whether the built-in painter drew them.
+/// The content words of a prompt, sorted by whether the built-in painter drew them; for an
+/// edit by the painter, what it did and what of the instruction it understood but could not do.
 #[derive(Object, Debug)]
 pub struct SceneView {
     /// Subjects, scene elements, clothes, poses and quoted text in the picture, by their English
     /// names (also for Russian prompts).
     pub drawn: Vec<String>,
     /// Content words the built-in painter has no drawing for: English names where it knows the
-    /// word, otherwise as written. Install a diffusion model to draw these.
+    /// word, otherwise as written. Install a diffusion model to draw these. For an edit: the
+    /// parts it could not do, in the instruction's words ("next to girl": the dog was placed
+    /// where there was room), which an edit model does.
     pub not_drawn: Vec<String>,
 }
 

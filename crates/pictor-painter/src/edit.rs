@@ -105,7 +105,14 @@ impl EditOp {
             EditOp::Border(..) => "border".into(),
             EditOp::Text(t, ..) => format!("text {t:?}"),
             EditOp::Restyle(s) => format!("style {s:?}").to_lowercase(),
-            other => format!("{other:?}").to_lowercase(),
+            EditOp::Recolor(region, [r, g, b]) => {
+                format!("{region:?} recoloured #{r:02x}{g:02x}{b:02x}").to_lowercase()
+            }
+            EditOp::Time(t) => format!("time of day: {t:?}").to_lowercase(),
+            EditOp::Weather(w) => format!("{w:?}").to_lowercase(),
+            EditOp::Add(what) => format!("added {what}"),
+            EditOp::Remove(what) => format!("removed {what}"),
+            EditOp::Replace(what) => format!("replaced {what}"),
         }
     }
 
@@ -184,6 +191,26 @@ Every edit is listed in docs/painter.md (section Edits)."
     }
 }
 
+/// Shown when the instruction asks only for what the painter understood but cannot do
+/// (dressing someone in the picture): the job fails with this, its credits returned.
+pub fn cannot_do(instruction: &str, what: &[String]) -> String {
+    let what = what.join("; ");
+    if is_russian(instruction) {
+        format!(
+            "Встроенный художник не может выполнить эту правку ({what}): он добавляет свои \
+предметы туда, где есть место, но не находит людей и вещи на фото, чтобы одеть, передвинуть или \
+поставить что-то рядом с ними. Такие правки выполняет модель для правок (InstructPix2Pix, \
+docs/models.md)."
+        )
+    } else {
+        format!(
+            "The built-in painter cannot do this edit ({what}): it adds things of its own where \
+there is room, but does not find people or things in a photo to dress them, move them or put \
+something next to them. An edit model (InstructPix2Pix, docs/models.md) does edits like this."
+        )
+    }
+}
+
 /// What a keyword selects; modifiers in the same clause turn it into an [`EditOp`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -227,6 +254,9 @@ enum Verb {
     Add,
     Remove,
     Replace,
+    /// "put on", "dress", "надень": clothes on someone in the picture, never done by the painter
+    /// (read so the job can say so rather than not understanding it).
+    Dress,
 }
 
 const VERBS: &[(&[&str], Verb)] = &[
@@ -256,6 +286,12 @@ const VERBS: &[(&[&str], Verb)] = &[
     (&["удалить"], Verb::Remove),
     (&["сотри"], Verb::Remove),
     (&["без"], Verb::Remove),
+    (&["put", "on"], Verb::Dress),
+    (&["dress*"], Verb::Dress),
+    (&["надень*"], Verb::Dress),
+    (&["надеть"], Verb::Dress),
+    (&["одень*"], Verb::Dress),
+    (&["наряди*"], Verb::Dress),
     (&["replace*"], Verb::Replace),
     (&["swap"], Verb::Replace),
     (&["change"], Verb::Replace),
@@ -586,6 +622,49 @@ const RECOLOR_WORDS: &[&str] = &[
     "shade",
 ];
 
+/// Words of tone a region takes as its colour: stormy, dark, gloomy.
+const TONES: &[&str] = &[
+    "storm*",
+    "thunder*",
+    "overcast",
+    "gloomy",
+    "dark",
+    "darker",
+    "грозов*",
+    "штормов*",
+    "пасмурн*",
+    "мрачн*",
+    "хмур*",
+    "темн*",
+];
+
+/// Storm words as opposed to plain darkness.
+const STORMY: &[&str] = &[
+    "storm*",
+    "thunder*",
+    "overcast",
+    "грозов*",
+    "штормов*",
+    "пасмурн*",
+];
+
+/// The colour a region gets from a colour word and words of tone: a named colour darkened by
+/// "dark", else slate grey for a storm (darker still when also dark), dusky blue-grey for
+/// darkness alone; `None` when neither is named.
+fn tone_color(named: Option<[u8; 3]>, tone: &[&str]) -> Option<[u8; 3]> {
+    let stormy = any_word(tone, STORMY);
+    let dark = tone.iter().any(|t| !any_word(&[t], STORMY));
+    let shade = |c: [u8; 3], k: f32| c.map(|v| (f32::from(v) * k).round() as u8);
+    match (named, stormy, dark) {
+        (Some(c), _, true) => Some(shade(c, 0.55)),
+        (Some(c), _, false) => Some(c),
+        (None, true, true) => Some([52, 58, 70]),
+        (None, true, false) => Some([84, 92, 106]),
+        (None, false, true) => Some([38, 46, 66]),
+        (None, false, false) => None,
+    }
+}
+
 /// Colour words for borders and text.
 const COLORS: &[(&str, [u8; 3])] = &[
     ("white", [255, 255, 255]),
@@ -816,6 +895,20 @@ const VERTICAL: &[&str] = &[
 
 /// Parses an instruction into ops, in reading order.
 pub fn parse_instruction(text: &str) -> Result<Vec<EditOp>, RenderError> {
+    read_instruction(text).map(|r| r.ops)
+}
+
+/// What the painter makes of an edit instruction: the ops it does, in reading order, and the
+/// parts it understood but cannot do (in the instruction's words), which the job reports.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Reading {
+    pub ops: Vec<EditOp>,
+    pub not_done: Vec<String>,
+}
+
+/// [`parse_instruction`] with the parts that cannot be done. Nothing to do at all is an error
+/// that says why: what cannot be done, or that nothing was understood.
+pub fn read_instruction(text: &str) -> Result<Reading, RenderError> {
     let (rest, quoted) = super::procedural::quoted_text(text);
     let tokens = tokenize(&rest);
     // First the verbs that change what is in the picture: each takes the words after it, up to
@@ -825,6 +918,7 @@ pub fn parse_instruction(text: &str) -> Result<Vec<EditOp>, RenderError> {
     // capped (the reader is not cheap and instructions are user text).
     let mut taken = vec![false; tokens.len()];
     let mut placed: Vec<(usize, EditOp)> = Vec::new();
+    let mut not_done: Vec<String> = Vec::new();
     // Another edit starts at `k`. A region, a time of day or the weather inside the words is
     // only where the thing is ("a boat on the sea", "a cat in the snow", "a moon at night").
     let edit_at = |k: usize| {
@@ -872,7 +966,14 @@ pub fn parse_instruction(text: &str) -> Result<Vec<EditOp>, RenderError> {
                     }
                 }
                 taken[i..end].iter_mut().for_each(|t| *t = true);
-                placed.push((i, op));
+                match op {
+                    Content::Op(op) => placed.push((i, op)),
+                    Content::OpWithout(op, rest) => {
+                        placed.push((i, op));
+                        not_done.push(rest);
+                    }
+                    Content::Cannot(what) => not_done.push(what),
+                }
                 i = end;
                 continue;
             }
@@ -895,21 +996,37 @@ pub fn parse_instruction(text: &str) -> Result<Vec<EditOp>, RenderError> {
                 let mut start = i;
                 // A region takes the colour words after it ("the sky grey" is not grayscale),
                 // and a colour word right before it that was read as a filter ("a grey sky").
+                // So do words of tone ("the sky stormy and dark", "a stormy sky"): they are
+                // the region's, not a darkening or rain over the whole picture.
                 if matches!(kind, Kind::Region(_)) {
+                    let tints = |t: &str| color(&[t]).is_some() || any_word(&[t], TONES);
                     if let Some(&(s, e, _)) = found.last()
                         && e == i
                         && e == s + 1
-                        && color(&[tokens[s].as_str()]).is_some()
+                        && tints(&tokens[s])
                     {
                         found.pop();
                         start = s;
-                    }
-                    while end < tokens.len()
-                        && !taken[end]
-                        && (color(&[tokens[end].as_str()]).is_some()
-                            || any_word(&[tokens[end].as_str()], RECOLOR_WORDS))
+                    } else if i > 0
+                        && !taken[i - 1]
+                        && any_word(&[tokens[i - 1].as_str()], TONES)
+                        && found.last().is_none_or(|f| f.1 < i)
                     {
-                        end += 1;
+                        start = i - 1; // "тёмное небо": a tone word that is no edit of its own
+                    }
+                    while end < tokens.len() && !taken[end] {
+                        let t = tokens[end].as_str();
+                        if tints(t) || any_word(&[t], RECOLOR_WORDS) {
+                            end += 1;
+                        } else if CONJUNCTIONS.contains(&t)
+                            && end > i + 1
+                            && tokens.get(end + 1).is_some_and(|n| tints(n))
+                            && tints(&tokens[end - 1])
+                        {
+                            end += 2;
+                        } else {
+                            break;
+                        }
                     }
                 }
                 match found.last_mut() {
@@ -970,7 +1087,12 @@ pub fn parse_instruction(text: &str) -> Result<Vec<EditOp>, RenderError> {
                 .copied()
                 .chain(matched.iter().copied())
                 .collect();
-            if let Some(c) = color(&all) {
+            let tone: Vec<&str> = tokens[start..end]
+                .iter()
+                .map(String::as_str)
+                .filter(|t| any_word(&[t], TONES))
+                .collect();
+            if let Some(c) = tone_color(color(&all), &tone) {
                 ops.push((start, EditOp::Recolor(region, c)));
             }
             continue;
@@ -1009,22 +1131,89 @@ pub fn parse_instruction(text: &str) -> Result<Vec<EditOp>, RenderError> {
     ops.truncate(MAX_OPS);
 
     if ops.is_empty() {
-        return Err(RenderError::EditNotUnderstood(not_understood(text)));
+        return Err(RenderError::EditNotUnderstood(if not_done.is_empty() {
+            not_understood(text)
+        } else {
+            cannot_do(text, &not_done)
+        }));
     }
-    Ok(ops)
+    Ok(Reading { ops, not_done })
 }
 
-/// The op a content verb makes of the words after it, when they name something.
-fn content_op(verb: Verb, words: &[String]) -> Option<EditOp> {
+/// What a content verb makes of the words after it, when they name something.
+#[derive(Debug, Clone, PartialEq)]
+enum Content {
+    Op(EditOp),
+    /// The op, without the part of the words it cannot do ("next to the girl": the painter
+    /// places the dog where there is room, it does not find the girl).
+    OpWithout(EditOp, String),
+    /// Nothing the painter can do ("a red hat on the girl"), in the instruction's words.
+    Cannot(String),
+}
+
+/// Words in an "add" clause after which come where the thing goes.
+const PLACES: &[&str] = &[
+    "next",
+    "beside",
+    "near",
+    "behind",
+    "front",
+    "on",
+    "onto",
+    "to",
+    "by",
+    "over",
+    "above",
+    "under",
+    "below",
+    "рядом",
+    "возле",
+    "около",
+    "перед",
+    "позади",
+    "за",
+    "на",
+    "к",
+    "у",
+    "над",
+    "под",
+];
+
+fn content_op(verb: Verb, words: &[String]) -> Option<Content> {
     use super::procedural::retouch;
     if words.is_empty() {
         return None;
     }
     let clause = words.join(" ");
     match verb {
-        Verb::Add => retouch::can_add(&clause).then_some(EditOp::Add(clause)),
-        Verb::Remove => retouch::can_remove(&clause).then_some(EditOp::Remove(clause)),
-        Verb::Replace => retouch::can_replace(&clause).then_some(EditOp::Replace(clause)),
+        Verb::Add => {
+            if retouch::dresses(&clause) {
+                return Some(Content::Cannot(clause));
+            }
+            // "a dog next to the girl": the girl is already in the picture.
+            if let Some(at) = words.iter().position(|w| PLACES.contains(&w.as_str()))
+                && at > 0
+                && retouch::names_subject(&words[at + 1..].join(" "))
+            {
+                let what = words[..at].join(" ");
+                // The place as said: the reader dropped "to", "of" and the articles.
+                let place = match words[at].as_str() {
+                    "next" => "next to",
+                    "front" => "in front of",
+                    w => w,
+                };
+                let rest = format!("{place} {}", words[at + 1..].join(" "));
+                return retouch::can_add(&what)
+                    .then(|| Content::OpWithout(EditOp::Add(what), rest));
+            }
+            retouch::can_add(&clause).then_some(Content::Op(EditOp::Add(clause)))
+        }
+        Verb::Dress => (retouch::dresses(&clause) || retouch::names_subject(&clause))
+            .then_some(Content::Cannot(clause)),
+        Verb::Remove => retouch::can_remove(&clause).then_some(Content::Op(EditOp::Remove(clause))),
+        Verb::Replace => {
+            retouch::can_replace(&clause).then_some(Content::Op(EditOp::Replace(clause)))
+        }
     }
 }
 
@@ -1743,6 +1932,78 @@ mod tests {
         assert_eq!(ops("больше контраста"), [Contrast(30.0)]);
         assert_eq!(ops("уменьши контраст"), [Contrast(-30.0)]);
         assert_eq!(ops("переверни вверх ногами"), [Rotate(180)]);
+    }
+
+    #[test]
+    fn what_the_painter_cannot_do_is_said_not_substituted() {
+        let read = |t: &str| read_instruction(t);
+        // Clothes on someone in the picture: refused with why, in the instruction's language
+        // (not a second person in a hat).
+        for text in [
+            "put a small red hat on the girl",
+            "add a hat to the man",
+            "надень на девочку маленькую красную шляпу",
+        ] {
+            match read(text) {
+                Err(RenderError::EditNotUnderstood(msg)) => {
+                    let why = if is_russian(text) {
+                        "не находит людей"
+                    } else {
+                        "does not find people"
+                    };
+                    assert!(
+                        msg.contains(why) && msg.contains("InstructPix2Pix"),
+                        "{msg}"
+                    );
+                }
+                other => panic!("{text:?} gave {other:?}"),
+            }
+        }
+        // A new person in a hat is an addition like any other.
+        assert_eq!(ops("add a girl in a red hat"), [Add("girl red hat".into())]);
+        // What is done is done, and what is not is said.
+        let r = read("make it black and white and put a hat on the girl").unwrap();
+        assert_eq!(r.ops, [Grayscale]);
+        assert_eq!(r.not_done, ["hat on girl"]);
+        let r = read("add a dog next to the girl").unwrap();
+        assert_eq!(r.ops, [Add("dog".into())]);
+        assert_eq!(r.not_done, ["next to girl"]);
+        let r = read("добавь собаку рядом с девочкой").unwrap();
+        assert_eq!(r.ops, [Add("собаку".into())]);
+        assert_eq!(r.not_done, ["рядом с девочкой"]);
+        // A place that is no thing is where the thing goes, as before.
+        let r = read("add a boat on the sea").unwrap();
+        assert_eq!(
+            (r.ops, r.not_done.len()),
+            (vec![Add("boat on sea".into())], 0)
+        );
+        // Words of tone after (or before) the sky are the sky's, not the whole picture's.
+        for text in [
+            "make the sky stormy and dark",
+            "сделай небо грозовым и тёмным",
+        ] {
+            assert_eq!(ops(text), [Recolor(Region::Sky, [52, 58, 70])], "{text}");
+        }
+        assert_eq!(
+            ops("make the sky dark"),
+            [Recolor(Region::Sky, [38, 46, 66])]
+        );
+        assert_eq!(ops("тёмное небо"), [Recolor(Region::Sky, [38, 46, 66])]);
+        assert_eq!(ops("a stormy sky"), [Recolor(Region::Sky, [84, 92, 106])]);
+        assert_eq!(
+            ops("make the sky dark red"),
+            [Recolor(Region::Sky, [116, 17, 17])]
+        );
+        assert_eq!(
+            ops("make the sky dark and add a moon"),
+            [Recolor(Region::Sky, [38, 46, 66]), Add("moon".into())]
+        );
+        // Without a region they are still the whole picture's.
+        assert_eq!(ops("make it darker"), [Brightness(-40)]);
+        assert_eq!(
+            ops("make it stormy"),
+            [EditOp::Weather(super::Weather::Rain)]
+        );
     }
 
     #[test]

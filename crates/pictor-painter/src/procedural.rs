@@ -81,35 +81,21 @@ impl Renderer for ProceduralRenderer {
         .map(Picture)
     }
 
-    /// Removing or replacing what the painter placed paints the picture again from its own
-    /// `parameters`; every other operation works on the pixels.
     fn edit(&self, spec: &EditSpec) -> Result<Picture, RenderError> {
-        let ops = edit::parse_instruction(&spec.instruction)?;
-        let changes: Vec<retouch::Change> = ops
-            .iter()
-            .filter_map(|op| match op {
-                edit::EditOp::Remove(c) => Some(retouch::Change::Remove(c)),
-                edit::EditOp::Replace(c) => Some(retouch::Change::Replace(c)),
-                _ => None,
-            })
-            .collect();
-        let img = if changes.is_empty() {
-            decode::decode(&spec.source, &DecodeLimits::default())?
-        } else {
-            let ru = edit::is_russian(&spec.instruction);
-            repaint(&spec.source, &changes, ru).map_err(RenderError::EditNotUnderstood)?
-        };
-        let out = edit::apply_seeded(img, &ops, spec.seed as u32);
-        // A mask keeps the rest of the photo as it was (when the edit kept its size).
-        Ok(Picture(match &spec.mask {
-            Some(bytes) => {
-                let source = decode::decode(&spec.source, &DecodeLimits::default())?;
-                let (w, h) = source.dimensions();
-                let mask = decode::mask(bytes, w, h, &DecodeLimits::default())?;
-                decode::keep_outside_mask(out, &source, &mask)
-            }
-            None => out,
-        }))
+        self.edit_with(spec, &RenderControl::default())
+    }
+
+    /// Reports, as the scene (`drawn`: what was done, `not_drawn`: what it understood but
+    /// cannot do, such as "next to the girl"), so the job, the PNG and the playground say what
+    /// was and was not done rather than passing a substitute off as the edit.
+    fn edit_with(&self, spec: &EditSpec, control: &RenderControl) -> Result<Picture, RenderError> {
+        let edit::Reading { ops, not_done } = edit::read_instruction(&spec.instruction)?;
+        let picture = self.edit_ops(spec, &ops)?;
+        control.set_scene(SceneReport {
+            drawn: ops.iter().map(edit::EditOp::describe).collect(),
+            not_drawn: not_done,
+        });
+        Ok(picture)
     }
 
     fn exact_edit(&self, instruction: &str) -> Result<bool, RenderError> {
@@ -294,6 +280,39 @@ fn same_picture(a: &image::RgbaImage, b: &image::RgbaImage) -> bool {
     }
     let pixels = u64::from(a.width()) * u64::from(a.height());
     (total as f64) < a.as_raw().len() as f64 * 0.5 && off * 10_000 <= pixels
+}
+
+impl ProceduralRenderer {
+    /// Applies the ops read from `spec.instruction`: removing or replacing what the painter
+    /// placed paints the picture again from its own `parameters`; every other op works on the
+    /// pixels.
+    fn edit_ops(&self, spec: &EditSpec, ops: &[edit::EditOp]) -> Result<Picture, RenderError> {
+        let changes: Vec<retouch::Change> = ops
+            .iter()
+            .filter_map(|op| match op {
+                edit::EditOp::Remove(c) => Some(retouch::Change::Remove(c)),
+                edit::EditOp::Replace(c) => Some(retouch::Change::Replace(c)),
+                _ => None,
+            })
+            .collect();
+        let img = if changes.is_empty() {
+            decode::decode(&spec.source, &DecodeLimits::default())?
+        } else {
+            let ru = edit::is_russian(&spec.instruction);
+            repaint(&spec.source, &changes, ru).map_err(RenderError::EditNotUnderstood)?
+        };
+        let out = edit::apply_seeded(img, ops, spec.seed as u32);
+        // A mask keeps the rest of the photo as it was (when the edit kept its size).
+        Ok(Picture(match &spec.mask {
+            Some(bytes) => {
+                let source = decode::decode(&spec.source, &DecodeLimits::default())?;
+                let (w, h) = source.dimensions();
+                let mask = decode::mask(bytes, w, h, &DecodeLimits::default())?;
+                decode::keep_outside_mask(out, &source, &mask)
+            }
+            None => out,
+        }))
+    }
 }
 
 /// [`render_styled`] reporting each stage's end to `control` and stopping between stages once

@@ -338,9 +338,16 @@ fn subjects_the_painter_cannot_draw_are_reported_not_replaced() {
     ] {
         let scene = describe(prompt);
         for word in ["knight", "dragon"] {
-            assert!(scene.drawn.contains(&word.to_string()), "{prompt}: {scene:?}");
+            assert!(
+                scene.drawn.contains(&word.to_string()),
+                "{prompt}: {scene:?}"
+            );
         }
-        assert_eq!(scene.not_drawn, vec!["fighting".to_string()], "{prompt}: {scene:?}");
+        assert_eq!(
+            scene.not_drawn,
+            vec!["fighting".to_string()],
+            "{prompt}: {scene:?}"
+        );
     }
     for (prompt, action) in [
         ("девочка танцует под дождём", "dancing"),
@@ -349,7 +356,10 @@ fn subjects_the_painter_cannot_draw_are_reported_not_replaced() {
         ("мальчик читает книгу", "reading"),
     ] {
         let scene = describe(prompt);
-        assert!(scene.not_drawn.contains(&action.to_string()), "{prompt}: {scene:?}");
+        assert!(
+            scene.not_drawn.contains(&action.to_string()),
+            "{prompt}: {scene:?}"
+        );
     }
     // Boilerplate is not a subject.
     let scene = describe("a cat, highly detailed, 4k, masterpiece, trending on artstation");

@@ -366,6 +366,21 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "Администратор может установить диффузионную модель, которая рисует что угодно.",
     ),
     (
+        "playground.js.not_done",
+        "Note: the built-in painter did: {}. It could not do: {}.",
+        "Примечание: встроенный художник сделал: {}. Не смог: {}.",
+    ),
+    (
+        "playground.js.not_done.admin",
+        "An edit model (InstructPix2Pix) follows any instruction: install one on Admin → Models.",
+        "Модель для правок (InstructPix2Pix) выполнит любую правку: установите её в разделе «Администрирование → Модели».",
+    ),
+    (
+        "playground.js.not_done.user",
+        "Your administrator can install an edit model that follows any instruction.",
+        "Администратор может установить модель для правок, которая выполнит любую правку.",
+    ),
+    (
         "playground.js.cancelled",
         "You cancelled this job.",
         "Вы отменили это задание.",

@@ -50,6 +50,24 @@ pub fn can_remove(clause: &str) -> bool {
     !theme.subjects.is_empty() || theme.elements.iter().any(|e| REMOVABLE.contains(e))
 }
 
+/// Whether an "add …" clause starts with clothes ("a red hat on the girl"): putting them on
+/// someone already in the picture, which the painter cannot do (it does not find people in a
+/// picture); "a girl in a red hat" adds a new person and is not this.
+pub fn dresses(clause: &str) -> bool {
+    use super::prompt::Mention;
+    matches!(
+        Theme::read(clause).mentions.first(),
+        Some(Mention::Garment(_))
+    )
+}
+
+/// Whether the words name a person, an animal or a thing (not only a place such as the sea or
+/// the sky): after "next to", "on", "behind" in an "add" clause that is something already in
+/// the picture, which the painter cannot find.
+pub fn names_subject(words: &str) -> bool {
+    !Theme::read(words).subjects.is_empty()
+}
+
 /// Whether a "replace … with …" clause names two things.
 pub fn can_replace(clause: &str) -> bool {
     Theme::read(clause).subjects.len() >= 2

@@ -129,6 +129,30 @@ async fn keys_are_made_copied_and_revoked_and_the_language_switches() {
         "Кабинет"
     );
     d.full_screenshot(&shot("account-ru")).await;
+    // On a phone: the header stays short, the key table keeps its headers, the name field has
+    // room.
+    d.phone_viewport(Some((390, 844))).await;
+    d.goto(&s.url("/account")).await;
+    let m = d
+        .execute(
+            "const r = (q) => document.querySelector(q).getBoundingClientRect(); \
+             const labels = [...document.querySelectorAll('#key-list tbody tr:first-child .stack-label')]; \
+             return {header: r('header.top').height, field: r('#key-label').width, \
+               labels: labels.filter((l) => l.getBoundingClientRect().width > 0).map((l) => l.textContent.trim()), \
+               overflow: document.documentElement.scrollWidth - window.innerWidth};",
+            vec![],
+        )
+        .await;
+    assert!(m["header"].as_f64().unwrap() <= 110.0, "{m}");
+    assert!(m["field"].as_f64().unwrap() >= 250.0, "{m}");
+    assert_eq!(
+        m["labels"],
+        json!(["Название:", "Ключ:", "Создан:", "Использован:"]),
+        "{m}"
+    );
+    assert_eq!(m["overflow"], 0, "{m}");
+    d.full_screenshot(&shot("account-ru-phone")).await;
+    d.phone_viewport(None).await;
     d.goto(&s.url("/playground")).await;
     d.goto(&s.url("/account")).await;
     assert_eq!(d.text("h1").await, "Ваш кабинет", "the choice is kept");
@@ -159,6 +183,23 @@ async fn the_operator_console_works_in_a_browser() {
     sign_in(&s, &d).await;
 
     d.goto(&s.url("/admin")).await;
+    // Settings are labelled with what they mean (the key as a hint) and carry their unit; an
+    // on/off one is a switch, and switching it off saves 0.
+    let price = d.text("label[for=\"set-prices.fast\"]").await;
+    assert!(
+        price.contains("Price of a picture with Standard") && price.contains("prices.fast"),
+        "{price}"
+    );
+    let grid = d.text(".settings-grid").await;
+    assert!(
+        grid.contains("credits") && grid.contains("bits, 8–28"),
+        "{grid}"
+    );
+    assert_eq!(
+        s.admin(pictor::ops::AdminRequest::SettingsList)["registration_open"],
+        1
+    );
+    d.click("#set-registration_open").await;
     d.execute(
         "const i = document.getElementById('set-prices.fast'); i.value = '4';",
         vec![],
@@ -167,9 +208,23 @@ async fn the_operator_console_works_in_a_browser() {
     d.click("form[action=\"/admin/settings\"] button[type=submit]")
         .await;
     d.wait_text("The settings were saved").await;
+    let saved = s.admin(pictor::ops::AdminRequest::SettingsList);
     assert_eq!(
-        s.admin(pictor::ops::AdminRequest::SettingsList)["prices.fast"],
-        4
+        (
+            saved["prices.fast"].as_u64(),
+            saved["registration_open"].as_u64()
+        ),
+        (Some(4), Some(0))
+    );
+    // And back on (from a fresh page: the notice above must not answer for this save).
+    d.goto(&s.url("/admin")).await;
+    d.click("#set-registration_open").await;
+    d.click("form[action=\"/admin/settings\"] button[type=submit]")
+        .await;
+    d.wait_text("The settings were saved").await;
+    assert_eq!(
+        s.admin(pictor::ops::AdminRequest::SettingsList)["registration_open"],
+        1
     );
     d.execute(
         "document.getElementById('settings').scrollIntoView();",

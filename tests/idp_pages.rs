@@ -1014,6 +1014,30 @@ async fn operators_change_settings_watch_the_queue_and_read_the_audit_log() {
     )
     .await;
     assert_eq!(r.status, 400);
+    // A switch that is off is not sent: the form names its switches, and an absent one is 0.
+    assert!(
+        page.body.contains("role=\"switch\"") && page.body.contains("name=\"switches\""),
+        "{}",
+        page.body
+    );
+    let page = op.get(&s.url("/admin")).await;
+    let mut fields = form_fields(&page.body, "/admin/settings");
+    assert!(
+        fields.contains(&("registration_open".into(), "1".into())),
+        "{fields:?}"
+    );
+    fields.retain(|(k, _)| k != "registration_open");
+    set_field(&mut fields, "signup_approval", "1");
+    let r = op.post(&s.url("/admin/settings"), &fields).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let v = s.admin(AdminRequest::SettingsList);
+    assert_eq!(
+        (
+            v["registration_open"].as_u64(),
+            v["signup_approval"].as_u64()
+        ),
+        (Some(0), Some(1))
+    );
 
     // An account made on the page, with credits; its page follows.
     let page = op.get(&s.url("/admin")).await;

@@ -405,11 +405,11 @@
     // no picture for, and who can change that.
     // An edit says what it did and what of the instruction it could not do.
     const missing = (view.scene && view.scene.not_drawn) || [];
-    const who = root.dataset.admin === 'true' ? "admin" : "user";
+    const admin = root.dataset.admin === 'true';
     job.scene.textContent = !missing.length ? ''
       : view.kind === 'edit'
-        ? t("not_done", view.scene.drawn.join(', '), missing.join(', ')) + ' ' + t("not_done." + who)
-        : t("not_drawn", missing.join(', ')) + ' ' + t("not_drawn." + who);
+        ? t("not_done", view.scene.drawn.join(', '), missing.join(', ')) + ' ' + (admin ? t("not_done.admin") : t("not_done.user"))
+        : t("not_drawn", missing.join(', ')) + ' ' + (admin ? t("not_drawn.admin") : t("not_drawn.user"));
     show(job.scene, missing.length > 0);
     const actions = actionsFor(view, 'job-status');
     job.actions.replaceChildren(...actions.childNodes);

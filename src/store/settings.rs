@@ -93,18 +93,19 @@ pub fn price_key(model: Model) -> String {
     format!("prices.{}", model.id())
 }
 
-/// What a setting does, in a few words (the admin page's form).
+/// What a setting means, in a few words (the admin page's form labels it so, the key as a
+/// hint; its unit comes from its [`Rule`]).
 pub fn describe(key: &str) -> &'static str {
     match key {
-        "prices.edit" => "credits per edit",
-        "limits.daily" => "pictures a day (UTC), standard accounts",
-        "limits.daily_pro" => "pictures a day (UTC), PRO accounts",
-        "signup_credits" => "credits for a new account made on /register",
-        "registration_open" => "1: anyone may register; 0: only administrators make accounts",
-        "signup_approval" => "1: sign-up credits wait for an administrator's approval",
-        "challenge_bits" => "difficulty of the bot check (8–28)",
-        "app_daily_cap" => "credits a day proposed as an app's limit at consent (0: none)",
-        k if k.starts_with("prices.") => "credits per picture with this model",
+        "prices.edit" => "Price of an edit",
+        "limits.daily" => "Pictures a day (UTC) for standard accounts",
+        "limits.daily_pro" => "Pictures a day (UTC) for PRO accounts",
+        "signup_credits" => "Credits for a new account made on /register",
+        "registration_open" => "Anyone may register (off: only administrators make accounts)",
+        "signup_approval" => "Sign-up credits wait for an administrator's approval",
+        "challenge_bits" => "Difficulty of the bot check",
+        "app_daily_cap" => "Daily credit limit proposed to an app at consent (0: none)",
+        k if k.starts_with("prices.") => "Price of a picture with this model",
         _ => "",
     }
 }

@@ -152,6 +152,17 @@ pub fn tr(key: &str) -> &'static str {
     tr_in(current(), key)
 }
 
+/// A model's name on the pages, in the request's language (the API keeps
+/// [`Model::display_name`](crate::render::Model::display_name), in English).
+pub fn model_name(model: crate::render::Model) -> &'static str {
+    match model {
+        crate::render::Model::Fast => tr("model.fast"),
+        // A name in both languages, as the plan's.
+        crate::render::Model::Artist => "PRO",
+        crate::render::Model::Plus => tr("model.plus"),
+    }
+}
+
 /// [`tr`] with `{}` replaced by `arg`.
 pub fn tr1(key: &str, arg: impl std::fmt::Display) -> String {
     tr(key).replacen("{}", &arg.to_string(), 1)

@@ -165,7 +165,7 @@ pub async fn playground_get(
                 let engine = state.jobs.engine_for(m);
                 ModelOption {
                     id: m.id(),
-                    name: m.display_name(),
+                    name: i18n::model_name(m),
                     price: settings.price(m),
                     unit: i18n::credits(settings.price(m)),
                     long_side: m.long_side(),

@@ -541,8 +541,17 @@ pub async fn settings_post(
         )
     };
     let mut changes = Vec::new();
+    // A switch that is off is not sent at all: the form names its switches.
+    let switches: Vec<&str> = form
+        .get("switches")
+        .map(|s| s.split_whitespace().collect())
+        .unwrap_or_default();
     for (key, old) in &current {
-        let Some(raw) = form.get(key) else { continue };
+        let raw = match form.get(key) {
+            Some(raw) => raw.as_str(),
+            None if switches.contains(&key.as_str()) => "0",
+            None => continue,
+        };
         let Ok(value) = raw.trim().parse::<u32>() else {
             let shown = match crate::web::i18n::current() {
                 Lang::En => format!("{raw:?}"),

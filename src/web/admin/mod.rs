@@ -99,8 +99,8 @@ struct AdminPage {
     users: Vec<UserView>,
     total_users: usize,
     tab: &'static str,
-    /// Every setting: (name, value, what it does).
-    settings: Vec<(String, u32, &'static str)>,
+    /// Every setting, as the form shows it.
+    settings: Vec<SettingRow>,
     /// No diffusion model installed: the first-run card pointing at the models page.
     first_run: bool,
 }
@@ -228,16 +228,69 @@ fn render(
                 .map(|s| {
                     s.entries()
                         .into_iter()
-                        .map(|(k, v)| {
-                            let help = setting_help(crate::web::i18n::current(), &k);
-                            (k, v, help)
-                        })
+                        .map(|(k, v)| SettingRow::of(k, v))
                         .collect()
                 })
                 .unwrap_or_default(),
         },
         status,
     )
+}
+
+/// One setting on the form: labelled with what it means, its key as a hint; a switch for the
+/// on/off ones, a number with its unit and bounds for the rest.
+struct SettingRow {
+    key: String,
+    value: u32,
+    label: String,
+    /// The unit after the number ("credits", "bits, 8–28"); empty for a switch.
+    unit: String,
+    switch: bool,
+    min: u32,
+    max: u32,
+}
+
+impl SettingRow {
+    fn of(key: String, value: u32) -> SettingRow {
+        use crate::store::settings::Rule;
+        use crate::web::i18n::{current, tr, tr2};
+        let label = match key
+            .strip_prefix("prices.")
+            .and_then(crate::render::Model::parse)
+        {
+            Some(m) => {
+                crate::web::i18n::tr1("admin.setting.price_of", crate::web::i18n::model_name(m))
+            }
+            None => setting_help(current(), &key).to_owned(),
+        };
+        let rule = crate::store::settings::rule(&key).unwrap_or(Rule::Range {
+            min: 0,
+            max: u32::MAX,
+        });
+        let (unit, switch, min, max) = match rule {
+            Rule::Flag => (String::new(), true, 0, 1),
+            Rule::Credits { min, max } => (tr("admin.unit.credits").to_owned(), false, min, max),
+            Rule::Range { min, max } if key == "challenge_bits" => {
+                (tr2("admin.unit.bits", min, max), false, min, max)
+            }
+            Rule::Range { min, max } if key == "signup_credits" => {
+                (tr("admin.unit.credits").to_owned(), false, min, max)
+            }
+            Rule::Range { min, max } if key.starts_with("limits.") => {
+                (tr("admin.unit.pictures").to_owned(), false, min, max)
+            }
+            Rule::Range { min, max } => (String::new(), false, min, max),
+        };
+        SettingRow {
+            key,
+            value,
+            label,
+            unit,
+            switch,
+            min,
+            max,
+        }
+    }
 }
 
 /// What a setting does, in a few words, in `lang` (the settings form). The English is the

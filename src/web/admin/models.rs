@@ -133,7 +133,7 @@ fn estimate_text(s: Option<f64>) -> String {
 
 fn tier_label(tier: &str) -> String {
     match crate::render::Model::parse(tier) {
-        Some(m) => format!("{} ({})", m.display_name(), m.id()),
+        Some(m) => format!("{} ({})", crate::web::i18n::model_name(m), m.id()),
         None => tr("admin.models.tier.edit").to_string(),
     }
 }

@@ -11,6 +11,9 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
     ("playground.of", "of", "из"),
     ("playground.plan", "Plan", "Тариф"),
     ("playground.standard", "Standard", "Обычный"),
+    // The three models' names (the API's `name` stays English).
+    ("model.fast", "Standard", "Стандарт"),
+    ("model.plus", "Premium", "Премиум"),
     (
         "playground.watermarked",
         "(watermarked)",

@@ -321,5 +321,74 @@ async fn the_docs_page_is_pictors_and_its_example_is_real() {
     d.screenshot(&shot("docs-example")).await;
     d.execute("window.scrollTo(0, 0);", vec![]).await;
     d.screenshot(&shot("docs")).await;
+
+    // The Authorize dialog starts with the API key, not the OAuth scopes.
+    d.click(".swagger-ui .auth-wrapper .authorize").await;
+    d.wait_for(".swagger-ui .dialog-ux .auth-container").await;
+    let first = d
+        .execute(
+            "return document.querySelector('.swagger-ui .dialog-ux .auth-container h4').textContent;",
+            vec![],
+        )
+        .await;
+    assert!(first.as_str().unwrap().starts_with("ApiKey"), "{first}");
+    d.screenshot(&shot("docs-authorize")).await;
+    d.click(".swagger-ui .dialog-ux .close-modal").await;
+
+    // Signed in, "Try it out" runs as the person with no key pasted, and a finished job's
+    // picture is shown on the page.
+    s.person(EMAIL, PASSWORD);
+    sign_in(&s, &d).await;
+    d.goto(&s.url("/api/pictor/docs")).await;
+    d.wait_for(".swagger-ui .info").await;
+    assert!(d.text("#pictor-intro").await.contains(EMAIL));
+    d.click("#operations-Account-me .opblock-summary").await;
+    d.wait_for("#operations-Account-me .try-out__btn").await;
+    d.click("#operations-Account-me .try-out__btn").await;
+    d.click("#operations-Account-me .execute").await;
+    assert!(
+        d.wait_until(
+            "const r = document.querySelector('#operations-Account-me .live-responses-table'); return !!r && r.textContent.startsWith('CodeDetails200') && r.textContent.includes('\"balance\": 5');",
+            15
+        )
+        .await,
+        "GET /v1/me answered 200 without a key"
+    );
+    let key = s.admin(pictor::ops::AdminRequest::KeyIssue {
+        email: EMAIL.into(),
+    })["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, job) = s
+        .generate(&key, json!({"prompt": "a red boat on a lake"}))
+        .await;
+    let job_id = job["job_id"].as_str().unwrap().to_string();
+    s.finish(&key, &job_id).await;
+    d.click("#operations-Jobs-get_job .opblock-summary").await;
+    d.wait_for("#operations-Jobs-get_job .try-out__btn").await;
+    d.click("#operations-Jobs-get_job .try-out__btn").await;
+    d.type_into(
+        "#operations-Jobs-get_job input[placeholder=job_id]",
+        &job_id,
+    )
+    .await;
+    d.click("#operations-Jobs-get_job .execute").await;
+    assert!(
+        d.wait_until(
+            "const i = document.getElementById('pictor-picture-img'); return !document.getElementById('pictor-picture').hidden && i.complete && i.naturalWidth > 0;",
+            15
+        )
+        .await,
+        "the finished job's picture is shown"
+    );
+    d.screenshot(&shot("docs-picture")).await;
+
+    // In Russian: the bar and the note; the reference stays English, and says so.
+    d.click(".pictor-bar a[lang=ru]").await;
+    d.wait_text("API картинок").await;
+    assert!(d.text("#pictor-intro").await.contains("Справочник ниже"));
+    d.execute("window.scrollTo(0, 0);", vec![]).await;
+    d.screenshot(&shot("docs-ru")).await;
     s.stop().await;
 }

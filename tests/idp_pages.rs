@@ -2015,3 +2015,119 @@ async fn pages_carry_security_headers_and_sign_in_rotates_the_session() {
     assert_ne!(b.cookies["pictor_session"], first);
     s.stop().await;
 }
+
+/// The API documentation page runs "Try it out" as the signed-in person: it carries the
+/// session's CSRF token, and the image API takes the session cookie only with that token in
+/// `X-CSRF-Token` and from our own origin (a foreign page can send the cookie, never the
+/// header). Signed out the page says how to sign in; the language follows the visitor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_docs_page_tries_the_api_as_the_signed_in_person() {
+    let s = TestServer::start().await;
+    let mut anon = Browser::new();
+    let page = anon.get(&s.url("/api/pictor/docs")).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("data-csrf=\"\""), "no token signed out");
+    assert!(
+        page.body.contains("/login?return_to=/api/pictor/docs"),
+        "signed out, the page says how to sign in"
+    );
+    assert_eq!(page.headers["cache-control"], "no-store");
+
+    s.person("docs@example.com", "a docs reader's password");
+    let mut b = signed_in_browser(&s, "docs@example.com", "a docs reader's password").await;
+    let page = b.get(&s.url("/api/pictor/docs")).await;
+    assert!(
+        page.body.contains("<strong>docs@example.com</strong>"),
+        "{}",
+        &page.body[..200]
+    );
+    let at = page.body.find("data-csrf=\"").unwrap() + "data-csrf=\"".len();
+    let csrf = page.body[at..at + page.body[at..].find('"').unwrap()].to_string();
+    assert!(csrf.len() > 20, "{csrf}");
+
+    let http = reqwest::Client::new();
+    let me = |headers: Vec<(&'static str, String)>| {
+        let mut r = http.get(s.url("/api/pictor/v1/me"));
+        for (k, v) in headers {
+            r = r.header(k, v);
+        }
+        r.send()
+    };
+    let cookie = b.cookie_header();
+    // The cookie alone, a wrong token, another origin: not a credential.
+    for headers in [
+        vec![("cookie", cookie.clone())],
+        vec![("cookie", cookie.clone()), ("x-csrf-token", "wrong".into())],
+        vec![
+            ("cookie", cookie.clone()),
+            ("x-csrf-token", csrf.clone()),
+            ("origin", "https://evil.example".into()),
+        ],
+        vec![
+            ("cookie", cookie.clone()),
+            ("x-csrf-token", csrf.clone()),
+            ("sec-fetch-site", "cross-site".into()),
+        ],
+        // Another browser's token.
+        vec![("x-csrf-token", csrf.clone())],
+    ] {
+        let r = me(headers.clone()).await.unwrap();
+        assert_eq!(r.status(), 401, "{headers:?}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error_code"], "unauthorized");
+    }
+    // The page's way: the cookie with its token, from our origin.
+    let r = me(vec![
+        ("cookie", cookie.clone()),
+        ("x-csrf-token", csrf.clone()),
+        ("origin", s.base.clone()),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["email"], "docs@example.com");
+    // And it makes jobs, charged to the person, which the job records as no app's.
+    let r = http
+        .post(s.url("/api/pictor/v1/generate"))
+        .header("cookie", &cookie)
+        .header("x-csrf-token", &csrf)
+        .json(&serde_json::json!({"prompt": "a red fox", "model": "fast"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let created: Value = r.json().await.unwrap();
+    let job = http
+        .get(format!("{}?wait=30", created["poll_url"].as_str().unwrap()))
+        .header("cookie", &cookie)
+        .header("x-csrf-token", &csrf)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(job["status"], "done", "{job}");
+    assert!(job.get("client").is_none_or(Value::is_null), "{job}");
+    // Signed out, the session is gone: the token is worth nothing.
+    sign_out(&s, &mut b).await;
+    let r = me(vec![("cookie", cookie), ("x-csrf-token", csrf)])
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+
+    // In Russian: the bar, the note, and a way back to English.
+    anon.cookies.insert("pictor_lang".into(), "ru".into());
+    let page = anon.get(&s.url("/api/pictor/docs")).await;
+    for needle in [
+        "API картинок",
+        "Кабинет и ключи API",
+        "Справочник ниже — на английском языке.",
+        "/lang?to=en&amp;back=/api/pictor/docs",
+    ] {
+        assert!(page.body.contains(needle), "{needle}");
+    }
+    s.assert_books_balanced();
+    s.stop().await;
+}

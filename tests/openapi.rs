@@ -33,8 +33,8 @@ async fn spec_docs_and_map() {
         assert!(paths.contains_key(p), "missing {p}");
     }
     let schemes = spec["components"]["securitySchemes"].as_object().unwrap();
-    assert_eq!(schemes["BearerKey"]["scheme"], "bearer");
-    assert_eq!(schemes["HeaderKey"]["name"], "X-API-Key");
+    assert_eq!(schemes["ApiKey"]["scheme"], "bearer");
+    assert_eq!(schemes["ApiKeyHeader"]["name"], "X-API-Key");
     // Documented error codes on generate.
     let responses = spec["paths"]["/v1/generate"]["post"]["responses"]
         .as_object()

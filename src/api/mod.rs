@@ -190,13 +190,14 @@ pub fn routes(public_url: &str) -> impl Endpoint<Output = Response> + use<> {
             )
             .into_response()
     });
-    // The documentation page: Swagger UI with Pictor's title, icon and a way back to the site.
-    let page = docs_page(&api.swagger_ui_html());
+    // The documentation page: Swagger UI with Pictor's title, icon and a way back to the site,
+    // in the visitor's language, made per request around the signed-in person.
+    let page = std::sync::Arc::new(DocsPage::new(&api.swagger_ui_html()));
     let docs = api.swagger_ui().around(move |ep, req| {
         let page = page.clone();
         async move {
             if matches!(req.uri().path(), "" | "/") {
-                return Ok(poem::web::Html(page.to_string()).into_response());
+                return Ok(page.render(&req));
             }
             ep.call(req).await.map(IntoResponse::into_response)
         }
@@ -222,26 +223,158 @@ pub fn routes(public_url: &str) -> impl Endpoint<Output = Response> + use<> {
         })
 }
 
-/// Swagger UI's page, made Pictor's: its title, icon, viewport, and a bar that links back to the
-/// site (the playground, the account page where API keys are made).
-fn docs_page(html: &str) -> std::sync::Arc<str> {
-    let head = r#"<meta name="viewport" content="width=device-width, initial-scale=1">
+/// Swagger UI's page, made Pictor's: its title, icon, viewport, a bar that links back to the site
+/// (the playground, the account page where API keys are made) with the language switch, a note
+/// in the visitor's language on how to call the API from here, and the picture of the last
+/// finished job "Try it out" fetched. Signed in, "Try it out" runs as that person: the page
+/// carries the session's CSRF token and adds it as `X-CSRF-Token` to its own requests that bring
+/// no key (see `security::session_principal`).
+struct DocsPage {
+    /// Swagger UI's page up to where the per-request part goes, and after it.
+    head: String,
+    tail: String,
+}
+
+impl DocsPage {
+    fn new(html: &str) -> DocsPage {
+        let style = r#"<meta name="viewport" content="width=device-width, initial-scale=1">
     <link rel="icon" href="/static/icon.svg" type="image/svg+xml">
     <title>Pictor image API · Pictor</title>
     <style>
-      .pictor-bar { display: flex; gap: 1.25rem; align-items: center; flex-wrap: wrap; padding: .75rem 1.25rem; border-bottom: 1px solid #d9dce3; font-family: system-ui, sans-serif; background: #f5f6f9; }
+      .pictor-bar { display: flex; gap: .5rem 1.25rem; align-items: center; flex-wrap: wrap; padding: .75rem 1.25rem; border-bottom: 1px solid #d9dce3; font-family: system-ui, sans-serif; background: #f5f6f9; }
       .pictor-bar a { color: #4338ca; }
       .pictor-bar .brand { font-weight: 700; color: #111827; text-decoration: none; font-size: 1.1rem; }
       .pictor-bar .spacer { flex: 1; }
+      .pictor-intro { max-width: 1460px; margin: 1rem auto 0; padding: .75rem 1.25rem; font-family: system-ui, sans-serif; border-left: 4px solid #4338ca; background: #eef0fb; box-sizing: border-box; }
+      .pictor-intro p { margin: .25rem 0; }
+      .pictor-picture { position: fixed; right: 1rem; bottom: 1rem; z-index: 10; background: #fff; border: 1px solid #d9dce3; border-radius: 8px; padding: .5rem; box-shadow: 0 4px 16px rgba(0,0,0,.15); font-family: system-ui, sans-serif; font-size: .9rem; max-width: min(22rem, 45vw); }
+      .pictor-picture img { display: block; max-width: 100%; max-height: 40vh; margin-top: .35rem; }
+      .pictor-picture button { float: right; border: 0; background: none; font-size: 1.1rem; cursor: pointer; }
     </style>"#;
-    let bar = r#"<header class="pictor-bar"><a class="brand" href="/">Pictor</a><span>Image API</span><span class="spacer"></span><a href="/playground">Playground</a><a href="/account">Account and API keys</a><a href="/api/pictor/openapi.json">openapi.json</a></header>"#;
-    // The title comes before the inlined script; the page's `<div id="ui">` after it (the
-    // script's own text may contain either string, so the bar goes before the last one).
-    let html = html.replacen("<title>Swagger UI</title>", head, 1);
-    let marker = r#"<div id="ui"></div>"#;
-    match html.rfind(marker) {
-        Some(i) => format!("{}{bar}\n{}", &html[..i], &html[i..]).into(),
-        None => html.into(),
+        // The title comes before the inlined script; the page's `<div id="ui">` after it (the
+        // script's own text may contain either string, so the insert goes before the last one).
+        let html = html.replacen("<title>Swagger UI</title>", style, 1);
+        // Swagger UI's own options: the request and response hooks this page defines.
+        let html = html.replacen(
+            "deepLinking: true,",
+            "deepLinking: true,\n        requestInterceptor: window.pictorRequest,\n        responseInterceptor: window.pictorResponse,",
+            1,
+        );
+        let marker = r#"<div id="ui"></div>"#;
+        match html.rfind(marker) {
+            Some(i) => DocsPage {
+                head: html[..i].to_owned(),
+                tail: html[i..].to_owned(),
+            },
+            None => DocsPage {
+                head: html,
+                tail: String::new(),
+            },
+        }
+    }
+
+    fn render(&self, req: &Request) -> Response {
+        use crate::web::i18n::{Lang, negotiate, tr_in};
+        let lang = negotiate(req.headers());
+        let t = |key: &str| tr_in(lang, key);
+        let state = req.data::<crate::state::AppState>();
+        let signed_in = state.and_then(|st| {
+            let jar = req.cookie();
+            crate::auth::session::principal(st, jar)
+                .map(|p| (p.user.email, crate::auth::session::csrf_token(st, jar)))
+        });
+        let esc = |s: &str| {
+            s.replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+                .replace('"', "&quot;")
+        };
+        let other = Lang::ALL
+            .into_iter()
+            .find(|l| *l != lang)
+            .unwrap_or(Lang::En);
+        let switch = format!(
+            r#"<a href="/lang?to={}&amp;back=/api/pictor/docs" lang="{}" hreflang="{}">{}</a>"#,
+            other.code(),
+            other.code(),
+            other.code(),
+            other.name()
+        );
+        let (how, csrf) = match &signed_in {
+            Some((email, csrf)) => (
+                t("docs.signed_in").replacen("{}", &format!("<strong>{}</strong>", esc(email)), 1),
+                csrf.as_str(),
+            ),
+            None => (t("docs.signed_out").to_owned(), ""),
+        };
+        let english = match lang {
+            Lang::En => String::new(),
+            _ => format!("<p>{}</p>", t("docs.reference_english")),
+        };
+        let dynamic = format!(
+            r#"<header class="pictor-bar" lang="{code}"><a class="brand" href="/">Pictor</a><span>{api}</span><span class="spacer"></span><a href="/playground">{playground}</a><a href="/account">{account}</a><a href="/api/pictor/openapi.json">openapi.json</a>{switch}</header>
+<section class="pictor-intro" id="pictor-intro" lang="{code}" data-csrf="{csrf}"><p>{how}</p>{english}</section>
+<aside class="pictor-picture" id="pictor-picture" lang="{code}" hidden><button type="button" aria-label="{close}">×</button><span>{picture}</span> <a id="pictor-picture-link" href="" target="_blank" rel="noopener"><img id="pictor-picture-img" alt="{picture}"></a></aside>
+<script>
+  (function () {{
+    const csrf = document.getElementById('pictor-intro').dataset.csrf;
+    const box = document.getElementById('pictor-picture');
+    box.querySelector('button').addEventListener('click', () => {{ box.hidden = true; }});
+    // Signed in: the page's own requests without a key go as this person.
+    window.pictorRequest = (req) => {{
+      const url = new URL(req.url, window.location.href);
+      const h = req.headers || {{}};
+      const keyed = Object.keys(h).some((k) => /^(authorization|x-api-key)$/i.test(k));
+      if (csrf && url.origin === window.location.origin && !keyed) {{
+        h['X-CSRF-Token'] = csrf;
+        req.headers = h;
+      }}
+      return req;
+    }};
+    // A finished job's picture is shown, not only linked.
+    window.pictorResponse = (res) => {{
+      try {{
+        const body = res.body && typeof res.body === 'object' ? res.body : JSON.parse(res.text || 'null');
+        const url = body && body.photo_url;
+        if (typeof url === 'string' && /^https?:\/\//.test(url)) {{
+          document.getElementById('pictor-picture-img').src = url;
+          document.getElementById('pictor-picture-link').href = url;
+          box.hidden = false;
+        }}
+      }} catch (e) {{ /* not JSON */ }}
+      return res;
+    }};
+  }})();
+</script>
+"#,
+            code = lang.code(),
+            api = t("docs.image_api"),
+            playground = t("nav.playground"),
+            account = t("docs.account"),
+            close = t("docs.close"),
+            picture = t("docs.picture"),
+        );
+        let mut resp =
+            poem::web::Html(format!("{}{dynamic}{}", self.head, self.tail)).into_response();
+        let h = resp.headers_mut();
+        // One person's page (their CSRF token): never stored by a cache.
+        h.insert(
+            poem::http::header::CACHE_CONTROL,
+            poem::http::HeaderValue::from_static("no-store"),
+        );
+        h.insert(
+            poem::http::header::VARY,
+            poem::http::HeaderValue::from_static("Cookie, Accept-Language"),
+        );
+        h.insert(
+            "x-frame-options",
+            poem::http::HeaderValue::from_static("DENY"),
+        );
+        h.insert(
+            poem::http::header::CONTENT_LANGUAGE,
+            poem::http::HeaderValue::from_static(lang.code()),
+        );
+        resp
     }
 }
 

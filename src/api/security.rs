@@ -19,16 +19,18 @@ use super::error::{ApiFailure, codes};
 use crate::auth::{self, Principal, Scope};
 use crate::state::AppState;
 
-/// `Authorization: Bearer vx_…`
+// Named so it comes first in the docs page's Authorize dialog (Swagger UI lists the schemes in
+// name order): the key a person makes on their account page, before the apps' OAuth scheme.
+/// `Authorization: Bearer vx_…` (a key from your account page)
 #[derive(SecurityScheme)]
-#[oai(rename = "BearerKey", ty = "bearer", bearer_format = "vx_…")]
+#[oai(rename = "ApiKey", ty = "bearer", bearer_format = "vx_…")]
 #[allow(dead_code)]
 struct BearerKey(Bearer);
 
 /// `X-API-Key: vx_…`
 #[derive(SecurityScheme)]
 #[oai(
-    rename = "HeaderKey",
+    rename = "ApiKeyHeader",
     ty = "api_key",
     key_name = "X-API-Key",
     key_in = "header"
@@ -88,18 +90,38 @@ enum Needs {
     ApiKey,
 }
 
+/// The signed-in browser of Pictor's own docs page ("Try it out" without a key): the session
+/// cookie, with the page's CSRF token in `X-CSRF-Token` and our own origin, as the playground's
+/// endpoints check them. A foreign page can neither read the token nor send the header without
+/// a CORS preflight, which Pictor never grants; without the header the cookie counts for nothing.
+fn session_principal(state: &AppState, req: &Request) -> Option<Principal> {
+    let sent = req.header("x-csrf-token")?;
+    let jar = req.cookie();
+    if !crate::auth::session::csrf_ok(state, req, jar, sent) {
+        return None;
+    }
+    crate::auth::session::principal(state, jar)
+}
+
 fn authenticate(req: &Request, needs: Needs) -> poem::Result<Principal> {
-    let presented = presented_key(req).ok_or_else(|| {
-        ApiFailure::new(
+    let state = req
+        .data::<AppState>()
+        .ok_or_else(|| ApiFailure::new(codes::INTERNAL, "internal server error"))?;
+    let Some(presented) = presented_key(req) else {
+        if let Some(principal) = session_principal(state, req) {
+            if principal.user.banned {
+                return Err(ApiFailure::from(auth::AuthError::Banned).into());
+            }
+            return Ok(principal);
+        }
+        return Err(ApiFailure::new(
             codes::UNAUTHORIZED,
             "missing API key: send `Authorization: Bearer vx_…` or `X-API-Key: vx_…` (or an \
              app's access token as `Authorization: Bearer …`)",
         )
         .challenge(None, None)
-    })?;
-    let state = req
-        .data::<AppState>()
-        .ok_or_else(|| ApiFailure::new(codes::INTERNAL, "internal server error"))?;
+        .into());
+    };
     // A single indexed read of a memory-mapped B-tree: cheap enough to run inline.
     let principal = auth::authenticate(&state.store, &presented, state.clock.now())
         .map_err(ApiFailure::from)?;
@@ -157,7 +179,7 @@ auth_extractor!(
     /// `images:read`.
     ApiAuth,
     Needs::Scope(Scope::Read),
-    [BearerKey => "BearerKey", HeaderKey => "HeaderKey", AppToken => "AppToken"]
+    [BearerKey => "ApiKey", HeaderKey => "ApiKeyHeader", AppToken => "AppToken"]
 );
 
 auth_extractor!(
@@ -165,12 +187,12 @@ auth_extractor!(
     /// token with `images:generate`.
     GenerateAuth,
     Needs::Scope(Scope::Generate),
-    [BearerKey => "BearerKey", HeaderKey => "HeaderKey", AppToken => "AppToken"]
+    [BearerKey => "ApiKey", HeaderKey => "ApiKeyHeader", AppToken => "AppToken"]
 );
 
 auth_extractor!(
     /// The caller of an operation for the user's own API key only.
     KeyAuth,
     Needs::ApiKey,
-    [BearerKey => "BearerKey", HeaderKey => "HeaderKey"]
+    [BearerKey => "ApiKey", HeaderKey => "ApiKeyHeader"]
 );

@@ -258,6 +258,34 @@ static MESSAGES: &[(&str, &str, &str)] = &[
     // The frame of every page.
     ("nav.main", "Main", "Основное"),
     ("nav.playground", "Playground", "Мастерская"),
+    // The API documentation page (/api/pictor/docs, Swagger UI around Pictor's bar and note).
+    ("docs.image_api", "Image API", "API картинок"),
+    (
+        "docs.account",
+        "Account and API keys",
+        "Кабинет и ключи API",
+    ),
+    (
+        "docs.signed_in",
+        "You are signed in as {}: “Try it out” runs as you, with no key to paste, and jobs spend your credits. A key given under “Authorize” is used instead.",
+        "Вы вошли как {}: «Try it out» выполняется от вашего имени без ключа, задания тратят ваши кредиты. Ключ, указанный в «Authorize», используется вместо этого.",
+    ),
+    (
+        "docs.signed_out",
+        "To try the API on this page, <a href=\"/login?return_to=/api/pictor/docs\">sign in</a>: “Try it out” then runs as you. Scripts send an API key from your <a href=\"/account\">account page</a> (here: “Authorize”, the first field, ApiKey).",
+        "Чтобы попробовать API на этой странице, <a href=\"/login?return_to=/api/pictor/docs\">войдите</a>: тогда «Try it out» выполняется от вашего имени. Скрипты передают ключ API из <a href=\"/account\">кабинета</a> (здесь: «Authorize», первое поле, ApiKey).",
+    ),
+    (
+        "docs.reference_english",
+        "The reference below is in English.",
+        "Справочник ниже — на английском языке.",
+    ),
+    (
+        "docs.picture",
+        "The picture of the finished job",
+        "Картинка готового задания",
+    ),
+    ("docs.close", "Close", "Закрыть"),
     ("nav.account", "Account", "Кабинет"),
     ("nav.admin", "Admin", "Администрирование"),
     ("nav.docs", "API docs", "Документация API"),

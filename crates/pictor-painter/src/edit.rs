@@ -1204,7 +1204,7 @@ fn content_op(verb: Verb, words: &[String]) -> Option<Content> {
                 };
                 let rest = format!("{place} {}", words[at + 1..].join(" "));
                 return retouch::can_add(&what)
-                    .then(|| Content::OpWithout(EditOp::Add(what), rest));
+                    .then_some(Content::OpWithout(EditOp::Add(what), rest));
             }
             retouch::can_add(&clause).then_some(Content::Op(EditOp::Add(clause)))
         }

@@ -237,7 +237,11 @@ async fn sign_in_generate_and_see_the_picture() {
         .await;
     d.execute("document.getElementById('edit-prompt').value = ''", vec![])
         .await;
-    d.type_into("#edit-prompt", "add a red border").await;
+    d.type_into(
+        "#edit-prompt",
+        "add a red border, then add a dog next to the girl",
+    )
+    .await;
     d.click("#edit-submit").await;
     assert!(
         d.wait_until(
@@ -247,6 +251,12 @@ async fn sign_in_generate_and_see_the_picture() {
         .await,
         "the upload edit never finished: {}",
         d.text("#job").await
+    );
+    // What the painter did and what it could not do, as a note under the picture.
+    let note = d.text("#job-scene").await;
+    assert!(
+        note.contains("did: border, added dog") && note.contains("could not do: next to girl"),
+        "{note}"
     );
     let _ = std::fs::remove_file(&upload);
     // 0 credits left: both forms say why they cannot be sent.
@@ -482,5 +492,70 @@ async fn queue_place_progress_bar_and_cancel() {
     assert!(ran.len() == 2 && ran.iter().all(|n| *n < 600), "{ran:?}");
     s.assert_books_balanced();
     drop(d);
+    s.stop().await;
+}
+
+/// The Russian playground with a real picture by the built-in painter and an edit that says what
+/// it could not do, for people to look at (`packaging/screenshots/playground-ru.png` when
+/// `PICTOR_WRITE_SCREENSHOTS=1`, else the temp dir): the model names, "Сид", the note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_russian_playground_as_people_see_it() {
+    let Some(d) = Driver::start().await else {
+        return;
+    };
+    let s = TestServer::start().await;
+    s.person(EMAIL, PASSWORD);
+    s.admin(AdminRequest::CreditsGrant {
+        email: EMAIL.into(),
+        amount: 20,
+    });
+    sign_in(&s, &d).await;
+    d.click("nav.langs a[lang=ru]").await;
+    d.wait_text("Мастерская").await;
+    assert!(d.text("#gen-model").await.contains("Стандарт"));
+    d.execute("document.getElementById('gen-prompt').value = ''", vec![])
+        .await;
+    d.type_into("#gen-prompt", "маяк на скале на закате").await;
+    d.click("#gen-submit").await;
+    assert!(
+        d.wait_until(
+            "const i = document.getElementById('job-img'); return document.getElementById('job').dataset.state === 'done' && i.complete && i.naturalWidth > 0",
+            60
+        )
+        .await,
+        "{}",
+        d.text("#job").await
+    );
+    d.click("#gallery [data-act=edit]").await;
+    d.type_into(
+        "#edit-prompt",
+        "сделай небо грозовым и добавь собаку рядом с маяком",
+    )
+    .await;
+    d.click("#edit-submit").await;
+    assert!(
+        d.wait_until(
+            "return document.getElementById('job').dataset.state === 'done' && !document.getElementById('job-scene').hidden",
+            60
+        )
+        .await,
+        "{}",
+        d.text("#job").await
+    );
+    let note = d.text("#job-scene").await;
+    assert!(
+        note.contains("сделал: небо перекрашено") && note.contains("Не смог: рядом с маяком"),
+        "{note}"
+    );
+    d.set_window_size(1200, 1000).await;
+    d.execute("window.scrollTo(0, 0)", vec![]).await;
+    let path = if std::env::var_os("PICTOR_WRITE_SCREENSHOTS").is_some() {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("packaging/screenshots/playground-ru.png")
+    } else {
+        shot("ru")
+    };
+    d.full_screenshot(&path).await;
+    eprintln!("screenshot: {}", path.display());
     s.stop().await;
 }

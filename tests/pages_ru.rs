@@ -152,7 +152,7 @@ async fn the_playground_in_russian() {
             "<h1>Мастерская</h1>",
             // 22 credits: «22 кредита»; the models' prices: 1 кредит, 5 кредитов.
             "id=\"pg-balance\">22</strong> <span id=\"pg-balance-unit\">кредита</span>",
-            ">Standard · встроенный художник · 1 кредит</option>",
+            ">Стандарт · встроенный художник · 1 кредит</option>",
             "кредитов</option>",
             "<dt>Сегодня <span class=\"muted\">(UTC)</span></dt>",
             "<span id=\"pg-daily-unit\">картинок</span>",

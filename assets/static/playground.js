@@ -239,7 +239,8 @@
         const opt = Array.from(gen.model.options).find((o) => o.value === m.id);
         if (!opt) continue;
         opt.dataset.price = String(m.price);
-        opt.textContent = m.name + ' · ' + credits(m.price);
+        // The page's own name (in its language) and engine; only the price is news.
+        opt.textContent = [opt.dataset.name, opt.dataset.engine, credits(m.price)].filter(Boolean).join(' · ');
       }
       state.editPrice = models.body.edit_price;
     }

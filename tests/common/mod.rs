@@ -365,6 +365,17 @@ impl Renderer for Gate {
         }
         ProceduralRenderer.edit(spec)
     }
+
+    /// The painter's edit with its report (what was done and what could not be).
+    fn edit_with(&self, spec: &EditSpec, control: &RenderControl) -> Result<Picture, RenderError> {
+        self.pass();
+        if self.fail {
+            return Err(RenderError::Failed(
+                "the test renderer fails on purpose".into(),
+            ));
+        }
+        ProceduralRenderer.edit_with(spec, control)
+    }
 }
 
 /// A renderer with a denoising-like loop: `steps` steps of `step` each, progress reported after

@@ -80,6 +80,15 @@ pub enum EditOp {
 impl EditOp {
     /// What the op does, in a few words (the PNG parameters' "Exact edits").
     pub fn describe(&self) -> String {
+        self.describe_in(false)
+    }
+
+    /// [`EditOp::describe`] in Russian when `ru` (a Russian instruction is answered in Russian:
+    /// the painter's report of an edit, as its messages).
+    pub fn describe_in(&self, ru: bool) -> String {
+        if ru {
+            return self.describe_ru();
+        }
         match self {
             EditOp::Grayscale => "black and white".into(),
             EditOp::Sepia => "sepia".into(),
@@ -106,13 +115,71 @@ impl EditOp {
             EditOp::Text(t, ..) => format!("text {t:?}"),
             EditOp::Restyle(s) => format!("style {s:?}").to_lowercase(),
             EditOp::Recolor(region, [r, g, b]) => {
-                format!("{region:?} recoloured #{r:02x}{g:02x}{b:02x}").to_lowercase()
+                format!(
+                    "{} recoloured #{r:02x}{g:02x}{b:02x}",
+                    format!("{region:?}").to_lowercase()
+                )
             }
             EditOp::Time(t) => format!("time of day: {t:?}").to_lowercase(),
             EditOp::Weather(w) => format!("{w:?}").to_lowercase(),
             EditOp::Add(what) => format!("added {what}"),
             EditOp::Remove(what) => format!("removed {what}"),
             EditOp::Replace(what) => format!("replaced {what}"),
+        }
+    }
+
+    fn describe_ru(&self) -> String {
+        match self {
+            EditOp::Grayscale => "чёрно-белое".into(),
+            EditOp::Sepia => "сепия".into(),
+            EditOp::Invert => "негатив".into(),
+            EditOp::Blur(_) => "размытие".into(),
+            EditOp::Sharpen(_) => "резкость".into(),
+            EditOp::Brightness(b) if *b >= 0 => format!("яркость +{b}"),
+            EditOp::Brightness(b) => format!("яркость {b}"),
+            EditOp::Contrast(c) => format!("контраст {c:+}%"),
+            EditOp::Rotate(d) => format!("поворот на {d}°"),
+            EditOp::FlipHorizontal => "отражение по горизонтали".into(),
+            EditOp::FlipVertical => "отражение по вертикали".into(),
+            EditOp::Saturation(v) => format!("насыщенность {v:+}%"),
+            EditOp::Temperature(t) if *t >= 0.0 => "теплее".into(),
+            EditOp::Temperature(_) => "холоднее".into(),
+            EditOp::Crop(w, h) => format!("обрезка {w}:{h}"),
+            EditOp::Resize(Resize::Scale(k)) => format!("размер ×{k}"),
+            EditOp::Resize(Resize::Width(w)) => format!("ширина {w}"),
+            EditOp::Resize(Resize::Height(h)) => format!("высота {h}"),
+            EditOp::Pixelate(_) => "пикселизация".into(),
+            EditOp::Posterize(l) => format!("постеризация {l}"),
+            EditOp::Vignette(_) => "виньетка".into(),
+            EditOp::Border(..) => "рамка".into(),
+            EditOp::Text(t, ..) => format!("надпись «{t}»"),
+            EditOp::Restyle(style) => format!("стиль {style:?}").to_lowercase(),
+            EditOp::Recolor(region, [r, g, b]) => {
+                let region = match region {
+                    Region::Sky => "небо",
+                    Region::Water => "вода",
+                    Region::Grass => "трава",
+                    Region::Greenery => "зелень",
+                    Region::Background => "фон",
+                };
+                format!("{region} перекрашено в #{r:02x}{g:02x}{b:02x}")
+            }
+            EditOp::Time(t) => match t {
+                TimeOfDay::Night => "ночь",
+                TimeOfDay::Sunset => "закат",
+                TimeOfDay::Dawn => "рассвет",
+                TimeOfDay::Day => "день",
+            }
+            .into(),
+            EditOp::Weather(w) => match w {
+                Weather::Rain => "дождь",
+                Weather::Snow => "снег",
+                Weather::Fog => "туман",
+            }
+            .into(),
+            EditOp::Add(what) => format!("добавлено: {what}"),
+            EditOp::Remove(what) => format!("убрано: {what}"),
+            EditOp::Replace(what) => format!("заменено: {what}"),
         }
     }
 

@@ -92,7 +92,10 @@ impl Renderer for ProceduralRenderer {
         let edit::Reading { ops, not_done } = edit::read_instruction(&spec.instruction)?;
         let picture = self.edit_ops(spec, &ops)?;
         control.set_scene(SceneReport {
-            drawn: ops.iter().map(edit::EditOp::describe).collect(),
+            drawn: {
+                let ru = edit::is_russian(&spec.instruction);
+                ops.iter().map(|op| op.describe_in(ru)).collect()
+            },
             not_drawn: not_done,
         });
         Ok(picture)

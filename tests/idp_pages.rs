@@ -1026,8 +1026,14 @@ async fn operators_change_settings_watch_the_queue_and_read_the_audit_log() {
         fields.contains(&("registration_open".into(), "1".into())),
         "{fields:?}"
     );
-    fields.retain(|(k, _)| k != "registration_open");
+    fields.retain(|(k, _)| k != "registration_open" && k != "limits.daily");
     set_field(&mut fields, "signup_approval", "1");
+    // Naming a number among the switches does not zero it.
+    set_field(
+        &mut fields,
+        "switches",
+        "registration_open signup_approval limits.daily",
+    );
     let r = op.post(&s.url("/admin/settings"), &fields).await;
     assert_eq!(r.status, 303, "{}", r.body);
     let v = s.admin(AdminRequest::SettingsList);
@@ -1038,6 +1044,7 @@ async fn operators_change_settings_watch_the_queue_and_read_the_audit_log() {
         ),
         (Some(0), Some(1))
     );
+    assert_eq!(v["limits.daily"].as_u64(), Some(9));
 
     // An account made on the page, with credits; its page follows.
     let page = op.get(&s.url("/admin")).await;
@@ -2110,6 +2117,15 @@ async fn the_docs_page_tries_the_api_as_the_signed_in_person() {
         .unwrap();
     assert_eq!(job["status"], "done", "{job}");
     assert!(job.get("client").is_none_or(Value::is_null), "{job}");
+    // The webhook secret stays the API key's alone.
+    let r = http
+        .get(s.url("/api/pictor/v1/webhook-secret"))
+        .header("cookie", &cookie)
+        .header("x-csrf-token", &csrf)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
     // Signed out, the session is gone: the token is worth nothing.
     sign_out(&s, &mut b).await;
     let r = me(vec![("cookie", cookie), ("x-csrf-token", csrf)])

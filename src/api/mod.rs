@@ -254,10 +254,11 @@ impl DocsPage {
         // The title comes before the inlined script; the page's `<div id="ui">` after it (the
         // script's own text may contain either string, so the insert goes before the last one).
         let html = html.replacen("<title>Swagger UI</title>", style, 1);
-        // Swagger UI's own options: the request and response hooks this page defines.
+        // Swagger UI's own options: the request and response hooks this page defines (the curl
+        // line it shows is the request as written, without the session's CSRF header).
         let html = html.replacen(
             "deepLinking: true,",
-            "deepLinking: true,\n        requestInterceptor: window.pictorRequest,\n        responseInterceptor: window.pictorResponse,",
+            "deepLinking: true,\n        requestInterceptor: window.pictorRequest,\n        responseInterceptor: window.pictorResponse,\n        showMutatedRequest: false,",
             1,
         );
         let marker = r#"<div id="ui"></div>"#;

@@ -108,7 +108,11 @@ fn authenticate(req: &Request, needs: Needs) -> poem::Result<Principal> {
         .data::<AppState>()
         .ok_or_else(|| ApiFailure::new(codes::INTERNAL, "internal server error"))?;
     let Some(presented) = presented_key(req) else {
-        if let Some(principal) = session_principal(state, req) {
+        // The docs page's session counts where an app's token could (not for the webhook
+        // secret, which is the API key's alone).
+        if !matches!(needs, Needs::ApiKey)
+            && let Some(principal) = session_principal(state, req)
+        {
             if principal.user.banned {
                 return Err(ApiFailure::from(auth::AuthError::Banned).into());
             }

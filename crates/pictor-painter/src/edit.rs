@@ -992,7 +992,10 @@ pub fn read_instruction(text: &str) -> Result<Reading, RenderError> {
         KEYWORDS.iter().any(|(p, kind)| {
             !matches!(kind, Kind::Region(_) | Kind::Time(_) | Kind::Weather(_))
                 && matches_at(&tokens, k, p)
-        }) || VERBS.iter().any(|(p, _)| matches_at(&tokens, k, p))
+        }) || VERBS
+            .iter()
+            // "a girl in a red dress": clothes words are no new edit inside a clause.
+            .any(|(p, verb)| *verb != Verb::Dress && matches_at(&tokens, k, p))
     };
     let clause_end = |from: usize| {
         let end = first_boundary_after(&tokens, from).min(from + MAX_CLAUSE);
@@ -1087,8 +1090,13 @@ pub fn read_instruction(text: &str) -> Result<Reading, RenderError> {
                             end += 1;
                         } else if CONJUNCTIONS.contains(&t)
                             && end > i + 1
-                            && tokens.get(end + 1).is_some_and(|n| tints(n))
                             && tints(&tokens[end - 1])
+                            // "stormy and dark": only a word of tone that ends the clause (in
+                            // "pink and a red border" the red is the border's).
+                            && tokens
+                                .get(end + 1)
+                                .is_some_and(|n| any_word(&[n.as_str()], TONES))
+                            && tokens.get(end + 2).is_none_or(|n| is_boundary(n))
                         {
                             end += 2;
                         } else {
@@ -1227,8 +1235,6 @@ const PLACES: &[&str] = &[
     "front",
     "on",
     "onto",
-    "to",
-    "by",
     "over",
     "above",
     "under",
@@ -1239,7 +1245,6 @@ const PLACES: &[&str] = &[
     "перед",
     "позади",
     "за",
-    "на",
     "к",
     "у",
     "над",
@@ -2070,6 +2075,19 @@ mod tests {
         assert_eq!(
             ops("make it stormy"),
             [EditOp::Weather(super::Weather::Rain)]
+        );
+        // Clothes inside an addition are the new person's; colours after "and" are the next
+        // edit's.
+        assert_eq!(
+            ops("add a girl in a red dress"),
+            [Add("girl red dress".into())]
+        );
+        assert_eq!(
+            ops("make the sky pink and a red border"),
+            [
+                Recolor(Region::Sky, [240, 120, 170]),
+                Border([210, 30, 30], 30.0)
+            ]
         );
     }
 

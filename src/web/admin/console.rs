@@ -549,7 +549,13 @@ pub async fn settings_post(
     for (key, old) in &current {
         let raw = match form.get(key) {
             Some(raw) => raw.as_str(),
-            None if switches.contains(&key.as_str()) => "0",
+            // Only an on/off setting can be left out to mean off.
+            None if switches.contains(&key.as_str())
+                && crate::store::settings::rule(key)
+                    == Some(crate::store::settings::Rule::Flag) =>
+            {
+                "0"
+            }
             None => continue,
         };
         let Ok(value) = raw.trim().parse::<u32>() else {

@@ -271,11 +271,12 @@ fn winograd_weights(g: &[f32], pairs: usize) -> Vec<f32> {
                 }
             }
         }
-        // SAFETY: block `blk` writes only `ξ·pairs + p0 .. ξ·pairs + p0 + n`, disjoint from
-        // the other blocks'; the slice is the whole of `u`.
-        let u = unsafe { std::slice::from_raw_parts_mut(up.ptr(), len) };
         for xi in 0..16 {
-            u[xi * pairs + p0..xi * pairs + p0 + n].copy_from_slice(&local[xi * n..(xi + 1) * n]);
+            debug_assert!(xi * pairs + p0 + n <= len);
+            // SAFETY: block `blk` owns `ξ·pairs + p0 .. ξ·pairs + p0 + n` of `u` (in bounds),
+            // disjoint from every other block's runs; no other reference to it exists.
+            let run = unsafe { std::slice::from_raw_parts_mut(up.ptr().add(xi * pairs + p0), n) };
+            run.copy_from_slice(&local[xi * n..(xi + 1) * n]);
         }
     });
     u
@@ -333,7 +334,9 @@ impl CustomOp3 for WinogradConv {
             // of tiles at a time so every step is a loop over the row's tiles.
             let mut v = vec![0f32; 16 * c_in * t];
             let vstride = c_in * t;
-            let fill = |ci: usize, v: &mut [f32]| {
+            let vp = Out(v.as_mut_ptr());
+            let vlen = v.len();
+            let fill = |ci: usize| {
                 let xc = &xb[ci * plane..(ci + 1) * plane];
                 // The row's odd and even columns: od[k] = x[2k − 1], ev[k] = x[2k] (0 outside).
                 let mut od = vec![0f32; tw + 1];
@@ -376,7 +379,13 @@ impl CustomOp3 for WinogradConv {
                         let row = |n: usize| &r[(n * 4 + j) * tw..(n * 4 + j + 1) * tw];
                         let (a, b2, c, d) = (row(0), row(1), row(2), row(3));
                         for (i, op) in [0usize, 1, 2, 3].into_iter().enumerate() {
-                            let dst = &mut v[(i * 4 + j) * vstride + ci * t + at..][..tw];
+                            let start = (i * 4 + j) * vstride + ci * t + at;
+                            debug_assert!(start + tw <= vlen);
+                            // SAFETY: channel `ci` owns the run `start .. start + tw` of V (in
+                            // bounds): every other channel's runs lie elsewhere, so this is the
+                            // only reference to it.
+                            let dst =
+                                unsafe { std::slice::from_raw_parts_mut(vp.ptr().add(start), tw) };
                             match op {
                                 0 => dst
                                     .iter_mut()
@@ -402,18 +411,9 @@ impl CustomOp3 for WinogradConv {
             // The channels are filled one by one (each writes its own columns of every V
             // matrix); in parallel only when the band is alone on the pool.
             if matches!(par, gemm::Parallelism::None) {
-                for ci in 0..c_in {
-                    fill(ci, &mut v);
-                }
+                (0..c_in).for_each(fill);
             } else {
-                let vp = Out(v.as_mut_ptr());
-                let len = v.len();
-                (0..c_in).into_par_iter().for_each(|ci| {
-                    // SAFETY: channel `ci` writes only the elements `ξ·vstride + ci·t + tile`,
-                    // disjoint from every other channel's; the slice is the whole of `v`.
-                    let v = unsafe { std::slice::from_raw_parts_mut(vp.ptr(), len) };
-                    fill(ci, v);
-                });
+                (0..c_in).into_par_iter().for_each(fill);
             }
             // M[ξ] = U[ξ] · V[ξ]: [c_out, t] each.
             let mut m = vec![0f32; 16 * c_out * t];
@@ -449,11 +449,14 @@ impl CustomOp3 for WinogradConv {
             // of tiles at a time.
             let store = |co: usize| {
                 let bco = bias[co];
-                // SAFETY: this band writes rows 2·tr0 .. 2·(tr0 + trows) of plane (bi, co) only.
+                // This band's output rows of plane (bi, co).
+                let (oy0, oy1) = (2 * tr0, (2 * (tr0 + trows)).min(h));
+                // SAFETY: rows oy0 .. oy1 of plane (bi, co) are in bounds and written by this
+                // band and this output channel only: no other reference to them exists.
                 let dst = unsafe {
                     std::slice::from_raw_parts_mut(
-                        out_ptr.ptr().add((bi * c_out + co) * plane),
-                        plane,
+                        out_ptr.ptr().add((bi * c_out + co) * plane + oy0 * w),
+                        (oy1 - oy0) * w,
                     )
                 };
                 let mut s = vec![0f32; 8 * tw];
@@ -484,7 +487,7 @@ impl CustomOp3 for WinogradConv {
                             &sa[2 * tw..3 * tw],
                             &sa[3 * tw..],
                         );
-                        let out_row = &mut dst[oy * w..(oy + 1) * w];
+                        let out_row = &mut dst[(oy - oy0) * w..(oy - oy0 + 1) * w];
                         let (pairs, last) = out_row.split_at_mut(w / 2 * 2);
                         for (k, pair) in pairs.chunks_exact_mut(2).enumerate() {
                             pair[0] = c0[k] + c1[k] + c2[k] + bco;

@@ -61,6 +61,22 @@ impl Module for FeedForward {
     }
 }
 
+/// `PICTOR_FULL_ATTENTION=1` computes attention with the whole score matrix, as candle's
+/// example does (for comparison).
+fn blocked_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("PICTOR_FULL_ATTENTION").map_or(true, |v| v != "1"))
+}
+
+/// Whether attention over these tensors runs as [`BlockedAttention`]: on the CPU, in float32.
+///
+/// [`BlockedAttention`]: super::attention_cpu::BlockedAttention
+fn blocked_applies(qkv: &[&Tensor]) -> bool {
+    qkv.iter()
+        .all(|t| t.device().is_cpu() && t.dtype() == DType::F32)
+        && blocked_enabled()
+}
+
 #[derive(Debug)]
 pub struct CrossAttention {
     to_q: nn::Linear,
@@ -152,6 +168,17 @@ impl CrossAttention {
 
     fn attention(&self, query: &Tensor, key: &Tensor, value: &Tensor) -> Result<Tensor> {
         let _enter = self.span_attn.enter();
+        // On the CPU in float32: a block of queries at a time, never the whole score matrix.
+        if blocked_applies(&[query, key, value]) {
+            let xs = query.contiguous()?.apply_op3_no_bwd(
+                &key.contiguous()?,
+                &value.contiguous()?,
+                &super::attention_cpu::BlockedAttention {
+                    scale: self.scale as f32,
+                },
+            )?;
+            return self.reshape_batch_dim_to_heads(&xs);
+        }
         let xs = {
             let in_dtype = query.dtype();
             let query = query.to_dtype(DType::F32)?;
@@ -177,7 +204,10 @@ impl CrossAttention {
         let key = self.reshape_heads_to_batch_dim(&key)?;
         let value = self.reshape_heads_to_batch_dim(&value)?;
         let dim0 = query.dim(0)?;
-        let slice_size = self.slice_size.filter(|&slice_size| dim0 >= slice_size);
+        // Slicing bounds the score matrix's memory; the CPU's blocked attention never makes it.
+        let slice_size = self
+            .slice_size
+            .filter(|&slice_size| dim0 >= slice_size && !blocked_applies(&[&query, &key, &value]));
         let xs = match slice_size {
             None => self.attention(&query, &key, &value)?,
             Some(slice_size) => self.sliced_attention(&query, &key, &value, slice_size)?,
@@ -499,12 +529,25 @@ impl Module for AttentionBlock {
         // scale is applied twice, hence the -0.25 here rather than -0.5.
         // https://github.com/huggingface/diffusers/blob/d3d22ce5a894becb951eec03e663951b28d45135/src/diffusers/models/attention.py#L87
         let scale = f64::powf(self.channels as f64 / self.num_heads as f64, -0.25);
-        let attention_scores = (query_states * scale)?.matmul(&(key_states.t()? * scale)?)?;
-        let attention_probs = nn::ops::softmax(&attention_scores, D::Minus1)?;
-
-        // TODO: revert the call to force_contiguous once the three matmul kernels have been
-        // adapted to handle layout with some dims set to 1.
-        let xs = attention_probs.matmul(&value_states)?;
+        let xs = if blocked_applies(&[&query_states, &key_states, &value_states]) {
+            // The same attention a block of queries at a time (the VAE's mid block at 512²
+            // has 4096 positions: a 64 MiB score matrix per picture otherwise).
+            let (b, h, t, d) = query_states.dims4()?;
+            let flat = |x: &Tensor| x.contiguous()?.reshape((b * h, t, d));
+            flat(&query_states)?
+                .apply_op3_no_bwd(
+                    &flat(&key_states)?,
+                    &flat(&value_states)?,
+                    &super::attention_cpu::BlockedAttention {
+                        scale: (scale * scale) as f32,
+                    },
+                )?
+                .reshape((b, h, t, d))?
+        } else {
+            let attention_scores = (query_states * scale)?.matmul(&(key_states.t()? * scale)?)?;
+            let attention_probs = nn::ops::softmax(&attention_scores, D::Minus1)?;
+            attention_probs.matmul(&value_states)?
+        };
         let xs = xs.to_dtype(in_dtype)?;
         let xs = xs.transpose(1, 2)?.contiguous()?;
         let xs = xs.flatten_from(D::Minus2)?;

@@ -12,10 +12,14 @@
 //!   diffusers; sliced attention concatenates its slices (upstream stacked them) and keeps a
 //!   partial last slice;
 //! - the plain down/up blocks' resnets use the configured group count (upstream: always 32);
-//! - no flash-attention path (CUDA-only and a separate crate).
+//! - no flash-attention path (CUDA-only and a separate crate); on the CPU in float32 the
+//!   attention runs a block of queries at a time without the full score matrix
+//!   ([`attention_cpu`]);
+//! - 3×3 convolutions go through the engine's own CPU convolution ([`conv`]).
 #![allow(clippy::too_many_arguments)]
 
 pub mod attention;
+pub mod attention_cpu;
 pub mod clip;
 pub mod conv;
 pub mod embeddings;

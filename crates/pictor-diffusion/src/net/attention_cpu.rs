@@ -1,0 +1,282 @@
+//! Softmax attention on the CPU without the full score matrix.
+//!
+//! `softmax(scale · Q Kᵀ) V` for every (batch × head) as one operation, a block of
+//! [`QUERY_BLOCK`] query rows at a time: the block's scores (`rows × keys`, 1 MiB at 64 rows and
+//! 4096 keys) are made by one gemm, turned into probabilities in place, and multiplied by V
+//! into the output rows. Every row's softmax is the whole row's, as in the unblocked form, so
+//! the result is the same up to the order of the sums; what changes is the memory: SD 2.1's
+//! self-attention at 64² made a 4096 × 4096 score matrix per head (670 MB for a step's 10 heads
+//! and both halves of the guidance batch), allocated, faulted in and freed at every layer, and
+//! read twice from memory. The blocks run in parallel on the rayon pool (single-threaded gemms),
+//! and the exponentials use [`exp`], a polynomial the compiler vectorises, instead of libm's
+//! scalar `expf`.
+
+use candle::{CpuStorage, CustomOp3, Layout, Result, Shape};
+use rayon::prelude::*;
+
+/// Query rows per block.
+pub const QUERY_BLOCK: usize = 64;
+
+/// `softmax(scale · Q Kᵀ) V` for `[bh, n, d]` queries, `[bh, m, d]` keys and `[bh, m, dv]`
+/// values (float32, contiguous), giving `[bh, n, dv]`.
+#[derive(Debug, Clone, Copy)]
+pub struct BlockedAttention {
+    pub scale: f32,
+}
+
+thread_local! {
+    /// A block's scores, kept by each thread from one block to the next (allocating a fresh
+    /// megabyte per block would fault its pages in every time).
+    static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The output shared by the blocks, which write disjoint rows.
+#[derive(Clone, Copy)]
+struct Out(*mut f32);
+// SAFETY: each block writes only its own rows of the output (disjoint ranges).
+unsafe impl Send for Out {}
+unsafe impl Sync for Out {}
+
+impl Out {
+    fn ptr(self) -> *mut f32 {
+        self.0
+    }
+}
+
+impl CustomOp3 for BlockedAttention {
+    fn name(&self) -> &'static str {
+        "pictor-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (CpuStorage::F32(q), CpuStorage::F32(k), CpuStorage::F32(v)) = (s1, s2, s3) else {
+            candle::bail!("pictor-attention: float32 only");
+        };
+        let (Some((qo, _)), Some((ko, _)), Some((vo, _))) = (
+            l1.contiguous_offsets(),
+            l2.contiguous_offsets(),
+            l3.contiguous_offsets(),
+        ) else {
+            candle::bail!("pictor-attention: contiguous tensors only");
+        };
+        let (bh, n, d) = l1.shape().dims3()?;
+        let (bh_k, m, d_k) = l2.shape().dims3()?;
+        let (bh_v, m_v, dv) = l3.shape().dims3()?;
+        if bh_k != bh || bh_v != bh || d_k != d || m_v != m {
+            candle::bail!("pictor-attention: shapes do not match");
+        }
+        let (q, k, v) = (&q[qo..], &k[ko..], &v[vo..]);
+        let mut out = vec![0f32; bh * n * dv];
+        if bh * n * dv == 0 || m == 0 {
+            return Ok((CpuStorage::F32(out), Shape::from((bh, n, dv))));
+        }
+        let blocks: Vec<(usize, usize)> = (0..bh)
+            .flat_map(|b| (0..n).step_by(QUERY_BLOCK).map(move |r| (b, r)))
+            .collect();
+        let out_ptr = Out(out.as_mut_ptr());
+        blocks.par_iter().for_each(|&(b, r0)| {
+            let rows = QUERY_BLOCK.min(n - r0);
+            let qb = &q[(b * n + r0) * d..(b * n + r0 + rows) * d];
+            let kb = &k[b * m * d..(b + 1) * m * d];
+            let vb = &v[b * m * dv..(b + 1) * m * dv];
+            SCORES.with_borrow_mut(|s| {
+                s.clear();
+                s.resize(rows * m, 0.0);
+                // SAFETY: S is [rows, m] row-major; Q's block [rows, d] row-major; Kᵀ is K ([m, d]
+                // row-major) read with column stride d and row stride 1; all within their slices.
+                unsafe {
+                    gemm::gemm(
+                        rows,
+                        m,
+                        d,
+                        s.as_mut_ptr(),
+                        1,
+                        m as isize,
+                        false,
+                        qb.as_ptr(),
+                        1,
+                        d as isize,
+                        kb.as_ptr(),
+                        d as isize,
+                        1,
+                        0.0,
+                        self.scale,
+                        false,
+                        false,
+                        false,
+                        gemm::Parallelism::None,
+                    );
+                }
+                for row in s.chunks_exact_mut(m) {
+                    softmax_in_place(row);
+                }
+                // SAFETY: the block's output rows (b, r0 .. r0 + rows) are [rows, dv] row-major,
+                // written by this block only; P is [rows, m] and V's [m, dv], row-major.
+                unsafe {
+                    gemm::gemm(
+                        rows,
+                        dv,
+                        m,
+                        out_ptr.ptr().add((b * n + r0) * dv),
+                        1,
+                        dv as isize,
+                        false,
+                        s.as_ptr(),
+                        1,
+                        m as isize,
+                        vb.as_ptr(),
+                        1,
+                        dv as isize,
+                        0.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        gemm::Parallelism::None,
+                    );
+                }
+            });
+        });
+        Ok((CpuStorage::F32(out), Shape::from((bh, n, dv))))
+    }
+}
+
+/// Lanes of the softmax's reductions: independent maxima and sums the compiler keeps in vector
+/// registers (a single running sum is a chain of dependent additions and stays scalar).
+const LANES: usize = 16;
+
+/// `row ← softmax(row)`, with the row's maximum taken out first (as candle and torch do).
+pub fn softmax_in_place(row: &mut [f32]) {
+    let mut maxima = [f32::NEG_INFINITY; LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for (m, &x) in maxima.iter_mut().zip(chunk) {
+            *m = if x > *m { x } else { *m };
+        }
+    }
+    let max = chunks
+        .remainder()
+        .iter()
+        .chain(&maxima)
+        .copied()
+        .fold(f32::NEG_INFINITY, f32::max);
+    for x in row.iter_mut() {
+        *x = exp(*x - max);
+    }
+    let mut sums = [0f32; LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for (s, &x) in sums.iter_mut().zip(chunk) {
+            *s += x;
+        }
+    }
+    let sum: f32 = sums.iter().chain(chunks.remainder()).sum();
+    let inv = 1.0 / sum;
+    for x in row.iter_mut() {
+        *x *= inv;
+    }
+}
+
+/// `eˣ` in float32 to about 1 ulp (Cephes' `expf`: `x = n·ln 2 + r` with `|r| ≤ ½ ln 2`, a
+/// degree-5 polynomial for `eʳ`, and `2ⁿ` made in the exponent bits), branch-free and with
+/// integer arithmetic only on bits so loops over it vectorise. Inputs are clamped to
+/// `[−87, 88]` (below, the result is at most 1.6e−38; the softmax never goes above 0); NaN
+/// stays NaN.
+#[inline(always)]
+pub fn exp(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // 1.5·2²³: adding it rounds to the nearest integer n (|n| < 2²²), which then sits in the
+    // low bits of the sum's mantissa: bits(sum) = bits(ROUND) + n.
+    const ROUND: f32 = 12_582_912.0;
+    let x = x.clamp(-87.0, 88.0);
+    let rounded = x * LOG2E + ROUND;
+    let n = rounded - ROUND;
+    let r = x - n * LN2_HI - n * LN2_LO;
+    let mut p = 1.987_569_2e-4_f32;
+    p = p * r + 1.398_199_9e-3;
+    p = p * r + 8.333_452e-3;
+    p = p * r + 4.166_579_6e-2;
+    p = p * r + 0.166_666_65;
+    p = p * r + 0.5;
+    let e = p * r * r + r + 1.0;
+    let n_bits = rounded.to_bits().wrapping_sub(ROUND.to_bits());
+    e * f32::from_bits(n_bits.wrapping_add(127) << 23)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+    use candle::{Device, Tensor};
+
+    #[test]
+    fn exp_is_within_two_ulps_of_libm() {
+        let mut worst = 0f32;
+        let mut x = -87.0f32;
+        while x < 88.0 {
+            let (want, got) = (x.exp(), exp(x));
+            worst = worst.max(((got - want) / want).abs());
+            x += 0.0137;
+        }
+        assert!(worst < 2.5e-7, "relative error {worst}");
+        assert_eq!(exp(0.0), 1.0);
+        assert!(exp(-1000.0) < 1e-37 && exp(-1000.0) >= 0.0);
+        assert!(exp(f32::NAN).is_nan());
+        let mut row = [1.0, f32::NAN, 0.5];
+        softmax_in_place(&mut row);
+        assert!(row.iter().all(|x| x.is_nan()), "a NaN score poisons its row, as in torch");
+    }
+
+    /// Against the unblocked form (candle's matmul and softmax), over block edges, a single
+    /// key, cross-attention (fewer keys than queries) and value widths unlike the keys'.
+    #[test]
+    fn matches_the_full_score_matrix() {
+        let dev = Device::Cpu;
+        for &(bh, n, m, d, dv) in &[
+            (3, 130, 130, 40, 40),
+            (2, 64, 77, 64, 64),
+            (1, 1, 1, 8, 8),
+            (4, 65, 1, 16, 24),
+            (2, 200, 33, 32, 16),
+        ] {
+            let q = Tensor::randn(0f32, 1f32, (bh, n, d), &dev).unwrap();
+            let k = Tensor::randn(0f32, 1f32, (bh, m, d), &dev).unwrap();
+            let v = Tensor::randn(0f32, 1f32, (bh, m, dv), &dev).unwrap();
+            let scale = 1.0 / (d as f64).sqrt();
+            let scores = q.matmul(&(k.t().unwrap() * scale).unwrap()).unwrap();
+            let want = candle_nn::ops::softmax_last_dim(&scores)
+                .unwrap()
+                .matmul(&v)
+                .unwrap();
+            let got = q
+                .apply_op3_no_bwd(
+                    &k,
+                    &v,
+                    &BlockedAttention {
+                        scale: scale as f32,
+                    },
+                )
+                .unwrap();
+            assert_eq!(got.dims(), want.dims());
+            let diff = (got - want)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(diff < 2e-5, "{bh}x{n}x{m}x{d}x{dv}: {diff}");
+        }
+    }
+}

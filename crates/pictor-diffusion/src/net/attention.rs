@@ -307,7 +307,7 @@ enum Proj {
 // Aka Transformer2DModel
 #[derive(Debug)]
 pub struct SpatialTransformer {
-    norm: nn::GroupNorm,
+    norm: super::norm::GroupNorm,
     proj_in: Proj,
     transformer_blocks: Vec<BasicTransformerBlock>,
     proj_out: Proj,
@@ -324,7 +324,7 @@ impl SpatialTransformer {
         config: SpatialTransformerConfig,
     ) -> Result<Self> {
         let inner_dim = n_heads * d_head;
-        let norm = nn::group_norm(config.num_groups, in_channels, 1e-6, vs.pp("norm"))?;
+        let norm = super::norm::group_norm(config.num_groups, in_channels, 1e-6, vs.pp("norm"))?;
         let proj_in = if config.use_linear_projection {
             Proj::Linear(nn::linear(in_channels, inner_dim, vs.pp("proj_in"))?)
         } else {
@@ -437,7 +437,7 @@ impl Default for AttentionBlockConfig {
 
 #[derive(Debug)]
 pub struct AttentionBlock {
-    group_norm: nn::GroupNorm,
+    group_norm: super::norm::GroupNorm,
     query: nn::Linear,
     key: nn::Linear,
     value: nn::Linear,
@@ -471,7 +471,7 @@ impl AttentionBlock {
         let num_head_channels = config.num_head_channels.unwrap_or(channels);
         let num_heads = channels / num_head_channels;
         let group_norm =
-            nn::group_norm(config.num_groups, channels, config.eps, vs.pp("group_norm"))?;
+            super::norm::group_norm(config.num_groups, channels, config.eps, vs.pp("group_norm"))?;
         let (q_path, k_path, v_path, out_path) = if vs.contains_tensor("to_q.weight") {
             ("to_q", "to_k", "to_v", "to_out.0")
         } else {

@@ -8,11 +8,13 @@
 //! self-attention at 64² made a 4096 × 4096 score matrix per head (670 MB for a step's 10 heads
 //! and both halves of the guidance batch), allocated, faulted in and freed at every layer, and
 //! read twice from memory. The blocks run in parallel on the rayon pool (single-threaded gemms),
-//! and the exponentials use [`exp`], a polynomial the compiler vectorises, instead of libm's
+//! and the exponentials use [`exp`](super::fast_math::exp), a polynomial the compiler vectorises, instead of libm's
 //! scalar `expf`.
 
 use candle::{CpuStorage, CustomOp3, Layout, Result, Shape};
 use rayon::prelude::*;
+
+use super::fast_math::{LANES, exp, sum_f64};
 
 /// Query rows per block.
 pub const QUERY_BLOCK: usize = 64;
@@ -149,10 +151,6 @@ impl CustomOp3 for BlockedAttention {
     }
 }
 
-/// Lanes of the softmax's reductions: independent maxima and sums the compiler keeps in vector
-/// registers (a single running sum is a chain of dependent additions and stays scalar).
-const LANES: usize = 16;
-
 /// `row ← softmax(row)`, with the row's maximum taken out first (as candle and torch do).
 pub fn softmax_in_place(row: &mut [f32]) {
     let mut maxima = [f32::NEG_INFINITY; LANES];
@@ -171,46 +169,11 @@ pub fn softmax_in_place(row: &mut [f32]) {
     for x in row.iter_mut() {
         *x = exp(*x - max);
     }
-    let mut sums = [0f32; LANES];
-    let mut chunks = row.chunks_exact(LANES);
-    for chunk in &mut chunks {
-        for (s, &x) in sums.iter_mut().zip(chunk) {
-            *s += x;
-        }
-    }
-    let sum: f32 = sums.iter().chain(chunks.remainder()).sum();
+    let sum = sum_f64(row, |x| x) as f32;
     let inv = 1.0 / sum;
     for x in row.iter_mut() {
         *x *= inv;
     }
-}
-
-/// `eˣ` in float32 to about 1 ulp (Cephes' `expf`: `x = n·ln 2 + r` with `|r| ≤ ½ ln 2`, a
-/// degree-5 polynomial for `eʳ`, and `2ⁿ` made in the exponent bits), branch-free and with
-/// integer arithmetic only on bits so loops over it vectorise. Inputs are clamped to
-/// `[−87, 88]` (below, the result is at most 1.6e−38; the softmax never goes above 0); NaN
-/// stays NaN.
-#[inline(always)]
-pub fn exp(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    // 1.5·2²³: adding it rounds to the nearest integer n (|n| < 2²²), which then sits in the
-    // low bits of the sum's mantissa: bits(sum) = bits(ROUND) + n.
-    const ROUND: f32 = 12_582_912.0;
-    let x = x.clamp(-87.0, 88.0);
-    let rounded = x * LOG2E + ROUND;
-    let n = rounded - ROUND;
-    let r = x - n * LN2_HI - n * LN2_LO;
-    let mut p = 1.987_569_2e-4_f32;
-    p = p * r + 1.398_199_9e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 0.166_666_65;
-    p = p * r + 0.5;
-    let e = p * r * r + r + 1.0;
-    let n_bits = rounded.to_bits().wrapping_sub(ROUND.to_bits());
-    e * f32::from_bits(n_bits.wrapping_add(127) << 23)
 }
 
 #[cfg(test)]
@@ -220,21 +183,10 @@ mod tests {
     use candle::{Device, Tensor};
 
     #[test]
-    fn exp_is_within_two_ulps_of_libm() {
-        let mut worst = 0f32;
-        let mut x = -87.0f32;
-        while x < 88.0 {
-            let (want, got) = (x.exp(), exp(x));
-            worst = worst.max(((got - want) / want).abs());
-            x += 0.0137;
-        }
-        assert!(worst < 2.5e-7, "relative error {worst}");
-        assert_eq!(exp(0.0), 1.0);
-        assert!(exp(-1000.0) < 1e-37 && exp(-1000.0) >= 0.0);
-        assert!(exp(f32::NAN).is_nan());
+    fn a_nan_score_poisons_its_row_as_in_torch() {
         let mut row = [1.0, f32::NAN, 0.5];
         softmax_in_place(&mut row);
-        assert!(row.iter().all(|x| x.is_nan()), "a NaN score poisons its row, as in torch");
+        assert!(row.iter().all(|x| x.is_nan()));
     }
 
     /// Against the unblocked form (candle's matmul and softmax), over block edges, a single

@@ -15,7 +15,8 @@
 //! - no flash-attention path (CUDA-only and a separate crate); on the CPU in float32 the
 //!   attention runs a block of queries at a time without the full score matrix
 //!   ([`attention_cpu`]);
-//! - 3×3 convolutions go through the engine's own CPU convolution ([`conv`]).
+//! - 3×3 convolutions go through the engine's own CPU convolution ([`conv`]); group
+//!   normalisation (and the SiLU after it) is one fused operation on the CPU ([`norm`]).
 #![allow(clippy::too_many_arguments)]
 
 pub mod attention;
@@ -23,6 +24,8 @@ pub mod attention_cpu;
 pub mod clip;
 pub mod conv;
 pub mod embeddings;
+pub mod fast_math;
+pub mod norm;
 pub mod resnet;
 pub mod unet_2d;
 pub mod unet_2d_blocks;

@@ -5,6 +5,7 @@
 //! Denoising Diffusion Implicit Models, K. He and al, 2015.
 //! - [Paper](https://arxiv.org/abs/1512.03385)
 //!
+use super::norm::{GroupNorm, group_norm};
 use super::with_tracing::{Conv2d, conv2d};
 use candle::{D, Result, Tensor};
 use candle_nn as nn;
@@ -46,9 +47,9 @@ impl Default for ResnetBlock2DConfig {
 
 #[derive(Debug)]
 pub struct ResnetBlock2D {
-    norm1: nn::GroupNorm,
+    norm1: GroupNorm,
     conv1: Conv2d,
-    norm2: nn::GroupNorm,
+    norm2: GroupNorm,
     conv2: Conv2d,
     time_emb_proj: Option<nn::Linear>,
     conv_shortcut: Option<Conv2d>,
@@ -70,10 +71,10 @@ impl ResnetBlock2D {
             dilation: 1,
             cudnn_fwd_algo: None,
         };
-        let norm1 = nn::group_norm(config.groups, in_channels, config.eps, vs.pp("norm1"))?;
+        let norm1 = group_norm(config.groups, in_channels, config.eps, vs.pp("norm1"))?;
         let conv1 = conv2d(in_channels, out_channels, 3, conv_cfg, vs.pp("conv1"))?;
         let groups_out = config.groups_out.unwrap_or(config.groups);
-        let norm2 = nn::group_norm(groups_out, out_channels, config.eps, vs.pp("norm2"))?;
+        let norm2 = group_norm(groups_out, out_channels, config.eps, vs.pp("norm2"))?;
         let conv2 = conv2d(out_channels, out_channels, 3, conv_cfg, vs.pp("conv2"))?;
         let use_in_shortcut = config
             .use_in_shortcut
@@ -123,8 +124,7 @@ impl ResnetBlock2D {
             Some(conv_shortcut) => conv_shortcut.forward(xs)?,
             None => xs.clone(),
         };
-        let xs = self.norm1.forward(xs)?;
-        let xs = self.conv1.forward(&nn::ops::silu(&xs)?)?;
+        let xs = self.conv1.forward(&self.norm1.forward_silu(xs)?)?;
         let xs = match (temb, &self.time_emb_proj) {
             (Some(temb), Some(time_emb_proj)) => time_emb_proj
                 .forward(&nn::ops::silu(temb)?)?
@@ -133,9 +133,7 @@ impl ResnetBlock2D {
                 .broadcast_add(&xs)?,
             _ => xs,
         };
-        let xs = self
-            .conv2
-            .forward(&nn::ops::silu(&self.norm2.forward(&xs)?)?)?;
+        let xs = self.conv2.forward(&self.norm2.forward_silu(&xs)?)?;
         (shortcut_xs + xs)? / self.config.output_scale_factor
     }
 }

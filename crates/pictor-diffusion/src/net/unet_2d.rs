@@ -117,7 +117,7 @@ pub struct UNet2DConditionModel {
     down_blocks: Vec<UNetDownBlock>,
     mid_block: UNetMidBlock2DCrossAttn,
     up_blocks: Vec<UNetUpBlock>,
-    conv_norm_out: nn::GroupNorm,
+    conv_norm_out: super::norm::GroupNorm,
     conv_out: Conv2d,
     span: tracing::Span,
     config: UNet2DConditionModelConfig,
@@ -312,7 +312,7 @@ impl UNet2DConditionModel {
             })
             .collect::<Result<Vec<_>>>()?;
 
-        let conv_norm_out = nn::group_norm(
+        let conv_norm_out = super::norm::group_norm(
             config.norm_num_groups,
             b_channels,
             config.norm_eps,
@@ -460,8 +460,7 @@ impl UNet2DConditionModel {
             };
         }
         // 6. post-process
-        let xs = self.conv_norm_out.forward(&xs)?;
-        let xs = nn::ops::silu(&xs)?;
+        let xs = self.conv_norm_out.forward_silu(&xs)?;
         self.conv_out.forward(&xs)
     }
 }

@@ -39,7 +39,7 @@ struct Encoder {
     conv_in: Conv2d,
     down_blocks: Vec<DownEncoderBlock2D>,
     mid_block: UNetMidBlock2D,
-    conv_norm_out: nn::GroupNorm,
+    conv_norm_out: super::norm::GroupNorm,
     conv_out: Conv2d,
     #[allow(dead_code)]
     config: EncoderConfig,
@@ -102,7 +102,7 @@ impl Encoder {
         };
         let mid_block =
             UNetMidBlock2D::new(vs.pp("mid_block"), last_block_out_channels, None, mid_cfg)?;
-        let conv_norm_out = nn::group_norm(
+        let conv_norm_out = super::norm::group_norm(
             config.norm_num_groups,
             last_block_out_channels,
             1e-6,
@@ -141,11 +141,8 @@ impl Encoder {
         for down_block in self.down_blocks.iter() {
             xs = xs.apply(down_block)?
         }
-        let xs = self
-            .mid_block
-            .forward(&xs, None)?
-            .apply(&self.conv_norm_out)?;
-        nn::ops::silu(&xs)?.apply(&self.conv_out)
+        let xs = self.mid_block.forward(&xs, None)?;
+        self.conv_norm_out.forward_silu(&xs)?.apply(&self.conv_out)
     }
 }
 
@@ -172,7 +169,7 @@ struct Decoder {
     conv_in: Conv2d,
     up_blocks: Vec<UpDecoderBlock2D>,
     mid_block: UNetMidBlock2D,
-    conv_norm_out: nn::GroupNorm,
+    conv_norm_out: super::norm::GroupNorm,
     conv_out: Conv2d,
     #[allow(dead_code)]
     config: DecoderConfig,
@@ -237,7 +234,7 @@ impl Decoder {
             )?;
             up_blocks.push(up_block)
         }
-        let conv_norm_out = nn::group_norm(
+        let conv_norm_out = super::norm::group_norm(
             config.norm_num_groups,
             config.block_out_channels[0],
             1e-6,
@@ -271,8 +268,7 @@ impl Decoder {
         for up_block in self.up_blocks.iter() {
             xs = up_block.forward(&xs)?
         }
-        let xs = self.conv_norm_out.forward(&xs)?;
-        let xs = nn::ops::silu(&xs)?;
+        let xs = self.conv_norm_out.forward_silu(&xs)?;
         self.conv_out.forward(&xs)
     }
 }

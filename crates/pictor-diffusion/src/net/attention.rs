@@ -20,8 +20,61 @@ impl GeGlu {
 impl Module for GeGlu {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         let _enter = self.span.enter();
-        let hidden_states_and_gate = self.proj.forward(xs)?.chunk(2, D::Minus1)?;
+        let projected = self.proj.forward(xs)?;
+        if projected.device().is_cpu() && projected.dtype() == DType::F32 {
+            return projected.contiguous()?.apply_op1_no_bwd(&Geglu);
+        }
+        let hidden_states_and_gate = projected.chunk(2, D::Minus1)?;
         &hidden_states_and_gate[0] * hidden_states_and_gate[1].gelu_erf()?
+    }
+}
+
+/// `h · gelu(g)` for `[…, 2n]` rows `[h | g]`, giving `[…, n]`, in one pass on the CPU (float32)
+/// with the vectorised exact GELU: the unfused form made the gate's GELU from a strided view
+/// with libm's scalar `erff` (2.5 % of a UNet step) and a third tensor for the product.
+#[derive(Debug, Clone, Copy)]
+struct Geglu;
+
+impl candle::CustomOp1 for Geglu {
+    fn name(&self) -> &'static str {
+        "pictor-geglu"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &candle::CpuStorage,
+        layout: &candle::Layout,
+    ) -> Result<(candle::CpuStorage, candle::Shape)> {
+        use rayon::prelude::*;
+        let candle::CpuStorage::F32(x) = storage else {
+            candle::bail!("pictor-geglu: float32 only");
+        };
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle::bail!("pictor-geglu: a contiguous input only");
+        };
+        let dims = layout.dims();
+        let Some((&width, lead)) = dims.split_last() else {
+            candle::bail!("pictor-geglu: a scalar input");
+        };
+        if width % 2 != 0 {
+            candle::bail!("pictor-geglu: an odd last dimension ({width})");
+        }
+        let n = width / 2;
+        let x = &x[start..end];
+        let mut out = vec![0f32; x.len() / 2];
+        if n > 0 {
+            out.par_chunks_mut(n)
+                .zip(x.par_chunks(width))
+                .for_each(|(out, row)| {
+                    let (h, g) = row.split_at(n);
+                    for ((o, &h), &g) in out.iter_mut().zip(h).zip(g) {
+                        *o = h * super::fast_math::gelu_erf(g);
+                    }
+                });
+        }
+        let mut shape = lead.to_vec();
+        shape.push(n);
+        Ok((candle::CpuStorage::F32(out), candle::Shape::from(shape)))
     }
 }
 
@@ -557,5 +610,47 @@ impl Module for AttentionBlock {
             .t()?
             .reshape((batch, channel, height, width))?;
         (xs + residual)? / self.config.rescale_output_factor
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use candle::Device;
+
+    /// The fused GEGLU against candle's chunk, exact GELU and product, on 2- and 3-D inputs.
+    #[test]
+    fn fused_geglu_matches_candle() {
+        let dev = Device::Cpu;
+        for shape in [vec![5, 14], vec![2, 77, 40], vec![1, 1, 2]] {
+            let x = (Tensor::randn(0f32, 1f32, shape.as_slice(), &dev).unwrap() * 3.0).unwrap();
+            let got = x.apply_op1_no_bwd(&Geglu).unwrap();
+            let parts = x.chunk(2, D::Minus1).unwrap();
+            let want = (&parts[0] * parts[1].gelu_erf().unwrap()).unwrap();
+            assert_eq!(got.dims(), want.dims());
+            // Relative to the output's size (it reaches ~100 here: 1 ulp is 7.6e-6).
+            let scale = want
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            let diff = (got - want)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(
+                diff <= 2e-7 * scale.max(1.0),
+                "{shape:?}: {diff} of {scale}"
+            );
+        }
+        let odd = Tensor::zeros((2, 3), DType::F32, &dev).unwrap();
+        assert!(odd.apply_op1_no_bwd(&Geglu).is_err());
     }
 }

@@ -1,4 +1,5 @@
-//! Arithmetic the compiler vectorises: an `exp` without branches or libm calls, and sums in
+//! Arithmetic the compiler vectorises: `exp`, `erf` and the exact GELU without branches or libm
+//! calls, and sums in
 //! independent lanes (a single running sum is a chain of dependent additions and stays scalar).
 
 /// Lanes of the reductions: partial sums kept in vector registers.
@@ -54,6 +55,34 @@ pub fn exp(x: f32) -> f32 {
     e * f32::from_bits(n_bits.wrapping_add(127) << 23)
 }
 
+/// `erf(x)` in float32 within a few ulps: the rational approximation Eigen and XLA use
+/// (`x·P(x²)/Q(x²)` on `x` clamped to `[−4, 4]`, beyond which erf is ±1 in float32),
+/// branch-free. NaN stays NaN.
+#[inline(always)]
+pub fn erf(x: f32) -> f32 {
+    let x = x.clamp(-4.0, 4.0);
+    let x2 = x * x;
+    let mut p = -2.726_142_3e-10_f32;
+    p = p * x2 + 2.770_681_4e-8;
+    p = p * x2 - 2.101_024e-6;
+    p = p * x2 - 5.692_506_4e-5;
+    p = p * x2 - 7.349_906_3e-4;
+    p = p * x2 - 2.954_6e-3;
+    p = p * x2 - 1.609_603_3e-2;
+    let mut q = -1.456_607_2e-5_f32;
+    q = q * x2 - 2.133_740_6e-4;
+    q = q * x2 - 1.682_827e-3;
+    q = q * x2 - 7.373_329e-3;
+    q = q * x2 - 1.426_474e-2;
+    x * p / q
+}
+
+/// The exact GELU, `x · Φ(x) = ½ x (1 + erf(x / √2))`, as torch's `gelu` (approximate="none").
+#[inline(always)]
+pub fn gelu_erf(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,6 +104,27 @@ mod tests {
         let silu = |y: f32| y / (1.0 + exp(-y));
         assert_eq!(silu(200.0), 200.0);
         assert!(silu(-200.0).abs() < 1e-30);
+    }
+
+    #[test]
+    fn erf_and_gelu_are_within_float32_noise() {
+        let mut worst_erf = 0f64;
+        let mut worst_gelu = 0f64;
+        let mut x = -12.0f32;
+        while x < 12.0 {
+            let xd = f64::from(x);
+            let want = libm::erf(xd);
+            worst_erf = worst_erf.max((f64::from(erf(x)) - want).abs());
+            // The float32 formula torch and candle evaluate (libm's erff): the same cancellation
+            // in 1 + erf for negative x, so the difference is erf's, scaled by |x|.
+            let gelu = 0.5 * x * (1.0 + libm::erff(x * std::f32::consts::FRAC_1_SQRT_2));
+            worst_gelu = worst_gelu.max(f64::from((gelu_erf(x) - gelu).abs() / x.abs().max(1.0)));
+            x += 0.000_37;
+        }
+        assert!(worst_erf < 5e-7, "erf error {worst_erf}"); // 4 ulps of 1.0
+        assert!(worst_gelu < 5e-7, "gelu error {worst_gelu}");
+        assert!(erf(f32::NAN).is_nan());
+        assert_eq!(gelu_erf(0.0), 0.0);
     }
 
     #[test]

@@ -617,6 +617,10 @@ async fn tiers_are_mapped_and_unmapped_without_a_restart() {
             vec!["models", "map", "fast", "tiny", "--tiny-vae", "tiny"],
             "not a tiny decoder",
         ),
+        (
+            vec!["models", "map", "fast", "tiny", "--text-weights", "int4"],
+            "\"float32\" or \"int8\"",
+        ),
         (vec!["models", "remove", "tiny"], "draws the fast tier"),
         (vec!["models", "unmap", "artist"], "not mapped"),
     ] {
@@ -655,6 +659,41 @@ async fn tiers_are_mapped_and_unmapped_without_a_restart() {
         pixels(&bytes),
         "the tiny decoder made the same pixels"
     );
+
+    // 8-bit text encoders: kept in the mapping, the model reloaded with them, the picture made
+    // from slightly different embeddings (same seed, other pixels) and still a picture.
+    let int8 = cli_json(
+        &d,
+        &[
+            "models",
+            "map",
+            "fast",
+            "tiny",
+            "--steps",
+            "2",
+            "--text-weights",
+            "int8",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(int8["settings"]["text_weights"], "int8", "{int8}");
+    let shown = cli_json(&d, &["config", "show", "--json"], None);
+    assert_eq!(
+        shown["tiers"][0]["settings"]["text_weights"], "int8",
+        "{shown}"
+    );
+    let int8_picture = generate(&server, &key, "fast", 3).await;
+    assert_ne!(
+        pixels(&int8_picture),
+        pixels(&bytes),
+        "the 8-bit text encoders made the float32 pixels"
+    );
+    let size = |b: &[u8]| {
+        let i = image::load_from_memory(b).unwrap();
+        (i.width(), i.height())
+    };
+    assert_eq!(size(&int8_picture), size(&bytes));
 
     // Unmapped: the painter again, at once.
     let out = cli_json(&d, &["models", "unmap", "fast", "--json"], None);

@@ -554,6 +554,8 @@ async fn diffuse(
     let overrides = crate::render::diffusion::single_file::Overrides {
         prediction: default_str("prediction"),
         timestep_spacing: default_str("timestep_spacing"),
+        int8_text: default_str("text_weights")
+            .is_some_and(|w| matches!(w.as_str(), "int8" | "q8_0")),
     };
     let tiny = default_str("tiny_vae").map(PathBuf::from);
     let pipeline = tokio::task::spawn_blocking(move || {

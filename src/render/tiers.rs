@@ -194,6 +194,7 @@ pub fn check(tier: &str, m: &TierMapping, installed: &[ModelRecord]) -> Result<(
         ("tiny_vae", &m.tiny_vae),
         ("preset", &m.preset),
         ("timestep_spacing", &m.timestep_spacing),
+        ("text_weights", &m.text_weights),
     ] {
         if v.as_ref().is_some_and(|v| v.chars().count() > 1000) {
             return Err(format!("{tier} {name}: at most 1000 characters"));
@@ -618,6 +619,13 @@ pub mod engine {
                     }
                     m.tiny_vae = Some(dir);
                 }
+                "text_weights" => {
+                    m.overrides.int8_text = match v.as_str() {
+                        Some("int8" | "q8_0") => true,
+                        Some("float32" | "f32") => false,
+                        _ => return Err(bad("\"float32\" or \"int8\"")),
+                    }
+                }
                 "timestep_spacing" => {
                     m.overrides.timestep_spacing = Some(
                         v.as_str()
@@ -686,7 +694,7 @@ pub mod engine {
                 }
                 _ => {
                     return Err(bad(
-                        "unknown setting (model, steps, guidance, sampler, schedule, noise, size, negative_prompt, strength, image_guidance, prediction, timestep_spacing, tiny_vae; config for single files)",
+                        "unknown setting (model, steps, guidance, sampler, schedule, noise, size, negative_prompt, strength, image_guidance, prediction, timestep_spacing, text_weights, tiny_vae; config for single files)",
                     ));
                 }
             }

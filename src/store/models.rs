@@ -102,6 +102,9 @@ pub struct TierMapping {
     pub image_guidance: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestep_spacing: Option<String>,
+    /// The text encoders' weights: `float32` (as the files) or `int8` (8-bit blocks on the CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_weights: Option<String>,
     #[serde(default)]
     pub updated_at: Millis,
 }

@@ -43,8 +43,11 @@ mod bench {
         ("sd21", "vae", 512, "f32-tiled32"),
         ("sd21", "taesd", 512, "f32"),
         ("sd21", "turbo", 512, "f32"),
+        ("sd21", "text", 512, "int8"),
+        ("sd21", "turbo", 512, "int8"),
         ("sd15", "text", 512, "f32"),
         ("sd15", "unet", 512, "f32"),
+        ("sd15", "text", 512, "int8"),
         ("sdxl", "text", 1024, "f32"),
         ("sdxl", "unet", 512, "f32"),
         ("sdxl", "unet", 1024, "f32"),
@@ -218,7 +221,8 @@ mod bench {
             "turbo" => {
                 // A whole SD-Turbo picture: text encoding, one UNet step without guidance, the
                 // tiny decoder.
-                let (tc, proj) = load::clip_config(&a[arch]["text_encoders"][0]).unwrap();
+                let (mut tc, proj) = load::clip_config(&a[arch]["text_encoders"][0]).unwrap();
+                tc.int8 = variant == "int8";
                 let text = ClipTextTransformer::new(vb.pp("te"), &tc, proj).unwrap();
                 let shape = load::unet_config(&a[arch]["unet"]).unwrap();
                 let unet = UNet2DConditionModel::new(vb.pp("unet"), 4, 4, shape.config).unwrap();
@@ -242,7 +246,8 @@ mod bench {
                     .iter()
                     .enumerate()
                     .map(|(i, c)| {
-                        let (cfg, proj) = load::clip_config(c).unwrap();
+                        let (mut cfg, proj) = load::clip_config(c).unwrap();
+                        cfg.int8 = variant == "int8";
                         (
                             ClipTextTransformer::new(vb.pp(format!("te{i}")), &cfg, proj).unwrap(),
                             proj,

@@ -247,6 +247,8 @@ pub struct Configs {
     pub tokenizers: Vec<TokenizerSource>,
     pub scheduler: Value,
     pub model_index: Value,
+    /// The text encoders' layers in 8-bit weights (`Overrides::int8_text`).
+    pub int8_text: bool,
 }
 
 /// Where a text encoder's tokenizer comes from.
@@ -291,6 +293,7 @@ impl Configs {
             tokenizers.push(TokenizerSource::Folder(dir.join("tokenizer_2")));
         }
         Ok(Configs {
+            int8_text: false,
             unet: read_json(&dir.join("unet/config.json"))?,
             vae: read_json(&dir.join("vae/config.json"))?,
             text,
@@ -302,8 +305,9 @@ impl Configs {
 }
 
 impl Configs {
-    /// Applies the per-model scheduler overrides (prediction type, timestep spacing).
+    /// Applies the per-model overrides (prediction type, timestep spacing, 8-bit text encoders).
     pub fn override_scheduler(&mut self, o: &single_file::Overrides) {
+        self.int8_text = o.int8_text;
         if let Some(obj) = self.scheduler.as_object_mut() {
             if let Some(p) = &o.prediction {
                 obj.insert("prediction_type".into(), Value::String(p.clone()));
@@ -360,6 +364,7 @@ impl Pipeline {
                     );
                 let c = single_file::infer_configs(&header, v_pred, overrides)?;
                 Configs {
+                    int8_text: false,
                     unet: c.unet,
                     vae: c.vae,
                     text: c.text,
@@ -492,7 +497,8 @@ impl Pipeline {
             .zip(&configs.tokenizers)
             .zip(weights.text)
         {
-            let (c, projection) = load::clip_config(cfg)?;
+            let (mut c, projection) = load::clip_config(cfg)?;
+            c.int8 = configs.int8_text;
             encoders.push(TextEncoder {
                 tokenizer: tok.load()?,
                 model: ClipTextTransformer::new(vb, &c, projection)?,

@@ -255,6 +255,7 @@ pub fn clip_config(v: &Value) -> Result<(clip::Config, bool), DiffusionError> {
             .and_then(Value::as_f64)
             .unwrap_or(1e-5),
         eos_token_id: (eos != 2).then_some(eos),
+        int8: false,
     };
     if c.num_attention_heads == 0 || !c.embed_dim.is_multiple_of(c.num_attention_heads) {
         return Err(bad(

@@ -399,13 +399,16 @@ impl Header {
     }
 }
 
-/// What the configuration-less parts of a single file default to; each is overridable per model.
+/// How a model is loaded, per model: what the configuration-less parts of a single file
+/// default to, and the text encoders' weight format.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     /// `epsilon` or `v_prediction`.
     pub prediction: Option<String>,
     /// `leading`, `trailing` or `linspace`.
     pub timestep_spacing: Option<String>,
+    /// The text encoders' layers in 8-bit blocks on the CPU (`Q8_0`; see `clip::Config::int8`).
+    pub int8_text: bool,
 }
 
 /// ComfyUI's guess for SD 2.x (`model_detection.py`): v-prediction models have a spread-out

@@ -26,6 +26,49 @@ const NOISE_TOL: f32 = if cfg!(all(target_os = "linux", target_env = "gnu")) {
     1e-5
 };
 
+/// 8-bit text encoders against transformers' float32: Q8_0 rounds each weight to 1/254 of its
+/// 32-weight block's largest and the activations likewise, so instead of the float32 test's
+/// 1e-4 per value the error is bounded relative to the embeddings: its root mean square at most
+/// this fraction of theirs, and no value off by more than [`INT8_TEXT_MAX`] of their largest.
+const INT8_TEXT_RMS: f64 = 0.02;
+const INT8_TEXT_MAX: f64 = 0.05;
+
+/// `got` against `want` with the 8-bit tolerances (relative RMS and relative maximum).
+fn close_relative(what: &str, got: &Tensor, want: &Tensor) {
+    let v = |t: &Tensor| {
+        t.to_dtype(DType::F64)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f64>()
+            .unwrap()
+    };
+    let (g, w) = (v(got), v(want));
+    assert_eq!(g.len(), w.len(), "{what}: sizes");
+    let rms =
+        |x: &mut dyn Iterator<Item = f64>| (x.map(|d| d * d).sum::<f64>() / w.len() as f64).sqrt();
+    let err = rms(&mut g.iter().zip(&w).map(|(a, b)| a - b));
+    let scale = rms(&mut w.iter().copied());
+    let worst = g
+        .iter()
+        .zip(&w)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    let largest = w.iter().map(|x| x.abs()).fold(0.0, f64::max);
+    println!(
+        "{what}: relative RMS error {:.2e}, max abs diff {worst:.2e} of {largest:.2}",
+        err / scale
+    );
+    assert!(
+        err <= INT8_TEXT_RMS * scale,
+        "{what}: RMS error {err} of {scale}"
+    );
+    assert!(
+        worst <= INT8_TEXT_MAX * largest,
+        "{what}: {worst} of {largest}"
+    );
+}
+
 /// The fixtures were drawn with ATen's portable kernel (`ATEN_CPU_CAPABILITY=default`).
 fn torch(seed: u64) -> TorchCpu {
     TorchCpu::with_fill(seed, TorchFill::Portable)
@@ -856,4 +899,41 @@ fn edits_match_diffusers() {
         err(inpaint.inpaint_latents(&req, &picture, &mask[1..], 1.0, noise.as_mut(), &NoControl))
             .contains("mask")
     );
+}
+
+/// 8-bit text encoders (`Overrides::int8_text`): the prompt embeddings stay within a stated,
+/// looser tolerance of transformers' float32 ones, and really are the 8-bit path (not equal to
+/// the float32 engine's). Layers whose input width is not a whole number of 32-weight blocks
+/// (the fixtures' 37-wide MLP output) stay float32.
+#[test]
+fn int8_text_encoders_stay_close_to_diffusers() {
+    for arch in ["sd15", "sdxl"] {
+        let dir = fixture_dir(arch);
+        let overrides = pictor_diffusion::single_file::Overrides {
+            int8_text: true,
+            ..Default::default()
+        };
+        let pipe = Pipeline::load_diffusers(&dir.join("model"), &overrides, &dev()).unwrap();
+        let int8 = with_pipeline(arch, pipe);
+        let float = fixture(arch);
+        let prompt = int8.str("prompt");
+        let a = int8.pipe.encode_text(&prompt, "", false).unwrap();
+        let b = float.pipe.encode_text(&prompt, "", false).unwrap();
+        assert!(
+            max_diff(&a.cond, &b.cond) > 0.0,
+            "{arch}: the 8-bit encoder gave the float32 numbers"
+        );
+        close_relative(
+            &format!("{arch} int8 prompt embeds"),
+            &a.cond,
+            int8.get("prompt_embeds"),
+        );
+        if arch == "sdxl" {
+            close_relative(
+                "sdxl int8 pooled",
+                a.pooled.as_ref().unwrap(),
+                int8.get("pooled_prompt_embeds"),
+            );
+        }
+    }
 }

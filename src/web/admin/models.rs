@@ -561,6 +561,8 @@ pub struct MapForm {
     strength: String,
     #[serde(default)]
     image_guidance: String,
+    #[serde(default)]
+    text_weights: String,
 }
 
 /// A form field: empty is "the preset's"; otherwise it must parse.
@@ -601,6 +603,7 @@ pub async fn map_post(
             strength: field("strength", &f.strength)?,
             image_guidance: field("image_guidance", &f.image_guidance)?,
             timestep_spacing: None,
+            text_weights: text(&f.text_weights),
             updated_at: 0,
         })
     })();

@@ -697,6 +697,21 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "Близость к исходнику (InstructPix2Pix)",
     ),
     (
+        "admin.models.text_weights",
+        "Text encoder weights",
+        "Веса текстового кодировщика",
+    ),
+    (
+        "admin.models.text_weights.float32",
+        "float32, as the files",
+        "float32, как в файлах",
+    ),
+    (
+        "admin.models.text_weights.int8",
+        "8-bit: a quarter of the memory, faster",
+        "8 бит: четверть памяти, быстрее",
+    ),
+    (
         "admin.models.negative",
         "Negative prompt",
         "Негативный запрос",

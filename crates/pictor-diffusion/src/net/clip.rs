@@ -44,6 +44,55 @@ pub struct Config {
     /// The end-of-text token: the pooled output is taken at its first occurrence. `None` for
     /// the legacy configurations (`eos_token_id: 2`), where transformers pools at the largest id.
     pub eos_token_id: Option<u32>,
+    /// Keep the encoder layers' linear weights in 8-bit blocks (`Q8_0`: 32 weights share one
+    /// float16 scale), multiplied by candle's quantised matmul, on the CPU. A quarter of the
+    /// memory, about three times the speed at 77 tokens (AVX-512 VNNI / AVX2), and a looser
+    /// match with transformers (docs/models.md).
+    pub int8: bool,
+}
+
+/// A linear layer of the encoder: float32 as loaded, or with its weight in 8-bit blocks.
+#[derive(Debug)]
+enum Linear {
+    F32(candle_nn::Linear),
+    Int8 {
+        weight: candle::quantized::QMatMul,
+        bias: Tensor,
+    },
+}
+
+/// The layer `prefix` (`weight` `[out, in]` and `bias`), 8-bit when `c.int8` asks for it on
+/// the CPU and `in` divides into whole blocks.
+fn linear(in_dim: usize, out_dim: usize, vs: candle_nn::VarBuilder, c: &Config) -> Result<Linear> {
+    use candle::quantized::{GgmlDType, QMatMul, QTensor};
+    let layer = candle_nn::linear(in_dim, out_dim, vs)?;
+    let blocks = in_dim.is_multiple_of(GgmlDType::Q8_0.block_size());
+    if !(c.int8 && blocks && layer.weight().device().is_cpu()) {
+        return Ok(Linear::F32(layer));
+    }
+    let weight = QTensor::quantize(&layer.weight().to_dtype(DType::F32)?, GgmlDType::Q8_0)?;
+    Ok(Linear::Int8 {
+        weight: QMatMul::from_qtensor(weight)?,
+        bias: layer
+            .bias()
+            .cloned()
+            .ok_or_else(|| candle::Error::Msg("CLIP linear layer without a bias".into()))?,
+    })
+}
+
+impl Module for Linear {
+    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        match self {
+            Linear::F32(layer) => layer.forward(xs),
+            Linear::Int8 { weight, bias } => {
+                let in_dtype = xs.dtype();
+                weight
+                    .forward(&xs.to_dtype(DType::F32)?)?
+                    .broadcast_add(&bias.to_dtype(DType::F32)?)?
+                    .to_dtype(in_dtype)
+            }
+        }
+    }
 }
 
 // CLIP Text Model
@@ -84,10 +133,10 @@ impl Module for ClipTextEmbeddings {
 
 #[derive(Debug)]
 struct ClipAttention {
-    k_proj: candle_nn::Linear,
-    v_proj: candle_nn::Linear,
-    q_proj: candle_nn::Linear,
-    out_proj: candle_nn::Linear,
+    k_proj: Linear,
+    v_proj: Linear,
+    q_proj: Linear,
+    out_proj: Linear,
     head_dim: usize,
     scale: f64,
     num_attention_heads: usize,
@@ -97,10 +146,10 @@ impl ClipAttention {
     fn new(vs: candle_nn::VarBuilder, c: &Config) -> Result<Self> {
         let embed_dim = c.embed_dim;
         let num_attention_heads = c.num_attention_heads;
-        let k_proj = candle_nn::linear(embed_dim, embed_dim, vs.pp("k_proj"))?;
-        let v_proj = candle_nn::linear(embed_dim, embed_dim, vs.pp("v_proj"))?;
-        let q_proj = candle_nn::linear(embed_dim, embed_dim, vs.pp("q_proj"))?;
-        let out_proj = candle_nn::linear(embed_dim, embed_dim, vs.pp("out_proj"))?;
+        let k_proj = linear(embed_dim, embed_dim, vs.pp("k_proj"), c)?;
+        let v_proj = linear(embed_dim, embed_dim, vs.pp("v_proj"), c)?;
+        let q_proj = linear(embed_dim, embed_dim, vs.pp("q_proj"), c)?;
+        let out_proj = linear(embed_dim, embed_dim, vs.pp("out_proj"), c)?;
         let head_dim = embed_dim / num_attention_heads;
         let scale = (head_dim as f64).powf(-0.5);
         Ok(ClipAttention {
@@ -158,15 +207,15 @@ impl ClipAttention {
 
 #[derive(Debug)]
 struct ClipMlp {
-    fc1: candle_nn::Linear,
-    fc2: candle_nn::Linear,
+    fc1: Linear,
+    fc2: Linear,
     activation: Activation,
 }
 
 impl ClipMlp {
     fn new(vs: candle_nn::VarBuilder, c: &Config) -> Result<Self> {
-        let fc1 = candle_nn::linear(c.embed_dim, c.intermediate_size, vs.pp("fc1"))?;
-        let fc2 = candle_nn::linear(c.intermediate_size, c.embed_dim, vs.pp("fc2"))?;
+        let fc1 = linear(c.embed_dim, c.intermediate_size, vs.pp("fc1"), c)?;
+        let fc2 = linear(c.intermediate_size, c.embed_dim, vs.pp("fc2"), c)?;
         Ok(ClipMlp {
             fc1,
             fc2,

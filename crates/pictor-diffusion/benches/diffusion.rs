@@ -305,6 +305,38 @@ mod bench {
             .and_then(|a| a.iter().filter_map(Value::as_f64).reduce(f64::min))
     }
 
+    /// The CPU features the engine's kernels can use (gemm's FMA, candle's 8-bit VNNI) and
+    /// those a bfloat16 path would need (AVX-512 BF16, AMX), as this CPU reports them.
+    fn cpu_features() -> String {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let has = [
+                ("avx2", std::arch::is_x86_feature_detected!("avx2")),
+                ("fma", std::arch::is_x86_feature_detected!("fma")),
+                ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
+                (
+                    "avx512vnni",
+                    std::arch::is_x86_feature_detected!("avx512vnni"),
+                ),
+                (
+                    "avx512bf16",
+                    std::arch::is_x86_feature_detected!("avx512bf16"),
+                ),
+                // AMX detection is not stable in std: Linux's flags say it.
+                (
+                    "amx-bf16",
+                    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| c.contains(" amx_bf16")),
+                ),
+            ];
+            let on: Vec<&str> = has.iter().filter(|(_, on)| *on).map(|(n, _)| *n).collect();
+            format!("features: {}", on.join(" "))
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            std::env::consts::ARCH.to_owned()
+        }
+    }
+
     pub fn main() {
         if let Ok(case) = std::env::var(CASE_ENV) {
             child(&case);
@@ -324,8 +356,9 @@ mod bench {
             })
             .unwrap_or_default();
         let mut md = format!(
-            "Machine: {cpu}, {} cores; 2 threads per engine; one fresh process per case.\n\n| case | Pictor s | torch s | ratio | Pictor peak RSS | torch peak RSS | ratio |\n|---|---|---|---|---|---|---|\n",
-            std::thread::available_parallelism().map_or(0, |n| n.get())
+            "Machine: {cpu}, {} cores ({}); 2 threads per engine; one fresh process per case.\n\n| case | Pictor s | torch s | ratio | Pictor peak RSS | torch peak RSS | ratio |\n|---|---|---|---|---|---|---|\n",
+            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            cpu_features()
         );
         println!("{md}");
         for (arch, part, side, variant) in CASES {

@@ -76,6 +76,24 @@ def main():
             eps = unet(x, 999, encoder_hidden_states=ctx, return_dict=False)[0]
             float(tiny.decode(x - eps, return_dict=False)[0].sum())
             times.append(time.perf_counter() - t)
+    elif part == "picture20":
+        # As the Rust side: both prompts encoded, 20 UNet steps on the guidance batch, the VAE.
+        c = ARCH[arch]["text_encoders"][0]
+        text = CLIPTextModel(CLIPTextConfig(**{k: v for k, v in c.items() if k != "architectures"})).eval()
+        unet = UNet2DConditionModel(**ARCH[arch]["unet"]).eval()
+        vae = AutoencoderKL(**{k: v for k, v in ARCH["vae"].items() if k != "scaling_factor"}).eval()
+        ids = torch.full((1, 77), 49406, dtype=torch.long)
+        x = torch.randn(1, 4, side // 8, side // 8)
+        t = time.perf_counter()
+        cond = text(ids).last_hidden_state
+        uncond = text(ids).last_hidden_state
+        ctx = torch.cat([uncond, cond])
+        for step in range(20):
+            eps = unet(torch.cat([x, x]), 999 - 50 * step, encoder_hidden_states=ctx, return_dict=False)[0]
+            e_u, e_c = eps.chunk(2)
+            x = x - 0.05 * (e_u + 7.5 * (e_c - e_u))
+        float(vae.decode(x, return_dict=False)[0].sum())
+        times.append(time.perf_counter() - t)
     elif part == "text":
         encoders = []
         for c in ARCH[arch]["text_encoders"]:

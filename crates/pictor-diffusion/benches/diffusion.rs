@@ -47,7 +47,9 @@ mod bench {
         ("sd21", "turbo", 512, "int8"),
         ("sd15", "text", 512, "f32"),
         ("sd15", "unet", 512, "f32"),
+        ("sd15", "unet", 512, "f32-cfg"),
         ("sd15", "text", 512, "int8"),
+        ("sd15", "picture20", 512, "f32"),
         ("sdxl", "text", 1024, "f32"),
         ("sdxl", "unet", 512, "f32"),
         ("sdxl", "unet", 1024, "f32"),
@@ -157,8 +159,10 @@ mod bench {
                 let sdxl = shape.config.text_time.is_some();
                 let unet = UNet2DConditionModel::new(vb, 4, 4, shape.config).unwrap();
                 let load_s = load_start.elapsed().as_secs_f64();
-                let x = randn(&[1, 4, side / 8, side / 8], dtype);
-                let ctx = randn(&[1, 77, ctx_dim], dtype);
+                // `…-cfg`: the guidance batch of two, as a step with CFG runs it.
+                let batch = if variant.ends_with("cfg") { 2 } else { 1 };
+                let x = randn(&[batch, 4, side / 8, side / 8], dtype);
+                let ctx = randn(&[batch, 77, ctx_dim], dtype);
                 let pooled = randn(&[1, 1280], dtype);
                 let ids = Tensor::new(
                     &[[side as f32, side as f32, 0.0, 0.0, side as f32, side as f32]],
@@ -238,6 +242,37 @@ mod bench {
                     let _ = out.sum_all().unwrap().to_scalar::<f32>().unwrap();
                     times.push(t.elapsed().as_secs_f64());
                 }
+            }
+            "picture20" => {
+                // A whole SD 1.5 picture as a pipeline makes it: the prompt and the negative
+                // prompt encoded, 20 UNet steps on the guidance batch of two, the VAE decode.
+                // The scheduler's arithmetic (a few element-wise operations) is left out on
+                // both sides.
+                let (mut tc, proj) = load::clip_config(&a[arch]["text_encoders"][0]).unwrap();
+                tc.int8 = variant == "int8";
+                let text = ClipTextTransformer::new(vb.pp("te"), &tc, proj).unwrap();
+                let shape = load::unet_config(&a[arch]["unet"]).unwrap();
+                let unet = UNet2DConditionModel::new(vb.pp("unet"), 4, 4, shape.config).unwrap();
+                let (vc, _, vin, vout) = load::vae_config(&a["vae"]).unwrap();
+                let vae = AutoEncoderKL::new(vb.pp("vae"), vin, vout, vc).unwrap();
+                let ids = Tensor::new(&[[49406u32; 77]], &dev).unwrap();
+                let mut x = randn(&[1, 4, side / 8, side / 8], dtype);
+                let t = Instant::now();
+                let cond = text.encode(&ids, None).unwrap().last;
+                let uncond = text.encode(&ids, None).unwrap().last;
+                let ctx = Tensor::cat(&[&uncond, &cond], 0).unwrap();
+                for step in 0..20 {
+                    let both = Tensor::cat(&[&x, &x], 0).unwrap();
+                    let eps = unet
+                        .forward(&both, 999.0 - 50.0 * step as f64, &ctx, None)
+                        .unwrap();
+                    let e = eps.chunk(2, 0).unwrap();
+                    let guided = (&e[0] + ((&e[1] - &e[0]).unwrap() * 7.5).unwrap()).unwrap();
+                    x = (&x - (guided * 0.05).unwrap()).unwrap();
+                }
+                let out = vae.decode(&x).unwrap();
+                let _ = out.sum_all().unwrap().to_scalar::<f32>().unwrap();
+                times.push(t.elapsed().as_secs_f64());
             }
             "text" => {
                 let encoders: Vec<(ClipTextTransformer, bool)> = a[arch]["text_encoders"]

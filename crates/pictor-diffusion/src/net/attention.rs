@@ -67,14 +67,31 @@ impl candle::CustomOp1 for Geglu {
                 .zip(x.par_chunks(width))
                 .for_each(|(out, row)| {
                     let (h, g) = row.split_at(n);
-                    for ((o, &h), &g) in out.iter_mut().zip(h).zip(g) {
-                        *o = h * super::fast_math::gelu_erf(g);
+                    #[cfg(target_arch = "x86_64")]
+                    if super::fast_math::avx2_fma() {
+                        // SAFETY: the CPU has AVX2 and FMA.
+                        unsafe { geglu_row_avx2(out, h, g) };
+                        return;
                     }
+                    geglu_row(out, h, g);
                 });
         }
         let mut shape = lead.to_vec();
         shape.push(n);
         Ok((candle::CpuStorage::F32(out), candle::Shape::from(shape)))
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn geglu_row_avx2(out: &mut [f32], h: &[f32], g: &[f32]) {
+    geglu_row(out, h, g);
+}
+
+#[inline(always)]
+fn geglu_row(out: &mut [f32], h: &[f32], g: &[f32]) {
+    for ((o, &h), &g) in out.iter_mut().zip(h).zip(g) {
+        *o = h * super::fast_math::gelu_erf(g);
     }
 }
 

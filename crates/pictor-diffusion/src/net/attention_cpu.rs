@@ -153,6 +153,23 @@ impl CustomOp3 for BlockedAttention {
 
 /// `row ← softmax(row)`, with the row's maximum taken out first (as candle and torch do).
 pub fn softmax_in_place(row: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::fast_math::avx2_fma() {
+        // SAFETY: the CPU has AVX2 and FMA.
+        unsafe { softmax_avx2(row) };
+        return;
+    }
+    softmax_body(row);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn softmax_avx2(row: &mut [f32]) {
+    softmax_body(row);
+}
+
+#[inline(always)]
+fn softmax_body(row: &mut [f32]) {
     let mut maxima = [f32::NEG_INFINITY; LANES];
     let mut chunks = row.chunks_exact(LANES);
     for chunk in &mut chunks {

@@ -2,6 +2,21 @@
 //! calls, and sums in
 //! independent lanes (a single running sum is a chain of dependent additions and stays scalar).
 
+/// Whether the CPU has AVX2 and FMA: the element-wise kernels then run a copy of themselves
+/// compiled for them (the crate is built for the x86-64 baseline, whose vectors are SSE2's four
+/// lanes; AVX2's are eight).
+#[inline]
+pub fn avx2_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Lanes of the reductions: partial sums kept in vector registers.
 pub const LANES: usize = 16;
 
@@ -10,7 +25,7 @@ const BLOCK: usize = 4096;
 
 /// `Σ f(x)` over `xs` in float64: float32 lanes within blocks of [`BLOCK`] elements, the
 /// blocks' totals in float64 (error about that of a pairwise sum).
-#[inline]
+#[inline(always)]
 pub fn sum_f64(xs: &[f32], f: impl Fn(f32) -> f32) -> f64 {
     let mut total = 0f64;
     for block in xs.chunks(BLOCK) {

@@ -138,31 +138,15 @@ impl CustomOp3 for FusedGroupNorm {
             .zip(x.par_chunks(per_group))
             .enumerate()
             .for_each(|(i, (out, x))| {
-                let g = i % self.groups;
-                let n = x.len() as f64;
-                let mean = sum_f64(x, |v| v) / n;
-                let centre = mean as f32;
-                let var = sum_f64(x, |v| (v - centre) * (v - centre)) / n;
-                let rstd = 1.0 / (var + self.eps).sqrt();
-                let first = g * (channels / self.groups);
-                for (c, (out, x)) in out
-                    .chunks_mut(per_channel)
-                    .zip(x.chunks(per_channel))
-                    .enumerate()
-                {
-                    let scale = (f64::from(w[first + c]) * rstd) as f32;
-                    let shift = (f64::from(b[first + c]) - mean * f64::from(scale)) as f32;
-                    if self.silu {
-                        for (o, &v) in out.iter_mut().zip(x) {
-                            let y = v * scale + shift;
-                            *o = y / (1.0 + exp(-y));
-                        }
-                    } else {
-                        for (o, &v) in out.iter_mut().zip(x) {
-                            *o = v * scale + shift;
-                        }
-                    }
+                let first = i % self.groups * (channels / self.groups);
+                let (w, b) = (&w[first..], &b[first..]);
+                #[cfg(target_arch = "x86_64")]
+                if super::fast_math::avx2_fma() {
+                    // SAFETY: the CPU has AVX2 and FMA.
+                    unsafe { normalise_group_avx2(out, x, w, b, per_channel, self.eps, self.silu) };
+                    return;
                 }
+                normalise_group(out, x, w, b, per_channel, self.eps, self.silu);
             });
         Ok((CpuStorage::F32(out), l1.shape().clone()))
     }
@@ -250,5 +234,56 @@ mod tests {
             silu: false,
         };
         assert!(x.apply_op3_no_bwd(&w, &b, &op).is_err());
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn normalise_group_avx2(
+    out: &mut [f32],
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+    per_channel: usize,
+    eps: f64,
+    silu: bool,
+) {
+    normalise_group(out, x, w, b, per_channel, eps, silu);
+}
+
+/// One group: its statistics, then every channel's `x · scale + shift` (and SiLU), `w` and `b`
+/// starting at the group's first channel.
+#[inline(always)]
+fn normalise_group(
+    out: &mut [f32],
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+    per_channel: usize,
+    eps: f64,
+    silu: bool,
+) {
+    let n = x.len() as f64;
+    let mean = sum_f64(x, |v| v) / n;
+    let centre = mean as f32;
+    let var = sum_f64(x, |v| (v - centre) * (v - centre)) / n;
+    let rstd = 1.0 / (var + eps).sqrt();
+    for (c, (out, x)) in out
+        .chunks_mut(per_channel)
+        .zip(x.chunks(per_channel))
+        .enumerate()
+    {
+        let scale = (f64::from(w[c]) * rstd) as f32;
+        let shift = (f64::from(b[c]) - mean * f64::from(scale)) as f32;
+        if silu {
+            for (o, &v) in out.iter_mut().zip(x) {
+                let y = v * scale + shift;
+                *o = y / (1.0 + exp(-y));
+            }
+        } else {
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = v * scale + shift;
+            }
+        }
     }
 }

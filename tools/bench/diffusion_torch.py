@@ -34,8 +34,9 @@ def main():
     if part == "unet":
         cfg = dict(ARCH[arch]["unet"])
         unet = UNet2DConditionModel(**cfg).eval()
-        x = torch.randn(1, 4, side // 8, side // 8)
-        ctx = torch.randn(1, 77, cfg["cross_attention_dim"])
+        batch = 2 if variant.endswith("cfg") else 1  # the guidance batch, as the Rust side
+        x = torch.randn(batch, 4, side // 8, side // 8)
+        ctx = torch.randn(batch, 77, cfg["cross_attention_dim"])
         added = None
         if arch == "sdxl":
             added = {"text_embeds": torch.randn(1, 1280), "time_ids": torch.tensor([[side, side, 0, 0, side, side]], dtype=torch.float32)}

@@ -306,7 +306,7 @@ impl Configs {
 
 impl Configs {
     /// Applies the per-model overrides (prediction type, timestep spacing, 8-bit text encoders).
-    pub fn override_scheduler(&mut self, o: &single_file::Overrides) {
+    pub fn apply_overrides(&mut self, o: &single_file::Overrides) {
         self.int8_text = o.int8_text;
         if let Some(obj) = self.scheduler.as_object_mut() {
             if let Some(p) = &o.prediction {
@@ -374,7 +374,7 @@ impl Pipeline {
                 }
             }
         };
-        configs.override_scheduler(overrides);
+        configs.apply_overrides(overrides);
         if (configs.text.len() == 2) != (arch == pictor_core::models::Arch::Sdxl) {
             return Err(DiffusionError::Model(format!(
                 "{}: the configuration folder is not of the checkpoint's architecture ({})",
@@ -393,7 +393,7 @@ impl Pipeline {
         device: &Device,
     ) -> Result<Pipeline, DiffusionError> {
         let mut configs = Configs::read(dir)?;
-        configs.override_scheduler(overrides);
+        configs.apply_overrides(overrides);
         let files = |sub: &str, plain: &str| load::weights_in(&dir.join(sub), plain);
         let unet_w = files("unet", "diffusion_pytorch_model.safetensors")?;
         let vae_w = files("vae", "diffusion_pytorch_model.safetensors")?;

@@ -46,12 +46,7 @@ impl candle::CustomOp1 for Geglu {
         layout: &candle::Layout,
     ) -> Result<(candle::CpuStorage, candle::Shape)> {
         use rayon::prelude::*;
-        let candle::CpuStorage::F32(x) = storage else {
-            candle::bail!("pictor-geglu: float32 only");
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle::bail!("pictor-geglu: a contiguous input only");
-        };
+        let x = super::cpu_op::f32_slice(storage, layout, self.name())?;
         let dims = layout.dims();
         let Some((&width, lead)) = dims.split_last() else {
             candle::bail!("pictor-geglu: a scalar input");
@@ -60,7 +55,6 @@ impl candle::CustomOp1 for Geglu {
             candle::bail!("pictor-geglu: an odd last dimension ({width})");
         }
         let n = width / 2;
-        let x = &x[start..end];
         let mut out = vec![0f32; x.len() / 2];
         if n > 0 {
             out.par_chunks_mut(n)
@@ -654,14 +648,7 @@ mod tests {
                 .unwrap()
                 .to_scalar::<f32>()
                 .unwrap();
-            let diff = (got - want)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
+            let diff = crate::net::cpu_op::max_abs_diff(&got, &want);
             assert!(
                 diff <= 2e-7 * scale.max(1.0),
                 "{shape:?}: {diff} of {scale}"

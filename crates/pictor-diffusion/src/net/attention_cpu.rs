@@ -14,6 +14,7 @@
 use candle::{CpuStorage, CustomOp3, Layout, Result, Shape};
 use rayon::prelude::*;
 
+use super::cpu_op::{SharedOut, f32_slice};
 use super::fast_math::{LANES, exp, sum_f64};
 
 /// Query rows per block.
@@ -32,19 +33,6 @@ thread_local! {
     static SCORES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// The output shared by the blocks, which write disjoint rows.
-#[derive(Clone, Copy)]
-struct Out(*mut f32);
-// SAFETY: each block writes only its own rows of the output (disjoint ranges).
-unsafe impl Send for Out {}
-unsafe impl Sync for Out {}
-
-impl Out {
-    fn ptr(self) -> *mut f32 {
-        self.0
-    }
-}
-
 impl CustomOp3 for BlockedAttention {
     fn name(&self) -> &'static str {
         "pictor-attention"
@@ -59,23 +47,15 @@ impl CustomOp3 for BlockedAttention {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(q), CpuStorage::F32(k), CpuStorage::F32(v)) = (s1, s2, s3) else {
-            candle::bail!("pictor-attention: float32 only");
-        };
-        let (Some((qo, _)), Some((ko, _)), Some((vo, _))) = (
-            l1.contiguous_offsets(),
-            l2.contiguous_offsets(),
-            l3.contiguous_offsets(),
-        ) else {
-            candle::bail!("pictor-attention: contiguous tensors only");
-        };
+        let q = f32_slice(s1, l1, self.name())?;
+        let k = f32_slice(s2, l2, self.name())?;
+        let v = f32_slice(s3, l3, self.name())?;
         let (bh, n, d) = l1.shape().dims3()?;
         let (bh_k, m, d_k) = l2.shape().dims3()?;
         let (bh_v, m_v, dv) = l3.shape().dims3()?;
         if bh_k != bh || bh_v != bh || d_k != d || m_v != m {
             candle::bail!("pictor-attention: shapes do not match");
         }
-        let (q, k, v) = (&q[qo..], &k[ko..], &v[vo..]);
         let mut out = vec![0f32; bh * n * dv];
         if bh * n * dv == 0 || m == 0 {
             return Ok((CpuStorage::F32(out), Shape::from((bh, n, dv))));
@@ -83,7 +63,7 @@ impl CustomOp3 for BlockedAttention {
         let blocks: Vec<(usize, usize)> = (0..bh)
             .flat_map(|b| (0..n).step_by(QUERY_BLOCK).map(move |r| (b, r)))
             .collect();
-        let out_ptr = Out(out.as_mut_ptr());
+        let out_ptr = SharedOut(out.as_mut_ptr());
         blocks.par_iter().for_each(|&(b, r0)| {
             let rows = QUERY_BLOCK.min(n - r0);
             let qb = &q[(b * n + r0) * d..(b * n + r0 + rows) * d];
@@ -237,14 +217,7 @@ mod tests {
                 )
                 .unwrap();
             assert_eq!(got.dims(), want.dims());
-            let diff = (got - want)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
+            let diff = crate::net::cpu_op::max_abs_diff(&got, &want);
             assert!(diff < 2e-5, "{bh}x{n}x{m}x{d}x{dv}: {diff}");
         }
     }

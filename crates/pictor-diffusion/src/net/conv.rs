@@ -32,6 +32,8 @@
 use candle::{CpuStorage, CustomOp3, DType, Layout, Module, Result, Shape, Tensor};
 use rayon::prelude::*;
 
+use super::cpu_op::{SharedOut, f32_slice};
+
 /// Output pixels per band (rounded to whole rows): large enough for gemm to run near its peak,
 /// small enough for the im2col block (`c_in·9` × this × 4 bytes, ≈ 19 MB at 512 channels) to
 /// stay cheap.
@@ -49,19 +51,6 @@ impl FastConv {
     }
 }
 
-/// A pointer to the output shared by the bands, which write disjoint regions.
-#[derive(Clone, Copy)]
-struct Out(*mut f32);
-// SAFETY: each band writes only its own rows of every channel plane (disjoint ranges).
-unsafe impl Send for Out {}
-unsafe impl Sync for Out {}
-
-impl Out {
-    fn ptr(self) -> *mut f32 {
-        self.0
-    }
-}
-
 impl CustomOp3 for FastConv {
     fn name(&self) -> &'static str {
         "pictor-conv2d"
@@ -76,22 +65,14 @@ impl CustomOp3 for FastConv {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(x), CpuStorage::F32(w), CpuStorage::F32(bias)) = (s1, s2, s3) else {
-            candle::bail!("pictor-conv2d: float32 only");
-        };
-        let (Some((xo, _)), Some((wo, _)), Some((bo, _))) = (
-            l1.contiguous_offsets(),
-            l2.contiguous_offsets(),
-            l3.contiguous_offsets(),
-        ) else {
-            candle::bail!("pictor-conv2d: contiguous tensors only");
-        };
+        let x = f32_slice(s1, l1, self.name())?;
+        let wt = f32_slice(s2, l2, self.name())?;
+        let bias = f32_slice(s3, l3, self.name())?;
         let (b, c_in, h, w_in) = l1.shape().dims4()?;
         let (c_out, c_in_w, kh, kw) = l2.shape().dims4()?;
         if c_in_w != c_in || l3.shape().elem_count() != c_out {
             candle::bail!("pictor-conv2d: shapes do not match");
         }
-        let (x, wt, bias) = (&x[xo..], &w[wo..], &bias[bo..]);
         let (oh, ow) = (self.out_size(h, kh), self.out_size(w_in, kw));
         let plane = oh * ow;
         let k = c_in * kh * kw;
@@ -104,7 +85,7 @@ impl CustomOp3 for FastConv {
             .flat_map(|bi| (0..oh).step_by(rows_per_band).map(move |r| (bi, r)))
             .collect();
         let threads = rayon::current_num_threads().max(1);
-        let out_ptr = Out(out.as_mut_ptr());
+        let out_ptr = SharedOut(out.as_mut_ptr());
         let pointwise = kh == 1 && kw == 1 && self.stride == 1 && self.padding == 0;
         let band = |&(bi, r0): &(usize, usize), par: gemm::Parallelism| {
             let rows = rows_per_band.min(oh - r0);
@@ -245,7 +226,7 @@ fn winograd_weights(g: &[f32], pairs: usize) -> Vec<f32> {
     // apart at every step).
     const BLOCK: usize = 1024;
     let mut u = vec![0f32; 16 * pairs];
-    let up = Out(u.as_mut_ptr());
+    let up = SharedOut(u.as_mut_ptr());
     let len = u.len();
     (0..pairs.div_ceil(BLOCK)).into_par_iter().for_each(|blk| {
         let p0 = blk * BLOCK;
@@ -300,23 +281,15 @@ impl CustomOp3 for WinogradConv {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(x), CpuStorage::F32(g), CpuStorage::F32(bias)) = (s1, s2, s3) else {
-            candle::bail!("pictor-conv2d-winograd: float32 only");
-        };
-        let (Some((xo, _)), Some((go, _)), Some((bo, _))) = (
-            l1.contiguous_offsets(),
-            l2.contiguous_offsets(),
-            l3.contiguous_offsets(),
-        ) else {
-            candle::bail!("pictor-conv2d-winograd: contiguous tensors only");
-        };
+        let x = f32_slice(s1, l1, self.name())?;
+        let g = f32_slice(s2, l2, self.name())?;
+        let bias = f32_slice(s3, l3, self.name())?;
         let (b, c_in, h, w) = l1.shape().dims4()?;
         let (c_out, c_in_w, kh, kw) = l2.shape().dims4()?;
         if c_in_w != c_in || (kh, kw) != (3, 3) || l3.shape().elem_count() != c_out {
             candle::bail!("pictor-conv2d-winograd: shapes do not match");
         }
-        let (x, bias) = (&x[xo..], &bias[bo..]);
-        let u = winograd_weights(&g[go..go + c_out * c_in * 9], c_out * c_in);
+        let u = winograd_weights(&g[..c_out * c_in * 9], c_out * c_in);
         let plane = h * w;
         let (th, tw) = (h.div_ceil(2), w.div_ceil(2));
         let rows_per_band = (WINOGRAD_BAND_TILES / tw.max(1)).max(1);
@@ -325,7 +298,7 @@ impl CustomOp3 for WinogradConv {
             .collect();
         let threads = rayon::current_num_threads().max(1);
         let mut out = vec![0f32; b * c_out * plane];
-        let out_ptr = Out(out.as_mut_ptr());
+        let out_ptr = SharedOut(out.as_mut_ptr());
         let band = |&(bi, tr0): &(usize, usize), par: gemm::Parallelism| {
             let trows = rows_per_band.min(th - tr0);
             let t = trows * tw;
@@ -334,7 +307,7 @@ impl CustomOp3 for WinogradConv {
             // of tiles at a time so every step is a loop over the row's tiles.
             let mut v = vec![0f32; 16 * c_in * t];
             let vstride = c_in * t;
-            let vp = Out(v.as_mut_ptr());
+            let vp = SharedOut(v.as_mut_ptr());
             let vlen = v.len();
             let fill = |ci: usize| {
                 let xc = &xb[ci * plane..(ci + 1) * plane];

@@ -23,6 +23,7 @@ pub mod attention;
 pub mod attention_cpu;
 pub mod clip;
 pub mod conv;
+pub mod cpu_op;
 pub mod embeddings;
 pub mod fast_math;
 pub mod norm;

@@ -14,6 +14,7 @@ use candle::{CpuStorage, CustomOp3, DType, Layout, Module, Result, Shape, Tensor
 use candle_nn::VarBuilder;
 use rayon::prelude::*;
 
+use super::cpu_op::f32_slice;
 use super::fast_math::{exp, sum_f64};
 
 /// `PICTOR_UNFUSED_NORM=1` runs candle's GroupNorm and SiLU instead (for comparison).
@@ -35,17 +36,23 @@ pub struct GroupNorm {
 pub fn group_norm(groups: usize, channels: usize, eps: f64, vs: VarBuilder) -> Result<GroupNorm> {
     let weight = vs.get_with_hints(channels, "weight", candle_nn::Init::Const(1.))?;
     let bias = vs.get_with_hints(channels, "bias", candle_nn::Init::Const(0.))?;
-    let inner = candle_nn::GroupNorm::new(weight.clone(), bias.clone(), channels, groups, eps)?;
-    Ok(GroupNorm {
-        weight,
-        bias,
-        groups,
-        eps,
-        inner,
-    })
+    GroupNorm::new(weight, bias, groups, eps)
 }
 
 impl GroupNorm {
+    /// From `γ` and `β` (`[channels]` each).
+    pub fn new(weight: Tensor, bias: Tensor, groups: usize, eps: f64) -> Result<Self> {
+        let channels = weight.elem_count();
+        let inner = candle_nn::GroupNorm::new(weight.clone(), bias.clone(), channels, groups, eps)?;
+        Ok(Self {
+            weight,
+            bias,
+            groups,
+            eps,
+            inner,
+        })
+    }
+
     /// `silu(group_norm(xs))`.
     pub fn forward_silu(&self, xs: &Tensor) -> Result<Tensor> {
         self.run(xs, true)
@@ -103,16 +110,9 @@ impl CustomOp3 for FusedGroupNorm {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(x), CpuStorage::F32(w), CpuStorage::F32(b)) = (s1, s2, s3) else {
-            candle::bail!("pictor-group-norm: float32 only");
-        };
-        let (Some((xo, xe)), Some((wo, we)), Some((bo, be))) = (
-            l1.contiguous_offsets(),
-            l2.contiguous_offsets(),
-            l3.contiguous_offsets(),
-        ) else {
-            candle::bail!("pictor-group-norm: contiguous tensors only");
-        };
+        let x = f32_slice(s1, l1, self.name())?;
+        let w = f32_slice(s2, l2, self.name())?;
+        let b = f32_slice(s3, l3, self.name())?;
         let dims = l1.dims();
         if dims.len() < 3 {
             candle::bail!("pictor-group-norm: the input needs [batch, channels, …]");
@@ -125,7 +125,6 @@ impl CustomOp3 for FusedGroupNorm {
                 self.groups
             );
         }
-        let (x, w, b) = (&x[xo..xe], &w[wo..we], &b[bo..be]);
         if w.len() != channels || b.len() != channels {
             candle::bail!("pictor-group-norm: weight or bias is not [{channels}]");
         }
@@ -156,18 +155,8 @@ impl CustomOp3 for FusedGroupNorm {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::net::cpu_op::max_abs_diff;
     use candle::Device;
-
-    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
-        (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap()
-    }
 
     /// Against candle's GroupNorm (and SiLU): shapes with one and many groups, a 1-D map, an
     /// offset mean far from zero (where `x · scale + shift` must not lose the small part), and a
@@ -186,23 +175,17 @@ mod tests {
             let x = (Tensor::randn(0f32, 2f32, shape.as_slice(), &dev).unwrap() + offset).unwrap();
             let w = Tensor::randn(1f32, 0.5f32, channels, &dev).unwrap();
             let b = Tensor::randn(0f32, 0.5f32, channels, &dev).unwrap();
-            let ours = GroupNorm {
-                weight: w.clone(),
-                bias: b.clone(),
-                groups,
-                eps: 1e-6,
-                inner: candle_nn::GroupNorm::new(w, b, channels, groups, 1e-6).unwrap(),
-            };
+            let ours = GroupNorm::new(w, b, groups, 1e-6).unwrap();
             let want = ours.inner.forward(&x).unwrap();
             let got = ours.forward(&x).unwrap();
             assert!(
-                max_diff(&got, &want) < 2e-5,
+                max_abs_diff(&got, &want) < 2e-5,
                 "{shape:?}: {}",
-                max_diff(&got, &want)
+                max_abs_diff(&got, &want)
             );
             let want = candle_nn::ops::silu(&want).unwrap();
             let got = ours.forward_silu(&x).unwrap();
-            assert!(max_diff(&got, &want) < 2e-5, "{shape:?} silu");
+            assert!(max_abs_diff(&got, &want) < 2e-5, "{shape:?} silu");
         }
         // [2, 5, 8, 6] seen as [2, 6, 8, 5]: strided.
         let x = Tensor::randn(0f32, 1f32, (2, 5, 8, 6), &dev)
@@ -211,15 +194,9 @@ mod tests {
             .unwrap();
         let w = Tensor::randn(1f32, 0.5f32, 6, &dev).unwrap();
         let b = Tensor::randn(0f32, 0.5f32, 6, &dev).unwrap();
-        let norm = GroupNorm {
-            weight: w.clone(),
-            bias: b.clone(),
-            groups: 2,
-            eps: 1e-5,
-            inner: candle_nn::GroupNorm::new(w, b, 6, 2, 1e-5).unwrap(),
-        };
+        let norm = GroupNorm::new(w, b, 2, 1e-5).unwrap();
         let want = norm.inner.forward(&x).unwrap();
-        assert!(max_diff(&norm.forward(&x).unwrap(), &want) < 2e-5);
+        assert!(max_abs_diff(&norm.forward(&x).unwrap(), &want) < 2e-5);
     }
 
     #[test]

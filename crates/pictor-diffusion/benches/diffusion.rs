@@ -290,7 +290,12 @@ mod bench {
                     })
                     .collect();
                 let ids = Tensor::new(&[[49406u32; 77]], &dev).unwrap();
-                for _ in 0..2 {
+                // More passes for a profile: `PICTOR_DIFFUSION_BENCH_TEXT_PASSES=50 perf record …`.
+                let passes = std::env::var("PICTOR_DIFFUSION_BENCH_TEXT_PASSES")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(2);
+                for _ in 0..passes {
                     let t = Instant::now();
                     for (e, _) in &encoders {
                         let out = e.encode(&ids, (arch == "sdxl").then_some(1)).unwrap();

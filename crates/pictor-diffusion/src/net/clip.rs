@@ -55,6 +55,8 @@ pub struct Config {
 #[derive(Debug)]
 enum Linear {
     F32(candle_nn::Linear),
+    /// Float32 with the weight packed for few rows ([`super::linear_cpu`]), on x86-64 CPUs.
+    Packed(super::linear_cpu::PackedLinear),
     Int8 {
         weight: candle::quantized::QMatMul,
         bias: Tensor,
@@ -64,26 +66,57 @@ enum Linear {
 /// The layer `prefix` (`weight` `[out, in]` and `bias`), 8-bit when `c.int8` asks for it on
 /// the CPU and `in` divides into whole blocks.
 fn linear(in_dim: usize, out_dim: usize, vs: candle_nn::VarBuilder, c: &Config) -> Result<Linear> {
+    Ok(linear_then(in_dim, out_dim, vs, c, None)?.0)
+}
+
+/// As [`linear`], followed by `activation` when given; the `bool` says whether the layer applies
+/// it itself (a packed float32 layer does, for the quick and the exact GELU).
+fn linear_then(
+    in_dim: usize,
+    out_dim: usize,
+    vs: candle_nn::VarBuilder,
+    c: &Config,
+    activation: Option<Activation>,
+) -> Result<(Linear, bool)> {
+    use super::linear_cpu::{Epilogue, PackedLinear};
     use candle::quantized::{GgmlDType, QMatMul, QTensor};
     let layer = candle_nn::linear(in_dim, out_dim, vs)?;
     let blocks = in_dim.is_multiple_of(GgmlDType::Q8_0.block_size());
     if !(c.int8 && blocks && layer.weight().device().is_cpu()) {
-        return Ok(Linear::F32(layer));
+        let epilogue = match activation {
+            None => Some(Epilogue::None),
+            Some(Activation::QuickGelu) => Some(Epilogue::QuickGelu),
+            Some(Activation::GeluErf) => Some(Epilogue::GeluErf),
+            Some(Activation::Gelu) => None,
+        };
+        if let Some(epilogue) = epilogue
+            && std::env::var_os("PICTOR_UNPACKED_LINEAR").is_none()
+            && let Some(packed) =
+                PackedLinear::with_epilogue(layer.weight(), layer.bias(), epilogue)?
+        {
+            return Ok((Linear::Packed(packed), activation.is_some()));
+        }
+        return Ok((Linear::F32(layer), false));
     }
     let weight = QTensor::quantize(&layer.weight().to_dtype(DType::F32)?, GgmlDType::Q8_0)?;
-    Ok(Linear::Int8 {
-        weight: QMatMul::from_qtensor(weight)?,
-        bias: layer
-            .bias()
-            .cloned()
-            .ok_or_else(|| candle::Error::Msg("CLIP linear layer without a bias".into()))?,
-    })
+    let bias = layer
+        .bias()
+        .cloned()
+        .ok_or_else(|| candle::Error::Msg("CLIP linear layer without a bias".into()))?;
+    Ok((
+        Linear::Int8 {
+            weight: QMatMul::from_qtensor(weight)?,
+            bias,
+        },
+        false,
+    ))
 }
 
 impl Module for Linear {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         match self {
             Linear::F32(layer) => layer.forward(xs),
+            Linear::Packed(layer) => layer.forward(xs),
             Linear::Int8 { weight, bias } => {
                 let in_dtype = xs.dtype();
                 weight
@@ -209,17 +242,24 @@ impl ClipAttention {
 struct ClipMlp {
     fc1: Linear,
     fc2: Linear,
-    activation: Activation,
+    /// The activation after `fc1`, unless `fc1` applies it itself.
+    activation: Option<Activation>,
 }
 
 impl ClipMlp {
     fn new(vs: candle_nn::VarBuilder, c: &Config) -> Result<Self> {
-        let fc1 = linear(c.embed_dim, c.intermediate_size, vs.pp("fc1"), c)?;
+        let (fc1, fused) = linear_then(
+            c.embed_dim,
+            c.intermediate_size,
+            vs.pp("fc1"),
+            c,
+            Some(c.activation),
+        )?;
         let fc2 = linear(c.intermediate_size, c.embed_dim, vs.pp("fc2"), c)?;
         Ok(ClipMlp {
             fc1,
             fc2,
-            activation: c.activation,
+            activation: (!fused).then_some(c.activation),
         })
     }
 }
@@ -227,7 +267,10 @@ impl ClipMlp {
 impl ClipMlp {
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         let xs = self.fc1.forward(xs)?;
-        self.fc2.forward(&self.activation.forward(&xs)?)
+        match &self.activation {
+            Some(activation) => self.fc2.forward(&activation.forward(&xs)?),
+            None => self.fc2.forward(&xs),
+        }
     }
 }
 

@@ -16,7 +16,9 @@
 //!   attention runs a block of queries at a time without the full score matrix
 //!   ([`attention_cpu`]);
 //! - 3×3 convolutions go through the engine's own CPU convolution ([`conv`]); group
-//!   normalisation (and the SiLU after it) is one fused operation on the CPU ([`norm`]).
+//!   normalisation (and the SiLU after it) is one fused operation on the CPU ([`norm`]);
+//! - the text encoders' float32 linear layers keep their weights packed for few rows
+//!   ([`linear_cpu`]).
 #![allow(clippy::too_many_arguments)]
 
 pub mod attention;
@@ -26,6 +28,7 @@ pub mod conv;
 pub mod cpu_op;
 pub mod embeddings;
 pub mod fast_math;
+pub mod linear_cpu;
 pub mod norm;
 pub mod resnet;
 pub mod unet_2d;

@@ -431,7 +431,7 @@ pub enum ModelsCommand {
         #[arg(long)]
         timestep_spacing: Option<String>,
         /// The text encoders' weights: float32 (as the files) or int8 (8-bit blocks on the CPU:
-        /// a quarter of their memory, about 3x faster, a looser match; docs/models.md).
+        /// a quarter of their memory, about 1.6x faster, a looser match; docs/models.md).
         #[arg(long)]
         text_weights: Option<String>,
         /// Print JSON (for scripts) instead of text.

@@ -429,6 +429,36 @@ impl<'de> serde::de::Visitor<'de> for HeaderVisitor {
 /// that every tensor lies inside the file and matches its shape. Only the header is read; it is
 /// refused over [`MAX_HEADER`] bytes or [`MAX_TENSORS`] tensors before being held whole.
 pub fn safetensors_header(path: &Path) -> Result<BTreeMap<String, TensorInfo>, ModelError> {
+    let (header, data_len) = header_bytes(path)?;
+    parse_safetensors_header(&header, data_len).map_err(|e| {
+        invalid(format!(
+            "{} has an unreadable safetensors header: {e}",
+            path.display()
+        ))
+    })
+}
+
+/// The `__metadata__` strings of a `.safetensors` file's header (empty when it has none), read
+/// within the same bounds as [`safetensors_header`].
+pub fn safetensors_metadata(path: &Path) -> Result<BTreeMap<String, String>, ModelError> {
+    let (header, _) = header_bytes(path)?;
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(rename = "__metadata__", default)]
+        metadata: BTreeMap<String, String>,
+    }
+    serde_json::from_slice::<Meta>(&header)
+        .map(|m| m.metadata)
+        .map_err(|e| {
+            invalid(format!(
+                "{} has an unreadable safetensors header: {e}",
+                path.display()
+            ))
+        })
+}
+
+/// A `.safetensors` file's header JSON and the length of the tensor data after it.
+fn header_bytes(path: &Path) -> Result<(Vec<u8>, u64), ModelError> {
     let (mut f, len) = bounded::open_regular(path).map_err(file_error)?;
     let mut n = [0u8; 8];
     f.read_exact(&mut n).map_err(io(path))?;
@@ -449,12 +479,7 @@ pub fn safetensors_header(path: &Path) -> Result<BTreeMap<String, TensorInfo>, M
     }
     let mut header = vec![0u8; n as usize];
     f.read_exact(&mut header).map_err(io(path))?;
-    parse_safetensors_header(&header, len - 8 - n).map_err(|e| {
-        invalid(format!(
-            "{} has an unreadable safetensors header: {e}",
-            path.display()
-        ))
-    })
+    Ok((header, len - 8 - n))
 }
 
 /// Parses a safetensors header's JSON (`header`) for a file with `data_len` bytes of tensor

@@ -15,6 +15,7 @@
 pub mod edit;
 pub mod gpu;
 pub mod load;
+pub mod lora;
 pub mod net;
 pub mod noise;
 pub mod renderer;
@@ -383,7 +384,13 @@ impl Pipeline {
             )));
         }
         let weights = single_file::weights(path, arch, &configs.unet, &configs.vae, device)?;
-        Self::build(&configs, weights, device, header.f32_bytes())
+        Self::build_with_loras(
+            &configs,
+            weights,
+            device,
+            header.f32_bytes(),
+            &overrides.loras,
+        )
     }
 
     /// Loads a diffusers-layout folder (float32 in memory; f16/bf16 files are widened).
@@ -446,7 +453,41 @@ impl Pipeline {
                 })
                 .collect::<Result<Vec<_>, _>>()?,
         };
-        Self::build(&configs, weights, device, bytes)
+        Self::build_with_loras(&configs, weights, device, bytes, &overrides.loras)
+    }
+
+    /// [`build`](Self::build) with `loras` merged into the weights as they are read
+    /// ([`lora`]); every layer of every LoRA must find its weight.
+    pub fn build_with_loras(
+        configs: &Configs,
+        weights: Weights<'_>,
+        device: &Device,
+        resident_bytes: u64,
+        loras: &[lora::LoraSpec],
+    ) -> Result<Pipeline, DiffusionError> {
+        if loras.is_empty() {
+            return Self::build(configs, weights, device, resident_bytes);
+        }
+        let merge = lora::Merge::read(loras, &lora::UnetLayout::from_config(&configs.unet))?;
+        let weights = Weights {
+            unet: merge.wrap(lora::Part::Unet, weights.unet),
+            vae: weights.vae,
+            text: weights
+                .text
+                .into_iter()
+                .enumerate()
+                .map(|(i, vb)| merge.wrap(lora::Part::Text(i), vb))
+                .collect(),
+        };
+        let pipe = Self::build(configs, weights, device, resident_bytes).map_err(|e| match e {
+            // A LoRA layer whose shape does not fit is the LoRA's fault, not the engine's.
+            DiffusionError::Engine(c) if c.to_string().starts_with("LoRA ") => {
+                DiffusionError::Model(c.to_string())
+            }
+            e => e,
+        })?;
+        merge.check()?;
+        Ok(pipe)
     }
 
     /// Builds the networks from configurations and weights.

@@ -409,6 +409,8 @@ pub struct Overrides {
     pub timestep_spacing: Option<String>,
     /// The text encoders' layers in 8-bit blocks on the CPU (`Q8_0`; see `clip::Config::int8`).
     pub int8_text: bool,
+    /// LoRAs merged into the weights as they load ([`crate::lora`]).
+    pub loras: Vec<crate::lora::LoraSpec>,
 }
 
 /// ComfyUI's guess for SD 2.x (`model_detection.py`): v-prediction models have a spread-out

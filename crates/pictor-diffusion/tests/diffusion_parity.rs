@@ -937,3 +937,92 @@ fn int8_text_encoders_stay_close_to_diffusers() {
         }
     }
 }
+
+/// LoRAs in both formats people have — PEFT/diffusers with `lora_adapter_metadata` (attention,
+/// feed-forward, projections, 3×3 resnet convolutions, time embeddings, text encoders) and kohya's
+/// (`lora_unet_…`/`lora_te…`, float16 alphas; SDXL's with the original UNet's `input_blocks_…`
+/// names, shortcuts and down/upsamplers) — merged at load, alone at 0.7 and two at once (0.8 and
+/// 0.6), against diffusers' `load_lora_weights` + `set_adapters` + `fuse_lora` on the tiny SD 1.5
+/// and SDXL models (`tools/sd-fixtures/lora.py`), whole 4-step pictures from the seed. The
+/// same LoRAs on the SD 1.5 single-file checkpoint (original layer names underneath) give the
+/// same latents as on the folder.
+#[test]
+fn loras_in_both_formats_match_diffusers_fuse_lora() {
+    use pictor_diffusion::lora::LoraSpec;
+    use pictor_diffusion::single_file::Overrides;
+    for arch in ["sd15", "sdxl"] {
+        let dir = fixtures_root().join("lora").join(arch);
+        let refs = candle::safetensors::load(dir.join("reference.safetensors"), &dev()).unwrap();
+        let meta: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
+                .unwrap();
+        let req = Request {
+            prompt: meta["prompt"].as_str().unwrap().into(),
+            negative_prompt: meta["negative_prompt"].as_str().unwrap().into(),
+            steps: meta["steps"].as_u64().unwrap() as usize,
+            guidance: meta["guidance"].as_f64().unwrap(),
+            sampler: Sampler::parse(meta["sampler"].as_str().unwrap()).unwrap(),
+            karras: None,
+            width: 64,
+            height: 64,
+        };
+        let seed = meta["seed"].as_u64().unwrap();
+        for (case, loras) in meta["cases"].as_object().unwrap() {
+            let overrides = Overrides {
+                loras: loras
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|l| {
+                        let w = l[1].as_f64().unwrap() as f32;
+                        LoraSpec {
+                            path: dir.join(l[0].as_str().unwrap()),
+                            unet: w,
+                            text: w,
+                        }
+                    })
+                    .collect(),
+                ..Default::default()
+            };
+            let pipe =
+                Pipeline::load_diffusers(&fixture_dir(arch).join("model"), &overrides, &dev())
+                    .unwrap();
+            let mut noise = source(NoiseKind::TorchCpu, seed);
+            let latents = pipe
+                .txt2img_latents(&req, noise.as_mut(), &NoControl)
+                .unwrap();
+            let what = format!("{arch} LoRA case {case}");
+            close(
+                &format!("{what} latents"),
+                &latents,
+                &refs[&format!("{case}_latents")],
+                1e-3,
+            );
+            let rgb = to_rgb8(&pipe.decode_raw(&latents).unwrap()).unwrap();
+            let rgb = Tensor::from_vec(rgb, (64, 64, 3), &dev())
+                .unwrap()
+                .to_dtype(DType::F32)
+                .unwrap();
+            close(
+                &format!("{what} picture (0..1)"),
+                &(rgb / 255.0).unwrap(),
+                &refs[&format!("{case}_image")],
+                2.0 / 255.0,
+            );
+            if arch == "sd15" && case == "ab" {
+                let single = Pipeline::load_single_file(
+                    &fixture_dir(arch).join("single_file.safetensors"),
+                    Some(&fixture_dir(arch).join("model")),
+                    &overrides,
+                    &dev(),
+                )
+                .unwrap();
+                let mut noise = source(NoiseKind::TorchCpu, seed);
+                let from_file = single
+                    .txt2img_latents(&req, noise.as_mut(), &NoControl)
+                    .unwrap();
+                close("single file with LoRAs", &from_file, &latents, 1e-5);
+            }
+        }
+    }
+}

@@ -501,6 +501,7 @@ fn bench_store_jobs(dir: &Path) {
                                 enhanced_prompt: None,
                                 seed: 1,
                                 noise: None,
+                                loras: Vec::new(),
                                 webhook_url: None,
                                 client: None,
                                 masked: false,

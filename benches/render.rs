@@ -33,6 +33,7 @@ fn generate(model: Model, prompt: &str) -> Vec<u8> {
     let pic = ProceduralRenderer
         .generate(&GenerateSpec {
             noise: None,
+            loras: Vec::new(),
             prompt: prompt.into(),
             model,
             ratio: Ratio::Square,

@@ -97,9 +97,13 @@ pub enum AdminRequest {
         path: String,
         #[serde(default)]
         source: Option<String>,
-        /// SHA-256 of a single-file checkpoint (hex), hashed by the caller.
+        /// SHA-256 of a single-file checkpoint (hex), hashed by the caller (a LoRA's addnet
+        /// hash).
         #[serde(default)]
         sha256: Option<String>,
+        /// The architecture a LoRA is for, when its file does not tell (`--for`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lora_for: Option<crate::models::Arch>,
     },
     ModelList,
     ModelRemove {
@@ -542,6 +546,7 @@ fn run(
             path,
             source,
             sha256,
+            lora_for,
         } => {
             if let Some(h) = &sha256
                 && (h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -553,7 +558,8 @@ fn run(
             if !p.is_absolute() {
                 return Err(OpError::Invalid(format!("{path} is not an absolute path")));
             }
-            let info = crate::models::inspect(p).map_err(|e| OpError::Invalid(e.to_string()))?;
+            let info = crate::models::inspect_as(p, lora_for)
+                .map_err(|e| OpError::Invalid(e.to_string()))?;
             let (arch, family) = match info.kind {
                 crate::models::Kind::TinyDecoder => (
                     crate::models::tiny_decoder_arch(&name, source.as_deref()),
@@ -563,6 +569,7 @@ fn run(
                     info.arch,
                     Some(crate::models::family_of(&info, &name, source.as_deref())),
                 ),
+                crate::models::Kind::Lora => (info.arch, None),
             };
             let record = crate::store::models::ModelRecord {
                 kind: info.kind,

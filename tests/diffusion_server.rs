@@ -707,3 +707,192 @@ async fn tiers_are_mapped_and_unmapped_without_a_restart() {
     cli_json(&d, &["models", "remove", "tiny", "--json"], None);
     server.terminate();
 }
+
+/// LoRAs end to end: installed with `pictor models add` (kind and architecture read off the
+/// file, AUTOMATIC1111's addnet hash), refused as a tier's model, asked for per picture by
+/// AUTOMATIC1111's prompt tags and by `loras`, recorded in the PNG's `Lora hashes`, and every
+/// bad request refused with the documented error shape and nothing charged.
+#[tokio::test]
+async fn loras_are_installed_and_asked_for_per_picture() {
+    use common::{assert_error, run_cli};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let model = fixture_model();
+    let loras = model.parent().unwrap().parent().unwrap().join("lora");
+    cli_json(
+        &d,
+        &["models", "add", "tiny", model.to_str().unwrap(), "--json"],
+        None,
+    );
+    // The tiny SD 1.5 model's LoRAs have its 32-wide layers, which no published family has:
+    // the file cannot tell, so `--for` says; SDXL's second text encoder tells by itself, and
+    // a file that tells contradicts a wrong `--for`.
+    let style = loras.join("sd15/style_peft.safetensors");
+    let (code, _, err) = run_cli(&d, &["models", "add", "s", style.to_str().unwrap()], None);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("say which with --for sd1, sd2 or sdxl"),
+        "{err}"
+    );
+    let xl = loras.join("sdxl/style_peft.safetensors");
+    let (code, _, err) = run_cli(
+        &d,
+        &["models", "add", "x", xl.to_str().unwrap(), "--for", "sd1"],
+        None,
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("a LoRA for SDXL, not SD 1.x"), "{err}");
+    let mut hashes = std::collections::HashMap::new();
+    for (name, file, arch, given) in [
+        ("style", "sd15/style_peft.safetensors", "sd1", Some("sd1")),
+        (
+            "detail",
+            "sd15/detail_kohya.safetensors",
+            "sd1",
+            Some("sd1"),
+        ),
+        ("xl", "sdxl/style_peft.safetensors", "sdxl", None),
+    ] {
+        let path = loras.join(file);
+        let mut args = vec!["models", "add", name, path.to_str().unwrap(), "--json"];
+        if let Some(a) = given {
+            args.extend(["--for", a]);
+        }
+        let added = cli_json(&d, &args, None);
+        assert_eq!(added["model"]["kind"], "lora", "{added}");
+        assert_eq!(added["model"]["arch"], arch, "{added}");
+        let hash = pictor::models::addnet_hash(&path).unwrap();
+        assert_eq!(added["model"]["sha256"], hash, "the addnet hash: {added}");
+        hashes.insert(name, hash[..12].to_owned());
+    }
+    let (_, text, _) = run_cli(&d, &["models", "list"], None);
+    assert!(
+        text.contains("[LoRA: <lora:style:1> in a prompt]"),
+        "{text}"
+    );
+    // A LoRA is not a tier's model.
+    let (code, _, err) = run_cli(&d, &["models", "map", "fast", "style"], None);
+    assert_ne!(code, 0);
+    assert!(err.contains("is a LoRA"), "{err}");
+
+    let key = common::cli_user_key(&d, "l@example.com", 50);
+    let server = spawn_server(&d, &[]);
+    let balance = |me: Value| me["balance"].as_i64().unwrap();
+    let start = balance(server.me(&key).await);
+    // The built-in painter takes no LoRAs.
+    let r = server
+        .generate(&key, json!({"prompt": "a red car <lora:style:1>"}))
+        .await;
+    assert_error(&r, 400, "invalid_request");
+    assert!(
+        r.1["error"].as_str().unwrap().contains("built-in painter"),
+        "{r:?}"
+    );
+
+    cli_json(
+        &d,
+        &["models", "map", "fast", "tiny", "--steps", "2", "--json"],
+        None,
+    );
+    let picture = |bytes: &[u8]| image::load_from_memory(bytes).unwrap().to_rgb8();
+    let plain = generate_with(&server, &key, json!({"model": "fast", "seed": 5})).await;
+    let tagged = generate_with(
+        &server,
+        &key,
+        json!({"model": "fast", "seed": 5, "prompt": "a photo of a red car <lora:style:0.7>"}),
+    )
+    .await;
+    let params = pictor::render::encode::read_parameters(&tagged).unwrap();
+    let prompt = params.lines().next().unwrap();
+    assert!(
+        prompt.starts_with("a photo of a red car") && prompt.ends_with(" <lora:style:0.7>"),
+        "the (enhanced) prompt with its tag: {params}"
+    );
+    assert!(
+        params.contains(&format!("Lora hashes: \"style: {}\"", hashes["style"])),
+        "{params}"
+    );
+    assert_ne!(
+        picture(&plain),
+        picture(&tagged),
+        "the LoRA changes the picture"
+    );
+    // The same LoRA asked for in the request: the same picture (the tag is not read as text).
+    let fielded = generate_with(
+        &server,
+        &key,
+        json!({"model": "fast", "seed": 5, "loras": [{"name": "style", "weight": 0.7}]}),
+    )
+    .await;
+    assert_eq!(picture(&fielded), picture(&tagged));
+    let params = pictor::render::encode::read_parameters(&fielded).unwrap();
+    assert!(
+        params
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with(" <lora:style:0.7>"),
+        "a LoRA asked for in `loras` is written into the prompt as A1111 needs it: {params}"
+    );
+    // Two at once, one from each.
+    let both = generate_with(
+        &server,
+        &key,
+        json!({"model": "fast", "seed": 5, "prompt": "a photo of a red car <lora:style:0.7>",
+               "loras": [{"name": "detail"}]}),
+    )
+    .await;
+    let params = pictor::render::encode::read_parameters(&both).unwrap();
+    assert!(
+        params.contains(&format!(
+            "Lora hashes: \"style: {}, detail: {}\"",
+            hashes["style"], hashes["detail"]
+        )),
+        "{params}"
+    );
+    assert_ne!(picture(&both), picture(&tagged));
+    let spent = balance(server.me(&key).await);
+    assert!(spent < start, "four pictures were paid for");
+
+    // Refused, each with the error shape, and nothing charged or queued.
+    for (body, says) in [
+        (json!({"prompt": "x <lora:nope:1>"}), "no LoRA is installed"),
+        (
+            json!({"prompt": "x", "loras": [{"name": "xl"}]}),
+            "is for SDXL",
+        ),
+        (json!({"prompt": "x <lora:style:lots>"}), "not a weight"),
+        (json!({"prompt": "x", "loras": "style"}), "must be a list"),
+        (
+            json!({"prompt": "x", "loras": [{"name": "style", "weight": 11}]}),
+            "from -10 to 10",
+        ),
+        (
+            json!({"prompt": "x", "loras": [{"name": "style", "strength": 1}]}),
+            "unknown field",
+        ),
+        (
+            json!({"prompt": "x <lora:tiny:1>"}),
+            "no LoRA is installed under the name \"tiny\"",
+        ),
+        (
+            json!({"prompt": "x", "loras": vec![json!({"name": "style"}); 9]}),
+            "at most 8",
+        ),
+    ] {
+        let r = server.generate(&key, body.clone()).await;
+        assert_error(&r, 400, "invalid_request");
+        assert!(
+            r.1["error"].as_str().unwrap().contains(says),
+            "{body}: {r:?}"
+        );
+    }
+    assert_eq!(balance(server.me(&key).await), spent, "nothing charged");
+    let (s, history) = server.get(&key, "/api/pictor/v1/jobs").await;
+    assert_eq!(s, 200, "{history}");
+    assert_eq!(
+        history["jobs"].as_array().map(Vec::len),
+        Some(4),
+        "no job made for the refused requests: {history}"
+    );
+}

@@ -196,6 +196,7 @@ fn router(kind: &str, url: &str, extra: &str) -> Router {
 fn spec(model: Model) -> GenerateSpec {
     GenerateSpec {
         noise: None,
+        loras: Vec::new(),
         prompt: "a lighthouse".into(),
         model,
         ratio: Ratio::Wide,

@@ -465,6 +465,7 @@ fn spec(text: &str, seed: u64) -> GenerateSpec {
         ratio: Ratio::Wide,
         seed,
         noise: None,
+        loras: Vec::new(),
     }
 }
 

@@ -319,7 +319,9 @@ impl From<crate::jobs::service::JobError> for ApiError {
                 ApiError::internal(e)
             }
             JobError::InvalidImage(m) => ApiError::new(codes::INVALID_IMAGE, m),
-            JobError::InvalidWebhook(m) => ApiError::new(codes::INVALID_REQUEST, m),
+            JobError::InvalidWebhook(m) | JobError::InvalidLora(m) => {
+                ApiError::new(codes::INVALID_REQUEST, m)
+            }
             JobError::NotFound => ApiError::new(codes::JOB_NOT_FOUND, "no such job"),
             e @ JobError::Finished(_) => ApiError::new(
                 codes::JOB_FINISHED,

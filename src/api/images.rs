@@ -63,6 +63,29 @@ pub struct GenerateRequest {
     /// identifies repeats.
     #[oai(nullable, validator(max_length = 2048))]
     pub webhook_url: Option<String>,
+    /// *(added)* LoRAs to merge into the model for this picture (models served by the built-in
+    /// diffusion engine), at most 8 together with the prompt's tags: each an installed LoRA's
+    /// name (`pictor models list`) and a weight (default 1, from -10 to 10). The prompt may ask
+    /// for them too, as AUTOMATIC1111 does: `<lora:name>`, `<lora:name:0.8>`,
+    /// `<lora:name:text_weight:unet_weight>` (the tags are taken out of the text the model
+    /// reads). A LoRA must be for the architecture of the model that draws the picture; an
+    /// unknown one, one for another family, or any LoRA for a model drawn by the built-in
+    /// painter is refused (400 `invalid_request`) and nothing is charged. The PNG's
+    /// `parameters` list them as AUTOMATIC1111 does (`Lora hashes`).
+    #[oai(nullable, validator(max_items = 8))]
+    pub loras: Option<Vec<LoraRequest>>,
+}
+
+/// A LoRA for one picture.
+#[derive(Object, Debug)]
+pub struct LoraRequest {
+    /// The installed LoRA's name.
+    #[oai(validator(min_length = 1, max_length = 64))]
+    pub name: String,
+    /// Its weight (multiplier of its changes to the text encoders and the UNet), -10 to 10;
+    /// default 1.
+    #[oai(validator(minimum(value = "-10"), maximum(value = "10")))]
+    pub weight: Option<f64>,
 }
 
 /// The request the documentation page fills in: a real prompt, a small seed.
@@ -76,6 +99,7 @@ impl poem_openapi::types::Example for GenerateRequest {
             seed: Some(42),
             noise: None,
             webhook_url: None,
+            loras: None,
         }
     }
 }
@@ -248,6 +272,7 @@ impl FromJsonBody for GenerateInput {
                 ));
             }
         };
+        let loras = parse_loras(o.get("loras"))?;
         Ok(GenerateInput(Generate {
             prompt,
             model,
@@ -256,8 +281,70 @@ impl FromJsonBody for GenerateInput {
             seed,
             noise,
             webhook_url,
+            loras,
         }))
     }
+}
+
+/// `loras`: absent, `null`, or up to 8 `{"name": …, "weight": …}` objects.
+fn parse_loras(v: Option<&Value>) -> Result<Vec<(String, f32)>, ApiFailure> {
+    let bad = |m: String| ApiFailure::new(codes::INVALID_REQUEST, m);
+    let shape = "`loras` must be a list of {\"name\": \"<installed LoRA>\", \"weight\": <number>}";
+    let items = match v {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(bad(shape.into())),
+    };
+    if items.len() > service::MAX_LORAS {
+        return Err(bad(format!(
+            "`loras` has {} entries; at most {}",
+            items.len(),
+            service::MAX_LORAS
+        )));
+    }
+    items
+        .iter()
+        .map(|item| {
+            let Some(o) = item.as_object() else {
+                return Err(bad(shape.into()));
+            };
+            if let Some(k) = o.keys().find(|k| !matches!(k.as_str(), "name" | "weight")) {
+                return Err(bad(format!(
+                    "`loras`: unknown field {k:?} (name and weight are understood)"
+                )));
+            }
+            let name = match o.get("name") {
+                Some(Value::String(n)) if !n.is_empty() && n.chars().count() <= 64 => n.clone(),
+                _ => {
+                    return Err(bad(
+                        "`loras`: each needs a \"name\", 1 to 64 characters".into()
+                    ));
+                }
+            };
+            let weight = match o.get("weight") {
+                None | Some(Value::Null) => 1.0,
+                Some(Value::Number(n)) => match n.as_f64() {
+                    Some(w)
+                        if w.is_finite()
+                            && w.abs() <= f64::from(crate::render::lora_tags::MAX_WEIGHT) =>
+                    {
+                        w as f32
+                    }
+                    _ => {
+                        return Err(bad(format!(
+                            "`loras`: the weight of {name:?} must be a number from -10 to 10"
+                        )));
+                    }
+                },
+                Some(_) => {
+                    return Err(bad(format!(
+                        "`loras`: the weight of {name:?} must be a number from -10 to 10"
+                    )));
+                }
+            };
+            Ok((name, weight))
+        })
+        .collect()
 }
 
 impl poem_openapi::types::Type for GenerateInput {

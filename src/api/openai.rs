@@ -692,6 +692,7 @@ impl OpenAiApi {
                     seed: random_seed(),
                     noise: None,
                     webhook_url: None,
+                    loras: Vec::new(),
                 },
             )
             .await
@@ -877,6 +878,7 @@ fn job_error(e: JobError) -> OpenAiError {
         JobError::InvalidImage(m) if m.contains("the mask") => OpenAiError::invalid("mask", m),
         JobError::InvalidImage(m) => OpenAiError::invalid("image", m),
         JobError::InvalidWebhook(m) => OpenAiError::invalid("webhook_url", m),
+        JobError::InvalidLora(m) => OpenAiError::invalid("prompt", m),
         other => server_error(&other.to_string()),
     }
 }

@@ -363,8 +363,11 @@ pub enum ModelsCommand {
     Add {
         /// Name to use in the configuration (lower-case letters, digits, '.', '_', '-').
         name: String,
-        /// A diffusers folder or a .safetensors file.
+        /// A diffusers folder or a .safetensors file (a checkpoint, or a LoRA).
         path: PathBuf,
+        /// For a LoRA whose file does not tell: the model family it is for (sd1, sd2, sdxl).
+        #[arg(long = "for", value_name = "ARCH")]
+        lora_for: Option<String>,
         /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
@@ -655,9 +658,14 @@ fn describe_model(m: &Value) -> String {
             .as_str()
             .map(|s| format!("  (from {s})"))
             .unwrap_or_default(),
-    ) + &match m["role"].as_str() {
-        Some("instruct") => "  [edits: InstructPix2Pix]".to_owned(),
-        Some("inpaint") => "  [edits: inpainting]".to_owned(),
+    ) + &match (m["kind"].as_str(), m["role"].as_str()) {
+        (Some("lora"), _) => format!(
+            "  [LoRA: <lora:{}:1> in a prompt]",
+            m["name"].as_str().unwrap_or_default()
+        ),
+        (Some("tiny_decoder"), _) => "  [tiny decoder]".to_owned(),
+        (_, Some("instruct")) => "  [edits: InstructPix2Pix]".to_owned(),
+        (_, Some("inpaint")) => "  [edits: inpainting]".to_owned(),
         _ => String::new(),
     } + &match (m["loaded_bytes"].as_u64(), m["loaded_on"].as_str()) {
         (Some(b), Some(d)) => format!("  [loaded: {} on {d}]", crate::bounded::size_text(b)),
@@ -763,16 +771,29 @@ fn name_from_repo(repo: &str) -> String {
 
 async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()> {
     match cmd {
-        ModelsCommand::Add { name, path, json } => {
+        ModelsCommand::Add {
+            name,
+            path,
+            lora_for,
+            json,
+        } => {
+            let lora_for = lora_for
+                .as_deref()
+                .map(|a| {
+                    crate::models::Arch::parse(a)
+                        .with_context(|| format!("--for {a}: use sd1, sd2 or sdxl"))
+                })
+                .transpose()?;
             let path = std::fs::canonicalize(path)
                 .with_context(|| format!("cannot find {}", path.display()))?;
-            // A single file's SHA-256, once, for AUTOMATIC1111's "Model hash".
+            // A single file's hash, once, as AUTOMATIC1111 records it ("Model hash" of a
+            // checkpoint, "Lora hashes" of a LoRA).
             let sha256 = if path.is_file() {
                 if !*json {
-                    eprintln!("hashing {} (AUTOMATIC1111's model hash)…", path.display());
+                    eprintln!("hashing {} (AUTOMATIC1111's hash)…", path.display());
                 }
                 let p = path.clone();
-                Some(tokio::task::spawn_blocking(move || crate::models::sha256_file(&p)).await??)
+                Some(tokio::task::spawn_blocking(move || crate::models::a1111_hash(&p)).await??)
             } else {
                 None
             };
@@ -783,6 +804,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
                     path: path.display().to_string(),
                     source: None,
                     sha256,
+                    lora_for,
                 },
             )
             .await?;
@@ -1009,6 +1031,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
                     path: std::fs::canonicalize(&report.path)?.display().to_string(),
                     source: Some(source),
                     sha256: None,
+                    lora_for: None,
                 },
             )
             .await?;

@@ -414,6 +414,7 @@ fn paint(args: &RenderArgs, model: Model) -> anyhow::Result<(render::Picture, Pn
                 ratio,
                 seed,
                 noise: None,
+                loras: Vec::new(),
             },
             &control,
         )?,
@@ -556,6 +557,7 @@ async fn diffuse(
         timestep_spacing: default_str("timestep_spacing"),
         int8_text: default_str("text_weights")
             .is_some_and(|w| matches!(w.as_str(), "int8" | "q8_0")),
+        loras: Vec::new(),
     };
     let tiny = default_str("tiny_vae").map(PathBuf::from);
     let pipeline = tokio::task::spawn_blocking(move || {

@@ -880,6 +880,7 @@ fn render_job(
                     ratio,
                     seed: job.seed,
                     noise: job.noise,
+                    loras: job.loras.clone(),
                 },
                 control,
             )
@@ -899,8 +900,15 @@ fn render_job(
         return Err(RenderFailure::Render(RenderError::Cancelled));
     }
     control.set_progress(0.95);
+    // Every LoRA the picture was drawn with is in its prompt as a tag (AUTOMATIC1111 reads
+    // them from there), also those asked for in `loras` or dropped by the enhancer.
+    let loras: Vec<(String, f32, f32)> = job
+        .loras
+        .iter()
+        .map(|l| (l.name.clone(), l.text, l.unet))
+        .collect();
     let params = PngParameters {
-        prompt: rendered_prompt,
+        prompt: render::lora_tags::with_tags(&rendered_prompt, &loras),
         seed: job.seed,
         model: job.model.id().to_string(),
         kind: job.kind.as_str(),

@@ -27,7 +27,12 @@ pub struct Generate {
     pub noise: Option<crate::catalog::NoiseKind>,
     /// Where to announce the job's end (checked by [`check_webhook`] when the job is created).
     pub webhook_url: Option<String>,
+    /// LoRAs asked for besides the prompt's `<lora:…>` tags: (installed name, weight).
+    pub loras: Vec<(String, f32)>,
 }
+
+/// The most LoRAs one job merges.
+pub const MAX_LORAS: usize = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
@@ -39,6 +44,10 @@ pub enum JobError {
     /// A `webhook_url` Pictor will not call.
     #[error("{0}")]
     InvalidWebhook(String),
+    /// A LoRA the job cannot have (unknown, for another model family, a tag that does not
+    /// read, or a model that takes none).
+    #[error("{0}")]
+    InvalidLora(String),
     /// No such job, or another user's.
     #[error("no such job")]
     NotFound,
@@ -101,8 +110,10 @@ pub async fn create_generate(
     input: Generate,
 ) -> Result<JobRecord, JobError> {
     let webhook_url = check_webhook(state, input.webhook_url.as_deref())?;
+    let (text, loras) = resolve_loras(state, input.model, &input.prompt, &input.loras)?;
     let enhanced_prompt = if input.enhance {
-        let (prompt, seed) = (input.prompt.clone(), input.seed);
+        // The enhancer sees the words, not the `<lora:…>` tags (already taken out above).
+        let (prompt, seed) = (text, input.seed);
         state
             .decode_pool
             .spawn(move || render::enhance::enhance(&prompt, seed))
@@ -121,11 +132,84 @@ pub async fn create_generate(
         enhanced_prompt,
         seed: input.seed,
         noise: input.noise,
+        loras,
         webhook_url,
         client,
         masked: false,
     };
     create(state, new).await
+}
+
+/// The LoRAs a generation asks for — its prompt's `<lora:name:weight>` tags, then `requested`
+/// — as the installed files the model drawing `model` merges, with the prompt's text without
+/// the tags. Each must be an installed LoRA of that model's architecture, and the model a
+/// diffusion model (the built-in painter takes none).
+pub fn resolve_loras(
+    state: &AppState,
+    model: Model,
+    prompt: &str,
+    requested: &[(String, f32)],
+) -> Result<(String, Vec<render::LoraUse>), JobError> {
+    let (text, tags) = render::lora_tags::parse(prompt).map_err(JobError::InvalidLora)?;
+    let mut asked: Vec<(String, f32, f32)> =
+        tags.into_iter().map(|t| (t.name, t.text, t.unet)).collect();
+    asked.extend(requested.iter().map(|(n, w)| (n.clone(), *w, *w)));
+    if asked.is_empty() {
+        return Ok((text, Vec::new()));
+    }
+    if asked.len() > MAX_LORAS {
+        return Err(JobError::InvalidLora(format!(
+            "{} LoRAs asked for; at most {MAX_LORAS} per picture",
+            asked.len()
+        )));
+    }
+    let tier = model.id();
+    let drawn_by = state
+        .tiers
+        .states()
+        .into_iter()
+        .find(|t| t.tier == tier)
+        .filter(|t| t.problem.is_none())
+        .and_then(|t| t.model);
+    let Some(pipeline) = drawn_by else {
+        return Err(JobError::InvalidLora(format!(
+            "model {tier} is drawn by the built-in painter, which takes no LoRAs; the operator maps a diffusion model to it first (`pictor models map {tier} <model>`)"
+        )));
+    };
+    let installed = state.store.models()?;
+    let arch = installed
+        .iter()
+        .find(|r| r.name == pipeline)
+        .map(|r| r.arch)
+        .ok_or_else(|| JobError::Internal(format!("tier {tier}: {pipeline:?} is not installed")))?;
+    asked
+        .into_iter()
+        .map(|(name, text_w, unet_w)| {
+            let record = installed
+                .iter()
+                .find(|r| r.name == name && r.kind == crate::models::Kind::Lora)
+                .ok_or_else(|| {
+                    JobError::InvalidLora(format!(
+                        "no LoRA is installed under the name {name:?} (the operator adds one with `pictor models add {name} FILE.safetensors`)"
+                    ))
+                })?;
+            if record.arch != arch {
+                return Err(JobError::InvalidLora(format!(
+                    "LoRA {name:?} is for {}; model {tier} is drawn by {pipeline:?} ({})",
+                    record.arch.title(),
+                    arch.title()
+                )));
+            }
+            Ok(render::LoraUse {
+                name,
+                path: std::path::PathBuf::from(&record.path),
+                hash: record.sha256.clone().unwrap_or_default(),
+                text: text_w,
+                unet: unet_w,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(|loras| (text, loras))
 }
 
 /// The checks an edit can fail before its upload is read: an active job, or a balance below the
@@ -217,6 +301,7 @@ pub async fn create_edit(
         enhanced_prompt: None,
         seed: random_seed(),
         noise: None,
+        loras: Vec::new(),
         webhook_url,
         client,
         masked,

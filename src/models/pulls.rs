@@ -334,6 +334,7 @@ async fn install(state: &AppState, r: &PullRecord, report: &hub::PullReport) -> 
         path: path.display().to_string(),
         source: Some(format!("{}@{}", report.repo, report.commit)),
         sha256: None,
+        lora_for: None,
     };
     let (secrets, actor, now) = (
         state.idp.secrets.clone(),

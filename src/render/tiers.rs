@@ -103,8 +103,13 @@ pub fn effective(
             "{tier}: no installed model is named {name:?} (see `pictor models list`; add one with `pictor models add {name} PATH`)"
         )
     })?;
-    let own = record.family().ok_or_else(|| {
-        format!("{tier}: {name:?} is a tiny decoder; map a pipeline and attach it with tiny_vae")
+    let own = record.family().ok_or_else(|| match record.kind {
+        Kind::Lora => format!(
+            "{tier}: {name:?} is a LoRA; map a pipeline, and ask for the LoRA per picture (<lora:{name}:1> in the prompt, or `loras`)"
+        ),
+        _ => format!(
+            "{tier}: {name:?} is a tiny decoder; map a pipeline and attach it with tiny_vae"
+        ),
     })?;
     let family = match given.get("preset") {
         None => own,
@@ -163,7 +168,7 @@ pub fn effective(
         } else if let Some(d) = installed.iter().find(|r| r.name == v) {
             if d.kind != Kind::TinyDecoder {
                 return Err(format!(
-                    "{tier} tiny_vae: {v:?} is a pipeline, not a tiny decoder (install madebyollin/taesd)"
+                    "{tier} tiny_vae: {v:?} is not a tiny decoder (install madebyollin/taesd)"
                 ));
             }
             if !decodes_for(d.arch, record.arch) {

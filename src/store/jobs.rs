@@ -213,6 +213,10 @@ pub struct JobRecord {
     /// The seed's noise source the client chose (`None`: the model's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<crate::catalog::NoiseKind>,
+    /// The LoRAs the job asked for (prompt tags and `loras`), resolved to installed files when
+    /// it was created.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loras: Vec<crate::render::LoraUse>,
     pub cost: u32,
     /// Credits were taken (at start). Set once, never cleared.
     #[serde(default)]
@@ -289,6 +293,8 @@ pub struct NewJob {
     pub enhanced_prompt: Option<String>,
     pub seed: u64,
     pub noise: Option<crate::catalog::NoiseKind>,
+    /// Resolved and checked by the caller (`jobs::service::resolve_loras`).
+    pub loras: Vec<crate::render::LoraUse>,
     /// Checked by the caller (`jobs::webhooks::check_url`).
     pub webhook_url: Option<String>,
     /// The app acting for the user, if any.
@@ -585,6 +591,7 @@ fn create_in(
         enhanced_prompt: new.enhanced_prompt,
         seed: new.seed,
         noise: new.noise,
+        loras: new.loras,
         cost,
         charged: false,
         refunded: false,

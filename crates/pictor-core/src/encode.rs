@@ -83,6 +83,19 @@ pub fn parameters_text(params: &PngParameters, width: u32, height: u32) -> Strin
                 kv("Model hash", d.model_hash.clone());
             }
             kv("Model", d.model_name.clone());
+            if !d.loras.is_empty() {
+                // AUTOMATIC1111: `Lora hashes: "name: 0123456789ab, …"` (12 hex digits of the
+                // addnet hash; names without ':' and ','; quoted by the infotext writer).
+                let hashes: Vec<String> = d
+                    .loras
+                    .iter()
+                    .map(|(name, hash)| {
+                        let name = name.replace([':', ','], "");
+                        format!("{name}: {}", hash.get(..12).unwrap_or(hash))
+                    })
+                    .collect();
+                kv("Lora hashes", hashes.join(", "));
+            }
             if let Some(s) = d.strength {
                 kv("Denoising strength", s.to_string());
             }

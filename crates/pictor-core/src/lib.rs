@@ -14,6 +14,7 @@ pub mod files;
 pub mod gpu;
 pub mod infotext;
 pub mod known_models;
+pub mod lora_tags;
 pub mod models;
 pub mod watermark;
 
@@ -61,6 +62,23 @@ pub struct GenerateSpec {
     /// The seed's noise source, when the job chose one (diffusion models; `None`: the
     /// model's configured one).
     pub noise: Option<NoiseKind>,
+    /// LoRAs merged into the model for this job (diffusion models), in the order asked.
+    pub loras: Vec<LoraUse>,
+}
+
+/// An installed LoRA a job uses, and its multipliers.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LoraUse {
+    /// Its installed name (`<lora:name>`).
+    pub name: String,
+    /// Its file.
+    pub path: std::path::PathBuf,
+    /// AUTOMATIC1111's hash of it ([`models::addnet_hash`]; empty when unknown).
+    pub hash: String,
+    /// Multiplier for the text encoders' layers.
+    pub text: f32,
+    /// Multiplier for the UNet's layers.
+    pub unet: f32,
 }
 
 /// What to do for an edit job: the stored upload and the instruction.
@@ -153,6 +171,8 @@ pub struct RenderDetails {
     pub image_guidance: Option<f64>,
     /// What was done exactly (pixel operations) after the model's edit, in words.
     pub exact: Vec<String>,
+    /// The LoRAs merged for the picture: (name, AUTOMATIC1111's short hash).
+    pub loras: Vec<(String, String)>,
 }
 
 impl RenderControl {

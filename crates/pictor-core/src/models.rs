@@ -41,6 +41,22 @@ impl Arch {
             Arch::Sdxl => "sdxl",
         }
     }
+
+    /// `sd1`, `sd2` or `sdxl` (as [`as_str`](Self::as_str) writes them).
+    pub fn parse(s: &str) -> Option<Arch> {
+        [Arch::Sd1, Arch::Sd2, Arch::Sdxl]
+            .into_iter()
+            .find(|a| a.as_str().eq_ignore_ascii_case(s.trim()))
+    }
+
+    /// How people name the architecture.
+    pub fn title(self) -> &'static str {
+        match self {
+            Arch::Sd1 => "SD 1.x",
+            Arch::Sd2 => "SD 2.x",
+            Arch::Sdxl => "SDXL",
+        }
+    }
 }
 
 /// What an installed model is for.
@@ -53,6 +69,9 @@ pub enum Kind {
     /// A tiny latent decoder (TAESD / TAESDXL, diffusers' `AutoencoderTiny`): attached to a
     /// pipeline's mapping to decode its pictures faster.
     TinyDecoder,
+    /// A LoRA file (kohya/AUTOMATIC1111 or PEFT/diffusers): merged into a pipeline of its
+    /// architecture for the jobs that ask for it (`<lora:name:weight>`, `loras`).
+    Lora,
 }
 
 /// What a pipeline's UNet is made for, read off its input channels (the latents' 4, or 8 for
@@ -577,11 +596,23 @@ fn component_weights(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
 /// Tells what `path` is: a diffusers folder or a single-file checkpoint, and of which
 /// architecture. Reads configuration files and safetensors headers only.
 pub fn inspect(path: &Path) -> Result<ModelInfo, ModelError> {
+    inspect_as(path, None)
+}
+
+/// [`inspect`], with the architecture a LoRA is for when its file does not tell (its layers
+/// have widths of no published model, or it changes neither cross-attention nor text
+/// encoder); a file that tells another one is refused.
+pub fn inspect_as(path: &Path, lora_for: Option<Arch>) -> Result<ModelInfo, ModelError> {
     let meta = std::fs::metadata(path).map_err(io(path))?;
     if meta.is_dir() {
         inspect_diffusers(path)
     } else {
         refuse_pickle(path)?;
+        if path.extension().and_then(|e| e.to_str()) == Some("safetensors")
+            && let Some(info) = inspect_lora(path, meta.len(), lora_for)?
+        {
+            return Ok(info);
+        }
         if path.extension().and_then(|e| e.to_str()) != Some("safetensors") {
             return Err(invalid(format!(
                 "{} is neither a diffusers folder nor a .safetensors checkpoint",
@@ -820,6 +851,143 @@ fn unet_role(path: &Path, in_channels: u64, latent: u64, arch: Arch) -> Result<R
 
 /// A model name as used in `pictor models …` and the configuration: 1–64 of `a-z 0-9 . _ -`.
 /// SHA-256 of a whole file, hex (AUTOMATIC1111's model hash is its first 10 digits).
+/// Whether a tensor name is a LoRA layer's (any format Pictor reads: kohya's `lora_down`/
+/// `lora_up`/`alpha`, PEFT's `lora_A`/`lora_B`, diffusers' older `lora.down`,
+/// `lora_linear_layer.down` and attention-processor `to_q_lora.down`).
+fn is_lora_tensor(name: &str) -> bool {
+    name.contains(".lora_down.")
+        || name.contains(".lora_up.")
+        || name.contains(".lora_A.")
+        || name.contains(".lora_B.")
+        || name.contains(".lora.down.")
+        || name.contains(".lora.up.")
+        || name.contains(".lora_linear_layer.")
+        || name.contains("_lora.down.")
+        || name.contains("_lora.up.")
+        || name.ends_with(".alpha")
+        || name.contains(".hada_")
+        || name.contains(".lokr_")
+        || name.ends_with(".dora_scale")
+        || name.contains(".lora_magnitude_vector")
+}
+
+/// A `.safetensors` file of LoRA layers: which architecture it is for, read off the width of
+/// its cross-attention keys (768: SD 1.x, 1024: SD 2.x, 2048: SDXL), its second text encoder
+/// (SDXL) or its text encoder's width. `None` when the file is not a LoRA.
+fn inspect_lora(
+    path: &Path,
+    len: u64,
+    lora_for: Option<Arch>,
+) -> Result<Option<ModelInfo>, ModelError> {
+    let header = safetensors_header(path)?;
+    if header.is_empty() || !header.keys().all(|k| is_lora_tensor(k)) {
+        return Ok(None);
+    }
+    let has = |s: &str| header.keys().any(|k| k.contains(s));
+    for (marker, what) in [
+        (".hada_", "LoHa (LyCORIS)"),
+        (".lokr_", "LoKr (LyCORIS)"),
+        ("dora_scale", "DoRA"),
+        ("lora_magnitude_vector", "DoRA"),
+    ] {
+        if has(marker) {
+            return Err(invalid(format!(
+                "{}: {what} LoRAs are not supported (plain LoRA and LoCon are)",
+                path.display()
+            )));
+        }
+    }
+    if header
+        .keys()
+        .any(|k| k.starts_with("transformer.") || k.contains("double_blocks"))
+    {
+        return Err(invalid(format!(
+            "{}: a LoRA for a transformer model (FLUX / SD 3); Pictor's LoRAs are for SD 1.x, 2.x and SDXL",
+            path.display()
+        )));
+    }
+    let down_width = |pred: &dyn Fn(&str) -> bool| {
+        header.iter().find_map(|(k, t)| {
+            let down = k.contains("lora_down") || k.contains("lora_A") || k.contains(".down.");
+            (down && pred(k)).then(|| t.shape.get(1).copied()).flatten()
+        })
+    };
+    let context = down_width(&|k| k.contains("attn2") && k.contains("to_k"));
+    let text = down_width(&|k| k.contains("q_proj"));
+    let told = if has("lora_te2_") || has("text_encoder_2.") || context == Some(2048) {
+        Some(Arch::Sdxl)
+    } else {
+        match (context, text) {
+            (Some(768), _) | (None, Some(768)) => Some(Arch::Sd1),
+            (Some(1024), _) | (None, Some(1024)) => Some(Arch::Sd2),
+            _ => None,
+        }
+    };
+    let arch = match (told, lora_for) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(invalid(format!(
+                "{}: a LoRA for {}, not {}",
+                path.display(),
+                a.title(),
+                b.title()
+            )));
+        }
+        (Some(a), _) | (None, Some(a)) => a,
+        (None, None) => {
+            return Err(invalid(format!(
+                "{}: a LoRA whose layers do not tell which model family it is for (cross-attention {}, text encoder {}); say which with --for sd1, sd2 or sdxl",
+                path.display(),
+                context.map_or("absent".into(), |w| format!("{w} wide")),
+                text.map_or("absent".into(), |w| format!("{w} wide")),
+            )));
+        }
+    };
+    Ok(Some(ModelInfo {
+        layout: Layout::SingleFile,
+        kind: Kind::Lora,
+        arch,
+        trailing: false,
+        prediction: None,
+        role: Role::Text,
+        weight_bytes: len,
+        tensors: header.len(),
+    }))
+}
+
+/// AUTOMATIC1111's and kohya's hash of a `.safetensors` LoRA (the "addnet" hash): SHA-256 of
+/// the tensor data after the header, in hex; the infotext's `Lora hashes` show its first 12
+/// digits.
+pub fn addnet_hash(path: &Path) -> std::io::Result<String> {
+    use sha2::Digest;
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let mut n = [0u8; 8];
+    f.read_exact(&mut n)?;
+    f.seek(SeekFrom::Start(8u64.saturating_add(u64::from_le_bytes(n))))?;
+    let mut h = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let k = f.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        h.update(&buf[..k]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// The hash AUTOMATIC1111 records for a single file: a LoRA's addnet hash
+/// ([`addnet_hash`]), a checkpoint's SHA-256 ([`sha256_file`]).
+pub fn a1111_hash(path: &Path) -> std::io::Result<String> {
+    let lora = safetensors_header(path)
+        .is_ok_and(|h| !h.is_empty() && h.keys().all(|k| is_lora_tensor(k)));
+    if lora {
+        addnet_hash(path)
+    } else {
+        sha256_file(path)
+    }
+}
+
 pub fn sha256_file(path: &Path) -> std::io::Result<String> {
     use sha2::Digest;
     use std::io::Read;
@@ -1021,5 +1189,73 @@ mod tests {
         assert!(check_name("SD").is_err());
         assert!(check_name("../x").is_err());
         assert!(check_name(".hidden").is_err());
+    }
+}
+
+#[cfg(test)]
+mod lora_tests {
+    use super::*;
+
+    /// A `.safetensors` file of float32 zeros with these names and shapes.
+    fn file(dir: &Path, tensors: &[(&str, &[u64])]) -> std::path::PathBuf {
+        let mut header = serde_json::Map::new();
+        let mut at = 0u64;
+        for (name, shape) in tensors {
+            let n = shape.iter().product::<u64>() * 4;
+            header.insert(
+                (*name).into(),
+                serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [at, at + n]}),
+            );
+            at += n;
+        }
+        let h = serde_json::to_vec(&header).unwrap();
+        let mut bytes = (h.len() as u64).to_le_bytes().to_vec();
+        bytes.extend(h);
+        bytes.extend(vec![0u8; at as usize]);
+        let p = dir.join("lora.safetensors");
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    #[test]
+    fn a_loras_family_is_read_off_its_widths() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = "lora_unet_down_blocks_1_attentions_0_transformer_blocks_0_attn2_to_k";
+        for (width, arch) in [(768, Arch::Sd1), (1024, Arch::Sd2), (2048, Arch::Sdxl)] {
+            let p = file(
+                dir.path(),
+                &[
+                    (&format!("{k}.lora_down.weight"), &[4, width]),
+                    (&format!("{k}.lora_up.weight"), &[640, 4]),
+                    (&format!("{k}.alpha"), &[]),
+                ],
+            );
+            let info = inspect(&p).unwrap();
+            assert_eq!((info.kind, info.arch), (Kind::Lora, arch));
+        }
+        let q = "text_encoder.text_model.encoder.layers.0.self_attn.q_proj";
+        let p = file(
+            dir.path(),
+            &[
+                (&format!("{q}.lora_A.weight"), &[4, 1024]),
+                (&format!("{q}.lora_B.weight"), &[1024, 4]),
+            ],
+        );
+        assert_eq!(inspect(&p).unwrap().arch, Arch::Sd2);
+        let e = inspect_as(&p, Some(Arch::Sd1)).unwrap_err().to_string();
+        assert!(e.contains("a LoRA for SD 2.x, not SD 1.x"), "{e}");
+        let p = file(
+            dir.path(),
+            &[(
+                "transformer.single_transformer_blocks.0.attn.to_q.lora_A.weight",
+                &[4, 8],
+            )],
+        );
+        let e = inspect(&p).unwrap_err().to_string();
+        assert!(e.contains("FLUX"), "{e}");
+        let p = file(dir.path(), &[("lora_unet_x.hada_w1_a", &[4, 8])]);
+        let e = inspect(&p).unwrap_err().to_string();
+        assert!(e.contains("LoHa"), "{e}");
+        assert!(addnet_hash(&p).unwrap() != sha256_file(&p).unwrap());
     }
 }

@@ -651,30 +651,6 @@ impl SimpleBackend for LoraWeights<'_> {
     }
 }
 
-/// AUTOMATIC1111's and kohya's hash of a `.safetensors` LoRA (the "addnet" hash): SHA-256 of
-/// the tensor data after the header, in hex; the infotext's `Lora hashes` show its first 12
-/// characters.
-pub fn addnet_hash(path: &Path) -> Result<String, DiffusionError> {
-    use sha2::Digest;
-    use std::io::{Read, Seek, SeekFrom};
-    let io = |e: std::io::Error| bad(path, e);
-    let mut f = std::fs::File::open(path).map_err(io)?;
-    let mut n = [0u8; 8];
-    f.read_exact(&mut n).map_err(io)?;
-    f.seek(SeekFrom::Start(8u64.saturating_add(u64::from_le_bytes(n))))
-        .map_err(io)?;
-    let mut h = sha2::Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let k = f.read(&mut buf).map_err(io)?;
-        if k == 0 {
-            break;
-        }
-        h.update(&buf[..k]);
-    }
-    Ok(hex::encode(h.finalize()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

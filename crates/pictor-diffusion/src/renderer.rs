@@ -352,6 +352,7 @@ pub fn render_details(
         edit_mode: None,
         image_guidance: None,
         exact: Vec::new(),
+        loras: Vec::new(),
     }
 }
 
@@ -474,11 +475,34 @@ impl Renderer for DiffusionRenderer {
             return self.fallback.generate_with(spec, control);
         };
         let (out_w, out_h) = spec.model.dimensions(spec.ratio.resolve_auto(&spec.prompt));
+        // The job's LoRAs: a pipeline of their own, merged at load and kept like any other
+        // (the load key has them), so the next job with the same set starts at once.
+        let with_loras;
+        let m = if spec.loras.is_empty() {
+            m
+        } else {
+            let mut l = m.clone();
+            l.overrides.loras = spec
+                .loras
+                .iter()
+                .map(|u| super::lora::LoraSpec {
+                    path: u.path.clone(),
+                    unet: u.unet,
+                    text: u.text,
+                })
+                .collect();
+            with_loras = l;
+            &with_loras
+        };
         let pipeline = self.pipeline(m)?;
         let long = m.size.unwrap_or(pipeline.sample_size * 8);
         let (width, height) = working_size(long, out_w, out_h);
+        // The model reads the prompt without its `<lora:…>` tags (the PNG keeps them).
+        let prompt = pictor_core::lora_tags::parse(&spec.prompt)
+            .map(|(text, _)| text)
+            .unwrap_or_else(|_| spec.prompt.clone());
         let req = Request {
-            prompt: spec.prompt.clone(),
+            prompt,
             negative_prompt: m.negative_prompt.clone(),
             steps: m.steps,
             guidance: m.guidance,
@@ -495,9 +519,13 @@ impl Renderer for DiffusionRenderer {
             .txt2img(&req, noise.as_mut(), &Control(control))
             .map_err(failed)?;
         self.note_time(&m.name, started);
-        control.set_details(render_details(
-            &pipeline, &req, &m.name, &m.hash, kind, None,
-        ));
+        let mut details = render_details(&pipeline, &req, &m.name, &m.hash, kind, None);
+        details.loras = spec
+            .loras
+            .iter()
+            .map(|u| (u.name.clone(), u.hash.clone()))
+            .collect();
+        control.set_details(details);
         control.set_progress(1.0);
         to_picture(rgb, width, height, out_w, out_h)
     }

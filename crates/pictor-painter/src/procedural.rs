@@ -1030,6 +1030,7 @@ mod tests {
     fn spec(prompt: &str, model: Model, ratio: Ratio, seed: u64) -> GenerateSpec {
         GenerateSpec {
             noise: None,
+            loras: Vec::new(),
             prompt: prompt.to_owned(),
             model,
             ratio,

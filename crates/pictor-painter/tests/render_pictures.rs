@@ -19,6 +19,7 @@ fn png(prompt: &str, model: Model, ratio: Ratio, seed: u64) -> Vec<u8> {
     let pic = ProceduralRenderer
         .generate(&GenerateSpec {
             noise: None,
+            loras: Vec::new(),
             prompt: prompt.into(),
             model,
             ratio,

@@ -211,6 +211,7 @@ async fn page(
                             _ => "SD 1.x / 2.x",
                         },
                     ),
+                    (Kind::Lora, _) => tr1("admin.models.kind.lora", r.arch.title()),
                     (_, Some(f)) => match r.role {
                         crate::models::Role::Instruct => format!("{} · InstructPix2Pix", f.title()),
                         crate::models::Role::Inpaint => {
@@ -710,10 +711,11 @@ pub async fn add_post(
         Ok(Ok(p)) => p,
         _ => return refuse(&state, jar, tr1("admin.models.no_path", f.path.trim())).await,
     };
-    // A single file's SHA-256 (AUTOMATIC1111's model hash), as `pictor models add` takes it.
+    // A single file's hash as AUTOMATIC1111 records it (a checkpoint's SHA-256, a LoRA's
+    // addnet hash), as `pictor models add` takes it.
     let sha256 = if path.is_file() {
         let p = path.clone();
-        tokio::task::spawn_blocking(move || crate::models::sha256_file(&p))
+        tokio::task::spawn_blocking(move || crate::models::a1111_hash(&p))
             .await
             .ok()
             .and_then(Result::ok)
@@ -725,6 +727,7 @@ pub async fn add_post(
         path: path.display().to_string(),
         source: None,
         sha256,
+        lora_for: None,
     };
     match run_as(&state, &me.user, req).await {
         Ok(_) => Ok(redirect("/admin/models?done=add")),

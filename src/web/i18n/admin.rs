@@ -788,6 +788,11 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "быстрый декодер для {}",
     ),
     ("admin.models.kind.tiny", "Tiny decoder", "Быстрый декодер"),
+    (
+        "admin.models.kind.lora",
+        "LoRA for {} · <lora:name:1> in a prompt",
+        "LoRA для {} · <lora:имя:1> в запросе",
+    ),
     ("admin.models.check", "Check files", "Проверить файлы"),
     (
         "admin.models.check.ok",

@@ -895,4 +895,64 @@ async fn loras_are_installed_and_asked_for_per_picture() {
         Some(4),
         "no job made for the refused requests: {history}"
     );
+
+    // `pictor render` reads the tags too, and re-renders the PNG it wrote from its parameters.
+    let out = d.join("lora.png");
+    let (code, _, err) = run_cli(
+        &d,
+        &[
+            "render",
+            "--model",
+            "tiny",
+            "--prompt",
+            "a photo of a red car <lora:style:0.7>",
+            "--steps",
+            "2",
+            "--seed",
+            "5",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let first = std::fs::read(&out).unwrap();
+    let params = pictor::render::encode::read_parameters(&first).unwrap();
+    assert!(
+        params.contains(&format!("Lora hashes: \"style: {}\"", hashes["style"])),
+        "{params}"
+    );
+    let again = d.join("again.png");
+    let (code, _, err) = run_cli(
+        &d,
+        &[
+            "render",
+            "--from-png",
+            out.to_str().unwrap(),
+            "--out",
+            again.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        picture(&std::fs::read(&again).unwrap()),
+        picture(&first),
+        "the PNG's parameters (its tag and Lora hashes) make the same picture"
+    );
+    let (code, _, err) = run_cli(
+        &d,
+        &[
+            "render",
+            "--model",
+            "tiny",
+            "--prompt",
+            "x <lora:nope:1>",
+            "--out",
+            again.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("no such LoRA is installed here"), "{err}");
 }

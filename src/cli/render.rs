@@ -530,6 +530,14 @@ async fn diffuse(
     let seed = args.seed.unwrap_or(1);
     // Checked before a model of several GB loads.
     let edit_input = edit_input(args)?;
+    // A prompt's `<lora:name:weight>` tags: installed LoRAs merged into the model; the model
+    // reads the words without them.
+    let (words, loras) = if editing {
+        (prompt.clone(), Vec::new())
+    } else {
+        let (words, tags) = render::lora_tags::parse(&prompt).map_err(anyhow::Error::msg)?;
+        (words, installed_loras(&tags, from_png, data_dir).await?)
+    };
     if let Some(s) = args.strength {
         anyhow::ensure!(s > 0.0 && s <= 1.0, "--strength must be in (0, 1]");
     }
@@ -557,7 +565,14 @@ async fn diffuse(
         timestep_spacing: default_str("timestep_spacing"),
         int8_text: default_str("text_weights")
             .is_some_and(|w| matches!(w.as_str(), "int8" | "q8_0")),
-        loras: Vec::new(),
+        loras: loras
+            .iter()
+            .map(|u| crate::render::diffusion::lora::LoraSpec {
+                path: u.path.clone(),
+                unet: u.unet,
+                text: u.text,
+            })
+            .collect(),
     };
     let tiny = default_str("tiny_vae").map(PathBuf::from);
     let pipeline = tokio::task::spawn_blocking(move || {
@@ -577,7 +592,7 @@ async fn diffuse(
         .map(|v| v as usize)
         .unwrap_or(pipeline.sample_size * 8);
     let req = Request {
-        prompt: prompt.clone(),
+        prompt: words,
         negative_prompt: args
             .negative_prompt
             .clone()
@@ -652,7 +667,11 @@ async fn diffuse(
         };
         return Ok((picture, params));
     }
-    let details = render_details(&pipeline, &req, &name, &hash, kind, None);
+    let mut details = render_details(&pipeline, &req, &name, &hash, kind, None);
+    details.loras = loras
+        .iter()
+        .map(|u| (u.name.clone(), u.hash.clone()))
+        .collect();
     let (w, h) = (req.width, req.height);
     let rgb = tokio::task::spawn_blocking(move || {
         let mut n = noise::source(kind, seed);
@@ -675,6 +694,76 @@ async fn diffuse(
         scene: None,
     };
     Ok((picture, params))
+}
+
+/// The installed LoRAs a prompt's tags name: by installed name or file name, else — from a
+/// PNG — by the hash its `Lora hashes` give for the tag's name (AUTOMATIC1111's addnet hash).
+#[cfg(feature = "diffusion")]
+async fn installed_loras(
+    tags: &[render::lora_tags::LoraTag],
+    from_png: Option<&Infotext>,
+    data_dir: &Path,
+) -> anyhow::Result<Vec<render::LoraUse>> {
+    if tags.is_empty() {
+        return Ok(Vec::new());
+    }
+    let listed = if data_dir.join("pictor.redb").exists() {
+        super::run_admin(data_dir.to_path_buf(), crate::ops::AdminRequest::ModelList).await?
+    } else {
+        serde_json::Value::Null
+    };
+    let records: Vec<crate::store::models::ModelRecord> =
+        serde_json::from_value(listed["models"].clone()).unwrap_or_default();
+    let loras: Vec<_> = records
+        .iter()
+        .filter(|r| r.kind == crate::models::Kind::Lora)
+        .collect();
+    // "name: hash, name: hash" from the PNG.
+    let png_hashes: Vec<(String, String)> = from_png
+        .and_then(|i| i.get("Lora hashes"))
+        .map(|h| {
+            h.split(',')
+                .filter_map(|p| p.split_once(':'))
+                .map(|(n, h)| (n.trim().to_owned(), h.trim().to_ascii_lowercase()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let stem = |p: &str| {
+        Path::new(p)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+    };
+    tags.iter()
+        .map(|t| {
+            let by_hash = png_hashes
+                .iter()
+                .find(|(n, _)| *n == t.name)
+                .and_then(|(_, h)| {
+                    loras.iter().find(|r| {
+                        r.sha256
+                            .as_deref()
+                            .is_some_and(|s| !h.is_empty() && s.starts_with(h.as_str()))
+                    })
+                });
+            let found = loras
+                .iter()
+                .find(|r| r.name == t.name || stem(&r.path).as_deref() == Some(&t.name))
+                .or(by_hash)
+                .with_context(|| {
+                    format!(
+                        "<lora:{}>: no such LoRA is installed here (pictor models add {} FILE.safetensors)",
+                        t.name, t.name
+                    )
+                })?;
+            Ok(render::LoraUse {
+                name: t.name.clone(),
+                path: PathBuf::from(&found.path),
+                hash: found.sha256.clone().unwrap_or_default(),
+                text: t.text,
+                unet: t.unet,
+            })
+        })
+        .collect()
 }
 
 /// The model a diffusion render uses: a path (a diffusers folder or a checkpoint file), an

@@ -896,6 +896,23 @@ async fn loras_are_installed_and_asked_for_per_picture() {
         "no job made for the refused requests: {history}"
     );
 
+    // The job says which LoRAs it used.
+    let (_, r) = server
+        .generate(
+            &key,
+            json!({"prompt": "a red car <lora:style:0.5:1.5>", "model": "fast",
+                   "loras": [{"name": "detail", "weight": 0.7}]}),
+        )
+        .await;
+    let done = server.finish(&key, r["job_id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "done", "{done}");
+    assert_eq!(
+        done["loras"],
+        json!([{"name": "style", "weight": 1.5, "text_weight": 0.5},
+               {"name": "detail", "weight": 0.7, "text_weight": 0.7}]),
+        "{done}"
+    );
+
     // `pictor render` reads the tags too, and re-renders the PNG it wrote from its parameters.
     let out = d.join("lora.png");
     let (code, _, err) = run_cli(

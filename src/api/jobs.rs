@@ -50,6 +50,9 @@ pub struct JobView {
     /// *(added)* The noise source the job asked for (`torch-cpu`, `a1111-gpu`); absent when it
     /// left the choice to the model's configuration.
     pub noise: Option<String>,
+    /// *(added)* The LoRAs merged for the picture (its prompt's `<lora:…>` tags, then
+    /// `loras`); absent when none.
+    pub loras: Option<Vec<JobLora>>,
     /// While `queued` and waiting for a render slot: 1-based place in the queue (1 = next).
     pub queue_position: Option<u32>,
     /// While `queued`: predicted seconds until the render starts, from recent render times of
@@ -102,6 +105,17 @@ pub struct SceneView {
 }
 
 /// A job's notification.
+/// A LoRA a job uses.
+#[derive(Object, Debug)]
+pub struct JobLora {
+    /// The installed LoRA's name.
+    pub name: String,
+    /// Its weight on the UNet.
+    pub weight: f64,
+    /// Its weight on the text encoders (AUTOMATIC1111's `te`; the same unless a tag gave two).
+    pub text_weight: f64,
+}
+
 #[derive(Object, Debug)]
 #[oai(skip_serializing_if_is_none)]
 pub struct WebhookView {
@@ -144,6 +158,20 @@ pub fn job_view(state: &AppState, snap: &Snapshot) -> JobView {
         enhanced_prompt: job.enhanced_prompt.clone(),
         seed: job.seed,
         noise: job.noise.map(|n| n.as_str().to_owned()),
+        loras: (!job.loras.is_empty()).then(|| {
+            job.loras
+                .iter()
+                .map(|l| {
+                    // The float32 weight as it was written (0.7, not 0.699999988).
+                    let shown = |w: f32| (f64::from(w) * 1e6).round() / 1e6;
+                    JobLora {
+                        name: l.name.clone(),
+                        weight: shown(l.unet),
+                        text_weight: shown(l.text),
+                    }
+                })
+                .collect()
+        }),
         queue_position: live.queue_position,
         eta_seconds: live.eta_seconds.map(|s| (s * 10.0).round() / 10.0),
         progress: live.progress,

@@ -311,6 +311,55 @@ mod bench {
                     times.push(t.elapsed().as_secs_f64());
                 }
             }
+            "lora" => {
+                // Merging a LoRA at load against the same model without it, from files on disk
+                // (not in the table: it needs a saved model and LoRA, e.g. tools/gpu/
+                // diffusers_sd15.py's random SD 1.5 and a LoRA made for it):
+                // PICTOR_BENCH_MODEL_DIR=… PICTOR_BENCH_LORA=… PICTOR_DIFFUSION_BENCH_CASE=sd15:lora:512:f32
+                // seconds = [load, load with the LoRA merged, 1-step picture latents (CFG),
+                // the same with the merged model].
+                use pictor_diffusion::lora::LoraSpec;
+                use pictor_diffusion::single_file::Overrides;
+                use pictor_diffusion::{NoControl, Pipeline, Request};
+                let var =
+                    |k: &str| PathBuf::from(std::env::var(k).unwrap_or_else(|_| panic!("{k}")));
+                let (dir, lora) = (var("PICTOR_BENCH_MODEL_DIR"), var("PICTOR_BENCH_LORA"));
+                // Once to bring the files into the page cache.
+                drop(Pipeline::load_diffusers(&dir, &Overrides::default(), &dev).unwrap());
+                let t = Instant::now();
+                let plain = Pipeline::load_diffusers(&dir, &Overrides::default(), &dev).unwrap();
+                times.push(t.elapsed().as_secs_f64());
+                let with = Overrides {
+                    loras: vec![LoraSpec {
+                        path: lora,
+                        unet: 0.8,
+                        text: 0.8,
+                    }],
+                    ..Overrides::default()
+                };
+                let t = Instant::now();
+                let merged = Pipeline::load_diffusers(&dir, &with, &dev).unwrap();
+                times.push(t.elapsed().as_secs_f64());
+                let req = Request {
+                    prompt: "a red fox in the snow".into(),
+                    negative_prompt: String::new(),
+                    steps: 1,
+                    guidance: 7.5,
+                    sampler: pictor_diffusion::scheduler::Sampler::Euler,
+                    karras: None,
+                    width: side,
+                    height: side,
+                };
+                for p in [&plain, &merged] {
+                    let mut noise = pictor_diffusion::noise::source(
+                        pictor_diffusion::noise::NoiseKind::TorchCpu,
+                        1,
+                    );
+                    let t = Instant::now();
+                    p.txt2img_latents(&req, noise.as_mut(), &NoControl).unwrap();
+                    times.push(t.elapsed().as_secs_f64());
+                }
+            }
             other => panic!("unknown part {other}"),
         }
         println!(

@@ -80,6 +80,7 @@ async fn main() -> Result<(), Failure> {
         enhance: None,
         noise: None,
         webhook_url: None,
+        loras: None,
     };
     let created = client.generate(&request).await?.into_inner();
     check(created.status == "queued", &created.status)?;

@@ -795,6 +795,20 @@ async fn loras_are_installed_and_asked_for_per_picture() {
         None,
     );
     let picture = |bytes: &[u8]| image::load_from_memory(bytes).unwrap().to_rgb8();
+    // The models list names the LoRAs each model can take: the SD 1.x ones for the tiny SD 1.5
+    // model on fast, none for the tiers the painter draws.
+    let models: Value = json_of(server.http().get(server.url("/api/pictor/v1/models"))).await;
+    let loras_of = |id: &str| {
+        models["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == id)
+            .unwrap()["loras"]
+            .clone()
+    };
+    assert_eq!(loras_of("fast"), json!(["detail", "style"]), "{models}");
+    assert_eq!(loras_of("artist"), json!([]), "{models}");
     let plain = generate_with(&server, &key, json!({"model": "fast", "seed": 5})).await;
     let tagged = generate_with(
         &server,

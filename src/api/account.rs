@@ -60,6 +60,10 @@ pub struct ModelView {
     /// (or is not the built-in engine's).
     #[oai(nullable)]
     pub memory_bytes: Option<u64>,
+    /// *(added)* The installed LoRAs a generation with this model may ask for (`loras`, or
+    /// `<lora:name:weight>` in the prompt): those of its diffusion model's architecture; empty
+    /// for the built-in painter and inference servers.
+    pub loras: Vec<String>,
 }
 
 #[derive(Object, Debug)]
@@ -252,6 +256,19 @@ pub(crate) fn model_list(state: &AppState) -> Result<ModelList, ApiError> {
             None => ("remote".to_string(), None),
         }
     };
+    let installed = state.store.models().map_err(ApiError::internal)?;
+    // The LoRAs of the architecture of the installed model an engine names.
+    let loras_for = |engine: &str| -> Vec<String> {
+        let arch = engine
+            .strip_prefix("diffusion:")
+            .and_then(|name| installed.iter().find(|r| r.name == name))
+            .map(|r| r.arch);
+        installed
+            .iter()
+            .filter(|r| r.kind == crate::models::Kind::Lora && Some(r.arch) == arch)
+            .map(|r| r.name.clone())
+            .collect()
+    };
     Ok(ModelList {
         ok: true,
         models: Model::ALL
@@ -260,6 +277,7 @@ pub(crate) fn model_list(state: &AppState) -> Result<ModelList, ApiError> {
                 let engine = state.jobs.engine_for(m);
                 let engine_name = state.tiers.engine_name(m.id(), &engine);
                 let (device, memory_bytes) = where_(&engine);
+                let loras = loras_for(&engine);
                 ModelView {
                     id: m.id().into(),
                     name: m.display_name().into(),
@@ -271,6 +289,7 @@ pub(crate) fn model_list(state: &AppState) -> Result<ModelList, ApiError> {
                     engine_name,
                     device,
                     memory_bytes,
+                    loras,
                 }
             })
             .collect(),

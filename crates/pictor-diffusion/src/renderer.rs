@@ -316,13 +316,22 @@ impl DiffusionRenderer {
             g.remove(&oldest);
         }
         g.insert(
-            key,
+            key.clone(),
             Loaded {
                 name: m.name.clone(),
                 pipeline: pipeline.clone(),
                 last_used: self.tick(),
             },
         );
+        drop(g);
+        drop(_loading);
+        // The per-key lock is only needed while a load is under way: forget it unless another
+        // job waits on it (each LoRA set has its own key; they must not pile up).
+        if let Ok(mut g) = self.loading.lock()
+            && g.get(&key).is_some_and(|l| Arc::strong_count(l) <= 2)
+        {
+            g.remove(&key);
+        }
         Ok(pipeline)
     }
 }

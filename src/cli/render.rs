@@ -696,6 +696,19 @@ async fn diffuse(
     Ok((picture, params))
 }
 
+/// The installed models, if there is a store (rendering never creates one).
+#[cfg(feature = "diffusion")]
+async fn installed_records(
+    data_dir: &Path,
+) -> anyhow::Result<Vec<crate::store::models::ModelRecord>> {
+    let listed = if data_dir.join("pictor.redb").exists() {
+        super::run_admin(data_dir.to_path_buf(), crate::ops::AdminRequest::ModelList).await?
+    } else {
+        serde_json::Value::Null
+    };
+    Ok(serde_json::from_value(listed["models"].clone()).unwrap_or_default())
+}
+
 /// The installed LoRAs a prompt's tags name: by installed name or file name, else — from a
 /// PNG — by the hash its `Lora hashes` give for the tag's name (AUTOMATIC1111's addnet hash).
 #[cfg(feature = "diffusion")]
@@ -707,13 +720,7 @@ async fn installed_loras(
     if tags.is_empty() {
         return Ok(Vec::new());
     }
-    let listed = if data_dir.join("pictor.redb").exists() {
-        super::run_admin(data_dir.to_path_buf(), crate::ops::AdminRequest::ModelList).await?
-    } else {
-        serde_json::Value::Null
-    };
-    let records: Vec<crate::store::models::ModelRecord> =
-        serde_json::from_value(listed["models"].clone()).unwrap_or_default();
+    let records = installed_records(data_dir).await?;
     let loras: Vec<_> = records
         .iter()
         .filter(|r| r.kind == crate::models::Kind::Lora)
@@ -826,14 +833,7 @@ async fn resolve_model(
         let p = preset(path, &name, None);
         return from_path(path, name, None).map(|(a, b, c)| (a, b, c, p));
     }
-    // Installed models, if there is a store (rendering never creates one).
-    let listed = if data_dir.join("pictor.redb").exists() {
-        super::run_admin(data_dir.to_path_buf(), crate::ops::AdminRequest::ModelList).await?
-    } else {
-        serde_json::Value::Null
-    };
-    let records: Vec<crate::store::models::ModelRecord> =
-        serde_json::from_value(listed["models"].clone()).unwrap_or_default();
+    let records = installed_records(data_dir).await?;
     let installed: Vec<(String, PathBuf, Option<String>)> = records
         .iter()
         .map(|m| (m.name.clone(), PathBuf::from(&m.path), m.sha256.clone()))

@@ -638,27 +638,39 @@ fn every_sampler_and_noise_source_matches_diffusers() {
             );
         }
         let mut noise = source(kind, meta["seed"].as_u64().unwrap());
-        let latents = pipe
-            .txt2img_latents(&req, noise.as_mut(), &NoControl)
-            .unwrap();
-        close(
-            &format!("{case} latents"),
-            &latents,
-            &refs[&format!("{case}_latents")],
-            1e-3,
-        );
-        let rgb = to_rgb8(&pipe.decode_raw(&latents).unwrap()).unwrap();
-        let rgb = Tensor::from_vec(rgb, (64, 64, 3), &dev())
-            .unwrap()
-            .to_dtype(DType::F32)
-            .unwrap();
-        close(
-            &format!("{case} picture (0..1)"),
-            &(rgb / 255.0).unwrap(),
-            &refs[&format!("{case}_image")],
-            2.0 / 255.0,
-        );
+        whole_picture_matches(&pipe, &req, noise.as_mut(), &refs, case, case);
     }
+}
+
+/// A 64² picture made from the seed's noise matches the reference's `<case>_latents` (within
+/// 1e-3) and `<case>_image` (0..1, within 2/255); its latents.
+fn whole_picture_matches(
+    pipe: &Pipeline,
+    req: &Request,
+    noise: &mut dyn NoiseSource,
+    refs: &HashMap<String, Tensor>,
+    case: &str,
+    what: &str,
+) -> Tensor {
+    let latents = pipe.txt2img_latents(req, noise, &NoControl).unwrap();
+    close(
+        &format!("{what} latents"),
+        &latents,
+        &refs[&format!("{case}_latents")],
+        1e-3,
+    );
+    let rgb = to_rgb8(&pipe.decode_raw(&latents).unwrap()).unwrap();
+    let rgb = Tensor::from_vec(rgb, (64, 64, 3), &dev())
+        .unwrap()
+        .to_dtype(DType::F32)
+        .unwrap();
+    close(
+        &format!("{what} picture (0..1)"),
+        &(rgb / 255.0).unwrap(),
+        &refs[&format!("{case}_image")],
+        2.0 / 255.0,
+    );
+    latents
 }
 
 /// A copy of the tiny SD 1.5 model with another scheduler configuration.
@@ -988,27 +1000,8 @@ fn loras_in_both_formats_match_diffusers_fuse_lora() {
                 Pipeline::load_diffusers(&fixture_dir(arch).join("model"), &overrides, &dev())
                     .unwrap();
             let mut noise = source(NoiseKind::TorchCpu, seed);
-            let latents = pipe
-                .txt2img_latents(&req, noise.as_mut(), &NoControl)
-                .unwrap();
             let what = format!("{arch} LoRA case {case}");
-            close(
-                &format!("{what} latents"),
-                &latents,
-                &refs[&format!("{case}_latents")],
-                1e-3,
-            );
-            let rgb = to_rgb8(&pipe.decode_raw(&latents).unwrap()).unwrap();
-            let rgb = Tensor::from_vec(rgb, (64, 64, 3), &dev())
-                .unwrap()
-                .to_dtype(DType::F32)
-                .unwrap();
-            close(
-                &format!("{what} picture (0..1)"),
-                &(rgb / 255.0).unwrap(),
-                &refs[&format!("{case}_image")],
-                2.0 / 255.0,
-            );
+            let latents = whole_picture_matches(&pipe, &req, noise.as_mut(), &refs, case, &what);
             if arch == "sd15" && case == "ab" {
                 let single = Pipeline::load_single_file(
                     &fixture_dir(arch).join("single_file.safetensors"),

@@ -15,7 +15,7 @@ use candle::{CpuStorage, CustomOp3, Layout, Result, Shape};
 use rayon::prelude::*;
 
 use super::cpu_op::{SharedOut, f32_slice};
-use super::fast_math::{LANES, exp, sum_f64};
+use super::fast_math::{LANES, SUM_BLOCK, exp, widest_simd};
 
 /// Query rows per block.
 pub const QUERY_BLOCK: usize = 64;
@@ -97,8 +97,11 @@ impl CustomOp3 for BlockedAttention {
                         gemm::Parallelism::None,
                     );
                 }
-                for row in s.chunks_exact_mut(m) {
-                    softmax_in_place(row);
+                // Each row's exponentials and their sum in one pass; the division by the sum
+                // waits for the output rows (dv wide instead of m), as in flash attention.
+                let mut inv = [0f32; QUERY_BLOCK];
+                for (row, inv) in s.chunks_exact_mut(m).zip(&mut inv) {
+                    *inv = 1.0 / exp_shifted_in_place(row);
                 }
                 // SAFETY: the block's output rows (b, r0 .. r0 + rows) are [rows, dv] row-major,
                 // written by this block only; P is [rows, m] and V's [m, dv], row-major.
@@ -124,6 +127,12 @@ impl CustomOp3 for BlockedAttention {
                         false,
                         gemm::Parallelism::None,
                     );
+                    // SAFETY: the same rows, written by this block only.
+                    let out_rows = std::slice::from_raw_parts_mut(
+                        out_ptr.ptr().add((b * n + r0) * dv),
+                        rows * dv,
+                    );
+                    scale_rows(out_rows, &inv[..rows]);
                 }
             });
         });
@@ -133,23 +142,24 @@ impl CustomOp3 for BlockedAttention {
 
 /// `row ← softmax(row)`, with the row's maximum taken out first (as candle and torch do).
 pub fn softmax_in_place(row: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if super::fast_math::avx2_fma() {
-        // SAFETY: the CPU has AVX2 and FMA.
-        unsafe { softmax_avx2(row) };
-        return;
+    let inv = 1.0 / exp_shifted_in_place(row);
+    for x in row.iter_mut() {
+        *x *= inv;
     }
-    softmax_body(row);
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn softmax_avx2(row: &mut [f32]) {
-    softmax_body(row);
+widest_simd! {
+    /// `row ← exp(row − max(row))`, returning the new row's sum: softmax but for the division.
+    fn exp_shifted_in_place(row: &mut [f32]) -> f32 => exp_shifted_body
+}
+
+widest_simd! {
+    /// `rows[i] ← rows[i] · inv[i]` for rows of `rows.len() / inv.len()` values.
+    fn scale_rows(rows: &mut [f32], inv: &[f32]) => scale_rows_body
 }
 
 #[inline(always)]
-fn softmax_body(row: &mut [f32]) {
+fn exp_shifted_body(row: &mut [f32]) -> f32 {
     let mut maxima = [f32::NEG_INFINITY; LANES];
     let mut chunks = row.chunks_exact(LANES);
     for chunk in &mut chunks {
@@ -163,13 +173,38 @@ fn softmax_body(row: &mut [f32]) {
         .chain(&maxima)
         .copied()
         .fold(f32::NEG_INFINITY, f32::max);
-    for x in row.iter_mut() {
-        *x = exp(*x - max);
+    // The sum as `sum_f64` makes it (float32 lanes within blocks, blocks in float64), while
+    // the exponentials are written.
+    let mut total = 0f64;
+    for block in row.chunks_mut(SUM_BLOCK) {
+        let mut lanes = [0f32; LANES];
+        let mut chunks = block.chunks_exact_mut(LANES);
+        for chunk in &mut chunks {
+            for (s, x) in lanes.iter_mut().zip(chunk) {
+                *x = exp(*x - max);
+                *s += *x;
+            }
+        }
+        let mut rest = 0f32;
+        for x in chunks.into_remainder() {
+            *x = exp(*x - max);
+            rest += *x;
+        }
+        total += lanes.iter().map(|&s| f64::from(s)).sum::<f64>() + f64::from(rest);
     }
-    let sum = sum_f64(row, |x| x) as f32;
-    let inv = 1.0 / sum;
-    for x in row.iter_mut() {
-        *x *= inv;
+    total as f32
+}
+
+#[inline(always)]
+fn scale_rows_body(rows: &mut [f32], inv: &[f32]) {
+    if inv.is_empty() {
+        return;
+    }
+    let width = rows.len() / inv.len();
+    for (row, &inv) in rows.chunks_exact_mut(width.max(1)).zip(inv) {
+        for x in row {
+            *x *= inv;
+        }
     }
 }
 

@@ -2,9 +2,7 @@
 //! calls, and sums in
 //! independent lanes (a single running sum is a chain of dependent additions and stays scalar).
 
-/// Whether the CPU has AVX2 and FMA: the element-wise kernels then run a copy of themselves
-/// compiled for them (the crate is built for the x86-64 baseline, whose vectors are SSE2's four
-/// lanes; AVX2's are eight).
+/// Whether the CPU has AVX2 and FMA (the packed linear layers' kernel needs them).
 #[inline]
 pub fn avx2_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -17,18 +15,74 @@ pub fn avx2_fma() -> bool {
     }
 }
 
+/// Whether the CPU has AVX-512 (F, with AVX2 and FMA): sixteen float32 lanes per vector.
+#[inline]
+pub fn avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        avx2_fma() && std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `fn $name(args)` that runs `$body(args)` (an `#[inline(always)]` function of loops the
+/// compiler vectorises) compiled for the widest vectors the CPU has: AVX-512's sixteen lanes,
+/// else AVX2's eight, else the x86-64 baseline's four (the crate is built for the baseline).
+/// Element-wise results are the same at every width (no contraction to FMA happens without
+/// being written, and the reductions' lanes are [`LANES`] at every width); only the speed
+/// changes.
+macro_rules! widest_simd {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) => $body:path) => {
+        $crate::net::fast_math::widest_simd! {
+            $(#[$meta])* $vis fn $name($($arg: $ty),*) -> () => $body
+        }
+    };
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty => $body:path) => {
+        $(#[$meta])*
+        #[allow(clippy::too_many_arguments)]
+        $vis fn $name($($arg: $ty),*) -> $ret {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
+                fn wide_512($($arg: $ty),*) -> $ret {
+                    $body($($arg),*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                #[allow(clippy::too_many_arguments)]
+                fn wide_256($($arg: $ty),*) -> $ret {
+                    $body($($arg),*)
+                }
+                if $crate::net::fast_math::avx512() {
+                    // SAFETY: the CPU has AVX-512F, AVX2 and FMA.
+                    return unsafe { wide_512($($arg),*) };
+                }
+                if $crate::net::fast_math::avx2_fma() {
+                    // SAFETY: the CPU has AVX2 and FMA.
+                    return unsafe { wide_256($($arg),*) };
+                }
+            }
+            $body($($arg),*)
+        }
+    };
+}
+pub(crate) use widest_simd;
+
 /// Lanes of the reductions: partial sums kept in vector registers.
 pub const LANES: usize = 16;
 
 /// Elements summed in float32 lanes before the block's total joins a float64 sum.
-const BLOCK: usize = 4096;
+pub const SUM_BLOCK: usize = 4096;
 
-/// `Σ f(x)` over `xs` in float64: float32 lanes within blocks of [`BLOCK`] elements, the
+/// `Σ f(x)` over `xs` in float64: float32 lanes within blocks of [`SUM_BLOCK`] elements, the
 /// blocks' totals in float64 (error about that of a pairwise sum).
 #[inline(always)]
 pub fn sum_f64(xs: &[f32], f: impl Fn(f32) -> f32) -> f64 {
     let mut total = 0f64;
-    for block in xs.chunks(BLOCK) {
+    for block in xs.chunks(SUM_BLOCK) {
         let mut lanes = [0f32; LANES];
         let mut chunks = block.chunks_exact(LANES);
         for chunk in &mut chunks {

@@ -15,7 +15,7 @@ use candle_nn::VarBuilder;
 use rayon::prelude::*;
 
 use super::cpu_op::f32_slice;
-use super::fast_math::{exp, sum_f64};
+use super::fast_math::{exp, sum_f64, widest_simd};
 
 /// `PICTOR_UNFUSED_NORM=1` runs candle's GroupNorm and SiLU instead (for comparison).
 fn fused_enabled() -> bool {
@@ -139,12 +139,6 @@ impl CustomOp3 for FusedGroupNorm {
             .for_each(|(i, (out, x))| {
                 let first = i % self.groups * (channels / self.groups);
                 let (w, b) = (&w[first..], &b[first..]);
-                #[cfg(target_arch = "x86_64")]
-                if super::fast_math::avx2_fma() {
-                    // SAFETY: the CPU has AVX2 and FMA.
-                    unsafe { normalise_group_avx2(out, x, w, b, per_channel, self.eps, self.silu) };
-                    return;
-                }
                 normalise_group(out, x, w, b, per_channel, self.eps, self.silu);
             });
         Ok((CpuStorage::F32(out), l1.shape().clone()))
@@ -214,24 +208,22 @@ mod tests {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn normalise_group_avx2(
-    out: &mut [f32],
-    x: &[f32],
-    w: &[f32],
-    b: &[f32],
-    per_channel: usize,
-    eps: f64,
-    silu: bool,
-) {
-    normalise_group(out, x, w, b, per_channel, eps, silu);
+widest_simd! {
+    fn normalise_group(
+        out: &mut [f32],
+        x: &[f32],
+        w: &[f32],
+        b: &[f32],
+        per_channel: usize,
+        eps: f64,
+        silu: bool,
+    ) => normalise_group_body
 }
 
 /// One group: its statistics, then every channel's `x · scale + shift` (and SiLU), `w` and `b`
 /// starting at the group's first channel.
 #[inline(always)]
-fn normalise_group(
+fn normalise_group_body(
     out: &mut [f32],
     x: &[f32],
     w: &[f32],

@@ -6,7 +6,8 @@
 //! microkernel 41 %, packing 17 %, thread waits 16 %). Here the weight is stored in that order
 //! from the start — panels of [`NR`] output columns, `k`-major, the same memory as the float32
 //! weight — and an AVX2/FMA kernel keeps a [`MR`] × [`NR`] block of the output in 12 registers
-//! while it walks `k`. The panels are shared out to the rayon pool in groups; each group writes
+//! while it walks `k` (on AVX-512, a [`MR_512`] × 2·[`NR`] block over two panels at once, in 24
+//! of its 32 registers). The panels are shared out to the rayon pool in groups; each group writes
 //! its own output columns. The bias is the accumulators' starting value, and an activation
 //! that follows the layer ([`Epilogue`]) is applied to each panel while it is still in the
 //! cache, instead of as separate passes over the whole output (candle's quick GELU is three, on
@@ -37,6 +38,9 @@ pub enum Epilogue {
 pub const NR: usize = 16;
 /// Rows per kernel call (2 × 6 accumulators + 2 weight vectors + 1 broadcast ≤ 16 registers).
 pub const MR: usize = 6;
+/// Rows per AVX-512 kernel call, over two panels (2 × 12 accumulators + 2 weight vectors of 32
+/// registers).
+pub const MR_512: usize = 12;
 /// The `k` extent walked per panel visit: the panel's slice (`KC × NR` floats, 16 KiB) stays in
 /// the L1 cache while every row block uses it.
 const KC: usize = 256;
@@ -150,12 +154,28 @@ impl CustomOp1 for PackedLinear {
 
 impl Packed {
     fn run(&self, x: &[f32], m: usize, out: &mut [f32]) {
+        self.run_with(x, m, out, super::fast_math::avx512());
+    }
+
+    /// With the AVX-512 kernel (`wide`, only where the CPU has it) or the AVX2 one.
+    fn run_with(&self, x: &[f32], m: usize, out: &mut [f32], wide: bool) {
         let (k, n) = (self.in_dim, self.out_dim);
         let panels = n.div_ceil(NR);
         let tasks: Vec<usize> = (0..panels).step_by(PANELS_PER_TASK).collect();
         let out_ptr = SharedOut(out.as_mut_ptr());
         tasks.par_iter().for_each(|&first| {
-            for p in first..(first + PANELS_PER_TASK).min(panels) {
+            let last = (first + PANELS_PER_TASK).min(panels);
+            if wide {
+                // SAFETY: AVX-512F was detected; the task owns panels first..last.
+                unsafe { self.run_pairs(x, m, out_ptr, first, last) };
+                if self.epilogue != Epilogue::None {
+                    for p in first..last {
+                        self.activate_panel(out_ptr, m, p);
+                    }
+                }
+                return;
+            }
+            for p in first..last {
                 let cols = NR.min(n - p * NR);
                 let panel = &self.weight[p * k * NR..(p + 1) * k * NR];
                 let bias = &self.bias[p * NR..(p + 1) * NR];
@@ -182,22 +202,76 @@ impl Packed {
                     }
                 }
                 if self.epilogue != Epilogue::None {
-                    for r in 0..m {
-                        // SAFETY: row r's columns of panel p, owned by this task (as above).
-                        let row = unsafe {
-                            std::slice::from_raw_parts_mut(out_ptr.ptr().add(r * n + p * NR), cols)
-                        };
-                        // SAFETY: AVX2/FMA were checked when the weight was packed.
-                        unsafe { activate(row, self.epilogue) };
-                    }
+                    self.activate_panel(out_ptr, m, p);
                 }
             }
         });
     }
+
+    /// The epilogue on panel `p`'s columns of every row (owned by the caller's task).
+    fn activate_panel(&self, out: SharedOut, m: usize, p: usize) {
+        let n = self.out_dim;
+        let cols = NR.min(n - p * NR);
+        for r in 0..m {
+            // SAFETY: row r's columns of panel p, within the [m, n] output and owned by the
+            // caller's task.
+            let row =
+                unsafe { std::slice::from_raw_parts_mut(out.ptr().add(r * n + p * NR), cols) };
+            activate(row, self.epilogue);
+        }
+    }
+
+    /// Panels `first..last` two at a time (32 output columns, AVX-512), for every row block
+    /// of [`MR_512`] rows and `k` block.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; `x` is `[m, in_dim]`; the caller owns the panels' output columns.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn run_pairs(&self, x: &[f32], m: usize, out: SharedOut, first: usize, last: usize) {
+        let (k, n) = (self.in_dim, self.out_dim);
+        for p in (first..last).step_by(2) {
+            let cols = (2 * NR).min(n - p * NR);
+            let second = if p + 1 < last { p + 1 } else { p };
+            let b0 = &self.weight[p * k * NR..(p + 1) * k * NR];
+            let b1 = &self.weight[second * k * NR..(second + 1) * k * NR];
+            let bias = &self.bias[p * NR..];
+            for k0 in (0..k).step_by(KC) {
+                let kc = KC.min(k - k0);
+                for r0 in (0..m).step_by(MR_512) {
+                    let rows = MR_512.min(m - r0);
+                    // SAFETY: rows r0..r0+rows of x are within x; the panel slices cover
+                    // k0..k0+kc; the bias has `cols` values from panel p on; the output block
+                    // (rows × cols at column p·NR) is the caller's.
+                    unsafe {
+                        block_512(
+                            x.as_ptr().add(r0 * k + k0),
+                            k,
+                            [b0.as_ptr().add(k0 * NR), b1.as_ptr().add(k0 * NR)],
+                            kc,
+                            (k0 == 0).then_some(bias),
+                            out.ptr().add(r0 * n + p * NR),
+                            n,
+                            rows,
+                            cols,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    unsafe fn run_pairs(&self, _: &[f32], _: usize, _: SharedOut, _: usize, _: usize) {
+        unreachable!("AVX-512 is only detected on x86-64")
+    }
 }
 
-#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
-unsafe fn activate(xs: &mut [f32], epilogue: Epilogue) {
+super::fast_math::widest_simd! {
+    fn activate(xs: &mut [f32], epilogue: Epilogue) => activate_body
+}
+
+#[inline(always)]
+fn activate_body(xs: &mut [f32], epilogue: Epilogue) {
     match epilogue {
         Epilogue::None => {}
         Epilogue::QuickGelu => {
@@ -209,6 +283,104 @@ unsafe fn activate(xs: &mut [f32], epilogue: Epilogue) {
             for x in xs {
                 *x = gelu_erf(*x);
             }
+        }
+    }
+}
+
+/// As [`block`] for AVX-512: up to [`MR_512`] rows × up to 32 columns (`b[0]` the first
+/// panel's `kc × NR` slice, `b[1]` the second's; with `cols ≤ NR` the second is not stored).
+///
+/// # Safety
+/// As [`block`], for `cols ≤ 2·NR`; the bias (when given) holds `cols` values; the CPU has
+/// AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn block_512(
+    a: *const f32,
+    lda: usize,
+    b: [*const f32; 2],
+    kc: usize,
+    bias: Option<&[f32]>,
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+) {
+    let mask = |from: usize| -> u16 {
+        let n = cols.saturating_sub(from).min(NR);
+        ((1u32 << n) - 1) as u16
+    };
+    let masks = [mask(0), mask(NR)];
+    // SAFETY: forwarded.
+    unsafe {
+        match rows {
+            12 => kernel_512::<12>(a, lda, b, kc, bias, c, ldc, masks),
+            11 => kernel_512::<11>(a, lda, b, kc, bias, c, ldc, masks),
+            10 => kernel_512::<10>(a, lda, b, kc, bias, c, ldc, masks),
+            9 => kernel_512::<9>(a, lda, b, kc, bias, c, ldc, masks),
+            8 => kernel_512::<8>(a, lda, b, kc, bias, c, ldc, masks),
+            7 => kernel_512::<7>(a, lda, b, kc, bias, c, ldc, masks),
+            6 => kernel_512::<6>(a, lda, b, kc, bias, c, ldc, masks),
+            5 => kernel_512::<5>(a, lda, b, kc, bias, c, ldc, masks),
+            4 => kernel_512::<4>(a, lda, b, kc, bias, c, ldc, masks),
+            3 => kernel_512::<3>(a, lda, b, kc, bias, c, ldc, masks),
+            2 => kernel_512::<2>(a, lda, b, kc, bias, c, ldc, masks),
+            _ => kernel_512::<1>(a, lda, b, kc, bias, c, ldc, masks),
+        }
+    }
+}
+
+/// `R` rows × two panels: 2·R accumulators (≤ 24) + 2 weight vectors of the 32 registers, the
+/// row's value broadcast from memory into each multiply-add. Columns outside `masks` are
+/// neither read nor written (masked loads do not fault).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn kernel_512<const R: usize>(
+    a: *const f32,
+    lda: usize,
+    b: [*const f32; 2],
+    kc: usize,
+    bias: Option<&[f32]>,
+    c: *mut f32,
+    ldc: usize,
+    masks: [u16; 2],
+) {
+    use std::arch::x86_64::*;
+    // SAFETY: within the bounds the caller guarantees (see `block_512`).
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        match bias {
+            Some(bias) => {
+                let b0 = _mm512_maskz_loadu_ps(masks[0], bias.as_ptr());
+                let b1 = _mm512_maskz_loadu_ps(masks[1], bias.as_ptr().wrapping_add(NR));
+                for r in acc.iter_mut() {
+                    *r = [b0, b1];
+                }
+            }
+            None => {
+                for (i, r) in acc.iter_mut().enumerate() {
+                    let row = c.add(i * ldc);
+                    *r = [
+                        _mm512_maskz_loadu_ps(masks[0], row),
+                        _mm512_maskz_loadu_ps(masks[1], row.wrapping_add(NR)),
+                    ];
+                }
+            }
+        }
+        for kk in 0..kc {
+            let w0 = _mm512_loadu_ps(b[0].add(kk * NR));
+            let w1 = _mm512_loadu_ps(b[1].add(kk * NR));
+            for (i, r) in acc.iter_mut().enumerate() {
+                let x = _mm512_set1_ps(*a.add(i * lda + kk));
+                r[0] = _mm512_fmadd_ps(x, w0, r[0]);
+                r[1] = _mm512_fmadd_ps(x, w1, r[1]);
+            }
+        }
+        for (i, r) in acc.iter().enumerate() {
+            let row = c.add(i * ldc);
+            _mm512_mask_storeu_ps(row, masks[0], r[0]);
+            _mm512_mask_storeu_ps(row.wrapping_add(NR), masks[1], r[1]);
         }
     }
 }
@@ -347,6 +519,15 @@ mod tests {
         let tol = 2e-6 * k as f32;
         let diff = max_abs_diff(&got, &want);
         assert!(diff <= tol, "m {m} k {k} n {n}: {diff} > {tol}");
+        // The AVX2 kernel too, where the CPU would pick the AVX-512 one.
+        if crate::net::fast_math::avx512() {
+            let xs = x.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let mut out = vec![0f32; 2 * m * n];
+            packed.inner.run_with(&xs, 2 * m, &mut out, false);
+            let got = Tensor::from_vec(out, (2, m, n), &dev).unwrap();
+            let diff = max_abs_diff(&got, &want);
+            assert!(diff <= tol, "AVX2, m {m} k {k} n {n}: {diff} > {tol}");
+        }
     }
 
     #[test]
@@ -357,6 +538,9 @@ mod tests {
         check(7, 300, 40, false);
         check(13, 513, 100, true);
         check(6, 256, 16, true);
+        // AVX-512: 12-row blocks and panel pairs, a lone last panel in a task.
+        check(25, 64, 16 * 7 + 3, true);
+        check(12, 40, 32, false);
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! Softmax attention on the CPU without the full score matrix.
 //!
 //! `softmax(scale · Q Kᵀ) V` for every (batch × head) as one operation, a block of
-//! [`QUERY_BLOCK`] query rows at a time: the block's scores (`rows × keys`, 1 MiB at 64 rows and
-//! 4096 keys) are made by one gemm, turned into probabilities in place, and multiplied by V
-//! into the output rows. Every row's softmax is the whole row's, as in the unblocked form, so
+//! [`QUERY_BLOCK`] query rows at a time: the block's scores (`rows × keys`, 2 MiB at 128 rows and
+//! 4096 keys) are made by one gemm, turned into exponentials (less the row's maximum) in place
+//! while their sums are taken, multiplied by V into the output rows, and those rows divided by
+//! the sums (`dv` values per row instead of `keys`, as flash attention does). Every row's
+//! softmax is the whole row's, as in the unblocked form, so
 //! the result is the same up to the order of the sums; what changes is the memory: SD 2.1's
 //! self-attention at 64² made a 4096 × 4096 score matrix per head (670 MB for a step's 10 heads
 //! and both halves of the guidance batch), allocated, faulted in and freed at every layer, and
@@ -17,8 +19,9 @@ use rayon::prelude::*;
 use super::cpu_op::{SharedOut, f32_slice};
 use super::fast_math::{LANES, SUM_BLOCK, exp, widest_simd};
 
-/// Query rows per block.
-pub const QUERY_BLOCK: usize = 64;
+/// Query rows per block: 128 measured 4 % faster than 64 on the SD 1.5 UNet step (gemm packs
+/// K and V once per block; fewer blocks, fewer copies), 256 no better.
+pub const QUERY_BLOCK: usize = 128;
 
 /// `softmax(scale · Q Kᵀ) V` for `[bh, n, d]` queries, `[bh, m, d]` keys and `[bh, m, dv]`
 /// values (float32, contiguous), giving `[bh, n, dv]`.

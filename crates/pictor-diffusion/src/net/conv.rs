@@ -308,78 +308,18 @@ impl CustomOp3 for WinogradConv {
             let mut v = vec![0f32; 16 * c_in * t];
             let vstride = c_in * t;
             let vp = SharedOut(v.as_mut_ptr());
-            let vlen = v.len();
             let fill = |ci: usize| {
-                let xc = &xb[ci * plane..(ci + 1) * plane];
-                // The row's odd and even columns: od[k] = x[2k − 1], ev[k] = x[2k] (0 outside).
-                let mut od = vec![0f32; tw + 1];
-                let mut ev = vec![0f32; tw + 1];
-                // r[row][j][tile]: the block's row `row` transformed by B on the right.
-                let mut r = vec![0f32; 16 * tw];
-                for ty in 0..trows {
-                    let y0 = (2 * (tr0 + ty)) as isize - 1;
-                    for row in 0..4 {
-                        let y = y0 + row as isize;
-                        let rr = &mut r[row * 4 * tw..(row + 1) * 4 * tw];
-                        if y < 0 || y >= h as isize {
-                            rr.fill(0.0);
-                            continue;
-                        }
-                        let src = &xc[y as usize * w..(y as usize + 1) * w];
-                        od[0] = 0.0;
-                        for (k, o) in od.iter_mut().enumerate().skip(1) {
-                            *o = src.get(2 * k - 1).copied().unwrap_or(0.0);
-                        }
-                        for (k, e) in ev.iter_mut().enumerate() {
-                            *e = src.get(2 * k).copied().unwrap_or(0.0);
-                        }
-                        // B = [[1, 0, 0, 0], [0, 1, −1, 1], [−1, 1, 1, 0], [0, 0, 0, −1]] on
-                        // d = (od[k], ev[k], od[k + 1], ev[k + 1]).
-                        let (r0, rest) = rr.split_at_mut(tw);
-                        let (r1, rest) = rest.split_at_mut(tw);
-                        let (r2, r3) = rest.split_at_mut(tw);
-                        for k in 0..tw {
-                            let (d0, d1, d2, d3) = (od[k], ev[k], od[k + 1], ev[k + 1]);
-                            r0[k] = d0 - d2;
-                            r1[k] = d1 + d2;
-                            r2[k] = d2 - d1;
-                            r3[k] = d1 - d3;
-                        }
-                    }
-                    // Bᵀ on the left: rows 0..4 of the block combined, for each column j.
-                    let at = ty * tw;
-                    for j in 0..4 {
-                        let row = |n: usize| &r[(n * 4 + j) * tw..(n * 4 + j + 1) * tw];
-                        let (a, b2, c, d) = (row(0), row(1), row(2), row(3));
-                        for (i, op) in [0usize, 1, 2, 3].into_iter().enumerate() {
-                            let start = (i * 4 + j) * vstride + ci * t + at;
-                            debug_assert!(start + tw <= vlen);
-                            // SAFETY: channel `ci` owns the run `start .. start + tw` of V (in
-                            // bounds): every other channel's runs lie elsewhere, so this is the
-                            // only reference to it.
-                            let dst =
-                                unsafe { std::slice::from_raw_parts_mut(vp.ptr().add(start), tw) };
-                            match op {
-                                0 => dst
-                                    .iter_mut()
-                                    .enumerate()
-                                    .for_each(|(k, o)| *o = a[k] - c[k]),
-                                1 => dst
-                                    .iter_mut()
-                                    .enumerate()
-                                    .for_each(|(k, o)| *o = b2[k] + c[k]),
-                                2 => dst
-                                    .iter_mut()
-                                    .enumerate()
-                                    .for_each(|(k, o)| *o = c[k] - b2[k]),
-                                _ => dst
-                                    .iter_mut()
-                                    .enumerate()
-                                    .for_each(|(k, o)| *o = b2[k] - d[k]),
-                            }
-                        }
-                    }
-                }
+                winograd_fill(
+                    &xb[ci * plane..(ci + 1) * plane],
+                    vp,
+                    ci * t,
+                    vstride,
+                    tw,
+                    trows,
+                    tr0,
+                    h,
+                    w,
+                )
             };
             // The channels are filled one by one (each writes its own columns of every V
             // matrix); in parallel only when the band is alone on the pool.
@@ -421,7 +361,6 @@ impl CustomOp3 for WinogradConv {
             // Y = Aᵀ M A (2×2 outputs per tile), plus the bias, into the output planes, a row
             // of tiles at a time.
             let store = |co: usize| {
-                let bco = bias[co];
                 // This band's output rows of plane (bi, co).
                 let (oy0, oy1) = (2 * tr0, (2 * (tr0 + trows)).min(h));
                 // SAFETY: rows oy0 .. oy1 of plane (bi, co) are in bounds and written by this
@@ -432,46 +371,7 @@ impl CustomOp3 for WinogradConv {
                         (oy1 - oy0) * w,
                     )
                 };
-                let mut s = vec![0f32; 8 * tw];
-                for ty in 0..trows {
-                    let at = ty * tw;
-                    let mrow = |xi: usize| &m[xi * c_out * t + co * t + at..][..tw];
-                    // Aᵀ = [[1, 1, 1, 0], [0, 1, −1, −1]] on the left: s[a][j][tile].
-                    for j in 0..4 {
-                        let (m0, m1, m2, m3) = (mrow(j), mrow(4 + j), mrow(8 + j), mrow(12 + j));
-                        let (s0, s1) = s.split_at_mut(4 * tw);
-                        let s0 = &mut s0[j * tw..(j + 1) * tw];
-                        let s1 = &mut s1[j * tw..(j + 1) * tw];
-                        for k in 0..tw {
-                            s0[k] = m0[k] + m1[k] + m2[k];
-                            s1[k] = m1[k] - m2[k] - m3[k];
-                        }
-                    }
-                    // Then A on the right, interleaved into the two output rows.
-                    for a in 0..2 {
-                        let oy = 2 * (tr0 + ty) + a;
-                        if oy >= h {
-                            break;
-                        }
-                        let sa = &s[a * 4 * tw..(a + 1) * 4 * tw];
-                        let (c0, c1, c2, c3) = (
-                            &sa[..tw],
-                            &sa[tw..2 * tw],
-                            &sa[2 * tw..3 * tw],
-                            &sa[3 * tw..],
-                        );
-                        let out_row = &mut dst[(oy - oy0) * w..(oy - oy0 + 1) * w];
-                        let (pairs, last) = out_row.split_at_mut(w / 2 * 2);
-                        for (k, pair) in pairs.chunks_exact_mut(2).enumerate() {
-                            pair[0] = c0[k] + c1[k] + c2[k] + bco;
-                            pair[1] = c1[k] - c2[k] - c3[k] + bco;
-                        }
-                        if let Some(o) = last.first_mut() {
-                            let k = w / 2;
-                            *o = c0[k] + c1[k] + c2[k] + bco;
-                        }
-                    }
-                }
+                winograd_store(&m, co * t, c_out * t, bias[co], dst, tw, trows, tr0, h, w);
             };
             if matches!(par, gemm::Parallelism::None) {
                 (0..c_out).for_each(store);
@@ -492,6 +392,179 @@ impl CustomOp3 for WinogradConv {
             bands.iter().for_each(|bd| band(bd, par));
         }
         Ok((CpuStorage::F32(out), Shape::from((b, c_out, h, w))))
+    }
+}
+
+super::fast_math::widest_simd! {
+    /// Channel `xc` of a band's input into its columns `col0 ..` of every `V[ξ]` (row stride
+    /// `vstride`): `Bᵀ d B` of each tile's 4×4 input block, zero outside the picture.
+    fn winograd_fill(
+        xc: &[f32],
+        v: SharedOut,
+        col0: usize,
+        vstride: usize,
+        tw: usize,
+        trows: usize,
+        tr0: usize,
+        h: usize,
+        w: usize,
+    ) => winograd_fill_body
+}
+
+/// See [`winograd_fill`]; writes only its own runs of `V`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn winograd_fill_body(
+    xc: &[f32],
+    v: SharedOut,
+    col0: usize,
+    vstride: usize,
+    tw: usize,
+    trows: usize,
+    tr0: usize,
+    h: usize,
+    w: usize,
+) {
+    // The row's odd and even columns: od[k] = x[2k − 1], ev[k] = x[2k] (0 outside).
+    let mut od = vec![0f32; tw + 1];
+    let mut ev = vec![0f32; tw + 1];
+    // r[row][j][tile]: the block's row `row` transformed by B on the right.
+    let mut r = vec![0f32; 16 * tw];
+    for ty in 0..trows {
+        let y0 = (2 * (tr0 + ty)) as isize - 1;
+        for row in 0..4 {
+            let y = y0 + row as isize;
+            let rr = &mut r[row * 4 * tw..(row + 1) * 4 * tw];
+            if y < 0 || y >= h as isize {
+                rr.fill(0.0);
+                continue;
+            }
+            let src = &xc[y as usize * w..(y as usize + 1) * w];
+            od[0] = 0.0;
+            for (k, o) in od.iter_mut().enumerate().skip(1) {
+                *o = src.get(2 * k - 1).copied().unwrap_or(0.0);
+            }
+            for (k, e) in ev.iter_mut().enumerate() {
+                *e = src.get(2 * k).copied().unwrap_or(0.0);
+            }
+            // B = [[1, 0, 0, 0], [0, 1, −1, 1], [−1, 1, 1, 0], [0, 0, 0, −1]] on
+            // d = (od[k], ev[k], od[k + 1], ev[k + 1]).
+            let (r0, rest) = rr.split_at_mut(tw);
+            let (r1, rest) = rest.split_at_mut(tw);
+            let (r2, r3) = rest.split_at_mut(tw);
+            for k in 0..tw {
+                let (d0, d1, d2, d3) = (od[k], ev[k], od[k + 1], ev[k + 1]);
+                r0[k] = d0 - d2;
+                r1[k] = d1 + d2;
+                r2[k] = d2 - d1;
+                r3[k] = d1 - d3;
+            }
+        }
+        // Bᵀ on the left: rows 0..4 of the block combined, for each column j.
+        let at = ty * tw;
+        for j in 0..4 {
+            let row = |n: usize| &r[(n * 4 + j) * tw..(n * 4 + j + 1) * tw];
+            let (a, b2, c, d) = (row(0), row(1), row(2), row(3));
+            for (i, op) in [0usize, 1, 2, 3].into_iter().enumerate() {
+                let start = (i * 4 + j) * vstride + col0 + at;
+                // SAFETY: channel `ci` owns the run `start .. start + tw` of V (in
+                // bounds): every other channel's runs lie elsewhere, so this is the
+                // only reference to it.
+                let dst = unsafe { std::slice::from_raw_parts_mut(v.ptr().add(start), tw) };
+                match op {
+                    0 => dst
+                        .iter_mut()
+                        .enumerate()
+                        .for_each(|(k, o)| *o = a[k] - c[k]),
+                    1 => dst
+                        .iter_mut()
+                        .enumerate()
+                        .for_each(|(k, o)| *o = b2[k] + c[k]),
+                    2 => dst
+                        .iter_mut()
+                        .enumerate()
+                        .for_each(|(k, o)| *o = c[k] - b2[k]),
+                    _ => dst
+                        .iter_mut()
+                        .enumerate()
+                        .for_each(|(k, o)| *o = b2[k] - d[k]),
+                }
+            }
+        }
+    }
+}
+
+super::fast_math::widest_simd! {
+    /// One output channel of a band: `Aᵀ M A` of each tile (row `row0 ..` of every `M[ξ]`,
+    /// `mstride` apart) plus the bias, into `dst` (the band's output rows of the plane).
+    fn winograd_store(
+        m: &[f32],
+        row0: usize,
+        mstride: usize,
+        bias: f32,
+        dst: &mut [f32],
+        tw: usize,
+        trows: usize,
+        tr0: usize,
+        h: usize,
+        w: usize,
+    ) => winograd_store_body
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn winograd_store_body(
+    m: &[f32],
+    row0: usize,
+    mstride: usize,
+    bias: f32,
+    dst: &mut [f32],
+    tw: usize,
+    trows: usize,
+    tr0: usize,
+    h: usize,
+    w: usize,
+) {
+    let oy0 = 2 * tr0;
+    let mut s = vec![0f32; 8 * tw];
+    for ty in 0..trows {
+        let at = ty * tw;
+        let mrow = |xi: usize| &m[xi * mstride + row0 + at..][..tw];
+        // Aᵀ = [[1, 1, 1, 0], [0, 1, −1, −1]] on the left: s[a][j][tile].
+        for j in 0..4 {
+            let (m0, m1, m2, m3) = (mrow(j), mrow(4 + j), mrow(8 + j), mrow(12 + j));
+            let (s0, s1) = s.split_at_mut(4 * tw);
+            let s0 = &mut s0[j * tw..(j + 1) * tw];
+            let s1 = &mut s1[j * tw..(j + 1) * tw];
+            for k in 0..tw {
+                s0[k] = m0[k] + m1[k] + m2[k];
+                s1[k] = m1[k] - m2[k] - m3[k];
+            }
+        }
+        // Then A on the right, interleaved into the two output rows.
+        for a in 0..2 {
+            let oy = 2 * (tr0 + ty) + a;
+            if oy >= h {
+                break;
+            }
+            let sa = &s[a * 4 * tw..(a + 1) * 4 * tw];
+            let (c0, c1, c2, c3) = (
+                &sa[..tw],
+                &sa[tw..2 * tw],
+                &sa[2 * tw..3 * tw],
+                &sa[3 * tw..],
+            );
+            let out_row = &mut dst[(oy - oy0) * w..(oy - oy0 + 1) * w];
+            let (pairs, last) = out_row.split_at_mut(w / 2 * 2);
+            for (k, pair) in pairs.chunks_exact_mut(2).enumerate() {
+                pair[0] = c0[k] + c1[k] + c2[k] + bias;
+                pair[1] = c1[k] - c2[k] - c3[k] + bias;
+            }
+            if let Some(o) = last.first_mut() {
+                let k = w / 2;
+                *o = c0[k] + c1[k] + c2[k] + bias;
+            }
+        }
     }
 }
 

@@ -5,13 +5,13 @@ use candle_nn::Module;
 
 #[derive(Debug)]
 struct GeGlu {
-    proj: nn::Linear,
+    proj: super::linear::Linear,
     span: tracing::Span,
 }
 
 impl GeGlu {
     fn new(vs: nn::VarBuilder, dim_in: usize, dim_out: usize) -> Result<Self> {
-        let proj = nn::linear(dim_in, dim_out * 2, vs.pp("proj"))?;
+        let proj = super::linear::linear(dim_in, dim_out * 2, vs.pp("proj"))?;
         let span = tracing::span!(tracing::Level::TRACE, "geglu");
         Ok(Self { proj, span })
     }
@@ -85,7 +85,7 @@ fn geglu_row_body(out: &mut [f32], h: &[f32], g: &[f32]) {
 #[derive(Debug)]
 struct FeedForward {
     project_in: GeGlu,
-    linear: nn::Linear,
+    linear: super::linear::Linear,
     span: tracing::Span,
 }
 
@@ -99,7 +99,7 @@ impl FeedForward {
         let dim_out = dim_out.unwrap_or(dim);
         let vs = vs.pp("net");
         let project_in = GeGlu::new(vs.pp("0"), dim, inner_dim)?;
-        let linear = nn::linear(inner_dim, dim_out, vs.pp("2"))?;
+        let linear = super::linear::linear(inner_dim, dim_out, vs.pp("2"))?;
         let span = tracing::span!(tracing::Level::TRACE, "ff");
         Ok(Self {
             project_in,
@@ -135,10 +135,10 @@ fn blocked_applies(qkv: &[&Tensor]) -> bool {
 
 #[derive(Debug)]
 pub struct CrossAttention {
-    to_q: nn::Linear,
-    to_k: nn::Linear,
-    to_v: nn::Linear,
-    to_out: nn::Linear,
+    to_q: super::linear::Linear,
+    to_k: super::linear::Linear,
+    to_v: super::linear::Linear,
+    to_out: super::linear::Linear,
     heads: usize,
     scale: f64,
     slice_size: Option<usize>,
@@ -160,10 +160,10 @@ impl CrossAttention {
         let inner_dim = dim_head * heads;
         let context_dim = context_dim.unwrap_or(query_dim);
         let scale = 1.0 / f64::sqrt(dim_head as f64);
-        let to_q = nn::linear_no_bias(query_dim, inner_dim, vs.pp("to_q"))?;
-        let to_k = nn::linear_no_bias(context_dim, inner_dim, vs.pp("to_k"))?;
-        let to_v = nn::linear_no_bias(context_dim, inner_dim, vs.pp("to_v"))?;
-        let to_out = nn::linear(inner_dim, query_dim, vs.pp("to_out.0"))?;
+        let to_q = super::linear::linear_no_bias(query_dim, inner_dim, vs.pp("to_q"))?;
+        let to_k = super::linear::linear_no_bias(context_dim, inner_dim, vs.pp("to_k"))?;
+        let to_v = super::linear::linear_no_bias(context_dim, inner_dim, vs.pp("to_v"))?;
+        let to_out = super::linear::linear(inner_dim, query_dim, vs.pp("to_out.0"))?;
         let span = tracing::span!(tracing::Level::TRACE, "xa");
         let span_attn = tracing::span!(tracing::Level::TRACE, "xa-attn");
         let span_softmax = tracing::span!(tracing::Level::TRACE, "xa-softmax");
@@ -357,7 +357,7 @@ impl Default for SpatialTransformerConfig {
 #[derive(Debug)]
 enum Proj {
     Conv2d(super::with_tracing::Conv2d),
-    Linear(nn::Linear),
+    Linear(super::linear::Linear),
 }
 
 // Aka Transformer2DModel
@@ -382,7 +382,11 @@ impl SpatialTransformer {
         let inner_dim = n_heads * d_head;
         let norm = super::norm::group_norm(config.num_groups, in_channels, 1e-6, vs.pp("norm"))?;
         let proj_in = if config.use_linear_projection {
-            Proj::Linear(nn::linear(in_channels, inner_dim, vs.pp("proj_in"))?)
+            Proj::Linear(super::linear::linear(
+                in_channels,
+                inner_dim,
+                vs.pp("proj_in"),
+            )?)
         } else {
             Proj::Conv2d(super::with_tracing::conv2d(
                 in_channels,
@@ -406,7 +410,11 @@ impl SpatialTransformer {
             transformer_blocks.push(tb)
         }
         let proj_out = if config.use_linear_projection {
-            Proj::Linear(nn::linear(in_channels, inner_dim, vs.pp("proj_out"))?)
+            Proj::Linear(super::linear::linear(
+                in_channels,
+                inner_dim,
+                vs.pp("proj_out"),
+            )?)
         } else {
             Proj::Conv2d(super::with_tracing::conv2d(
                 inner_dim,

@@ -18,7 +18,7 @@
 //! - 3×3 convolutions go through the engine's own CPU convolution ([`conv`]); group
 //!   normalisation (and the SiLU after it) is one fused operation on the CPU ([`norm`]);
 //! - the text encoders' float32 linear layers keep their weights packed for few rows
-//!   ([`linear_cpu`]).
+//!   ([`linear_cpu`]); the UNet's keep theirs transposed ([`linear`]).
 #![allow(clippy::too_many_arguments)]
 
 pub mod attention;
@@ -28,6 +28,7 @@ pub mod conv;
 pub mod cpu_op;
 pub mod embeddings;
 pub mod fast_math;
+pub mod linear;
 pub mod linear_cpu;
 pub mod norm;
 pub mod resnet;

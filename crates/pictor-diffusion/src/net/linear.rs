@@ -1,0 +1,93 @@
+//! The UNet's linear layers, with the weight kept transposed.
+//!
+//! candle's `Linear` multiplies by `Wᵀ`, a strided view of the `[out, in]` weight: gemm then
+//! packs it for every call by gathering single elements (a tenth of an SDXL step went to gemm's
+//! packing, its stores one float at a time). Kept as `Wᵀ` (`[in, out]`, contiguous, made once
+//! at load and in place of the original, so no extra memory), every row of the packed matrix is
+//! a contiguous run; and the leading dimensions are folded into one gemm of all the rows.
+//! Measured on `[4096, 640] × [640, 5120]` (release, 2 threads, AVX-512): 277 → 290 GFLOP/s.
+
+use candle::{Module, Result, Tensor};
+use candle_nn as nn;
+
+/// `y = x W + b` with `W` stored `[in, out]`.
+#[derive(Debug, Clone)]
+pub struct Linear {
+    weight_t: Tensor,
+    bias: Option<Tensor>,
+    span: tracing::Span,
+}
+
+impl Linear {
+    /// From a `[out, in]` weight (as the files hold it) and an optional `[out]` bias.
+    pub fn new(weight: Tensor, bias: Option<Tensor>) -> Result<Self> {
+        Ok(Self {
+            weight_t: weight.t()?.contiguous()?,
+            bias,
+            span: tracing::span!(tracing::Level::TRACE, "linear"),
+        })
+    }
+}
+
+impl Module for Linear {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let _enter = self.span.enter();
+        let dims = x.dims();
+        let Some((&k, lead)) = dims.split_last() else {
+            candle::bail!("linear: a scalar input");
+        };
+        let rows: usize = lead.iter().product();
+        let y = x.reshape((rows, k))?.matmul(&self.weight_t)?;
+        let y = match &self.bias {
+            Some(b) => y.broadcast_add(b)?,
+            None => y,
+        };
+        let mut out = lead.to_vec();
+        out.push(self.weight_t.dim(1)?);
+        y.reshape(out)
+    }
+}
+
+/// A linear layer with a bias, read from `vs` (`weight`, `bias`).
+pub fn linear(in_dim: usize, out_dim: usize, vs: nn::VarBuilder) -> Result<Linear> {
+    let l = nn::linear(in_dim, out_dim, vs)?;
+    Linear::new(l.weight().clone(), l.bias().cloned())
+}
+
+/// A linear layer without a bias.
+pub fn linear_no_bias(in_dim: usize, out_dim: usize, vs: nn::VarBuilder) -> Result<Linear> {
+    let l = nn::linear_no_bias(in_dim, out_dim, vs)?;
+    Linear::new(l.weight().clone(), None)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use candle::Device;
+
+    #[test]
+    fn matches_candles_linear() {
+        let dev = Device::Cpu;
+        for (shape, bias) in [
+            (vec![2, 7, 12], true),
+            (vec![5, 12], false),
+            (vec![1, 2, 3, 12], true),
+        ] {
+            let w = Tensor::randn(0f32, 1.0, (9, 12), &dev).unwrap();
+            let b = Tensor::randn(0f32, 1.0, 9, &dev).unwrap();
+            let x = Tensor::randn(0f32, 1.0, shape.as_slice(), &dev).unwrap();
+            // A non-contiguous input too.
+            let xt = x.t().unwrap().contiguous().unwrap().t().unwrap();
+            let want = nn::Linear::new(w.clone(), bias.then(|| b.clone()))
+                .forward(&x)
+                .unwrap();
+            let ours = Linear::new(w, bias.then_some(b)).unwrap();
+            for x in [&x, &xt] {
+                let got = ours.forward(x).unwrap();
+                assert_eq!(got.dims(), want.dims());
+                assert!(crate::net::cpu_op::max_abs_diff(&got, &want) < 1e-5);
+            }
+        }
+    }
+}

@@ -16,7 +16,7 @@
 use candle::{CpuStorage, CustomOp3, Layout, Result, Shape};
 use rayon::prelude::*;
 
-use super::cpu_op::{SharedOut, f32_slice};
+use super::cpu_op::{SharedOut, f32_slice, transpose};
 use super::fast_math::{LANES, SUM_BLOCK, exp, widest_simd};
 
 /// Query rows per block: 128 measured 4 % faster than 64 on the SD 1.5 UNet step (gemm packs
@@ -147,20 +147,6 @@ impl CustomOp3 for BlockedAttention {
             });
         });
         Ok((CpuStorage::F32(out), Shape::from((bh, n, dv))))
-    }
-}
-
-/// `dst ([cols, rows]) ← srcᵀ` for a row-major `src` of `[rows, cols]`, in 32 × 32 tiles.
-fn transpose(src: &[f32], dst: &mut [f32], rows: usize, cols: usize) {
-    const T: usize = 32;
-    for r0 in (0..rows).step_by(T) {
-        for c0 in (0..cols).step_by(T) {
-            for r in r0..(r0 + T).min(rows) {
-                for c in c0..(c0 + T).min(cols) {
-                    dst[c * rows + r] = src[r * cols + c];
-                }
-            }
-        }
     }
 }
 

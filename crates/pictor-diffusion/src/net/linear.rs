@@ -22,11 +22,27 @@ impl Linear {
     /// From a `[out, in]` weight (as the files hold it) and an optional `[out]` bias.
     pub fn new(weight: Tensor, bias: Option<Tensor>) -> Result<Self> {
         Ok(Self {
-            weight_t: weight.t()?.contiguous()?,
+            weight_t: transposed(&weight)?,
             bias,
             span: tracing::span!(tracing::Level::TRACE, "linear"),
         })
     }
+}
+
+/// `weightᵀ`, contiguous: on the CPU in float32 by tiles on the rayon pool (candle's strided
+/// copy walks it one element at a time on one thread: seconds of a UNet's load).
+fn transposed(weight: &Tensor) -> Result<Tensor> {
+    let (rows, cols) = weight.dims2()?;
+    if weight.device().is_cpu() && weight.dtype() == candle::DType::F32 {
+        let w = weight.contiguous()?;
+        let (storage, layout) = w.storage_and_layout();
+        if let candle::Storage::Cpu(storage) = &*storage {
+            let src = super::cpu_op::f32_slice(storage, layout, "linear")?;
+            let t = super::cpu_op::transpose_par(src, rows, cols);
+            return Tensor::from_vec(t, (cols, rows), weight.device());
+        }
+    }
+    weight.t()?.contiguous()
 }
 
 impl Module for Linear {
@@ -74,8 +90,9 @@ mod tests {
             (vec![5, 12], false),
             (vec![1, 2, 3, 12], true),
         ] {
-            let w = Tensor::randn(0f32, 1.0, (9, 12), &dev).unwrap();
-            let b = Tensor::randn(0f32, 1.0, 9, &dev).unwrap();
+            // 33 × 12: a partial band of 32 rows in the transposition.
+            let w = Tensor::randn(0f32, 1.0, (33, 12), &dev).unwrap();
+            let b = Tensor::randn(0f32, 1.0, 33, &dev).unwrap();
             let x = Tensor::randn(0f32, 1.0, shape.as_slice(), &dev).unwrap();
             // A non-contiguous input too.
             let xt = x.t().unwrap().contiguous().unwrap().t().unwrap();

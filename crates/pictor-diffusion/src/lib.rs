@@ -13,6 +13,7 @@
 //! Everything here is synchronous and runs on the render pool's blocking threads.
 
 pub mod edit;
+pub mod flux;
 pub mod gpu;
 pub mod load;
 pub mod lora;

@@ -133,6 +133,28 @@ fn blocked_applies(qkv: &[&Tensor]) -> bool {
         && blocked_enabled()
 }
 
+/// `softmax(scale · q kᵀ) v` for `[bh, n, d]` queries and `[bh, m, d]` keys and values: a
+/// block of queries at a time on the CPU in float32 ([`super::attention_cpu`]), else in full.
+pub fn scaled_dot_product(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Result<Tensor> {
+    if blocked_applies(&[q, k, v]) {
+        return q.contiguous()?.apply_op3_no_bwd(
+            &k.contiguous()?,
+            &v.contiguous()?,
+            &super::attention_cpu::BlockedAttention {
+                scale: scale as f32,
+            },
+        );
+    }
+    let in_dtype = q.dtype();
+    let q = q.to_dtype(DType::F32)?;
+    let k = k.to_dtype(DType::F32)?;
+    let v = v.to_dtype(DType::F32)?;
+    let scores = q.matmul(&(k.t()? * scale)?)?;
+    nn::ops::softmax_last_dim(&scores)?
+        .matmul(&v)?
+        .to_dtype(in_dtype)
+}
+
 #[derive(Debug)]
 pub struct CrossAttention {
     to_q: super::linear::Linear,

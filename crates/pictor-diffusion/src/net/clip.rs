@@ -438,31 +438,38 @@ impl ClipTextTransformer {
         let last = self.final_layer_norm.forward(&xs)?;
         let pooled = match &self.text_projection {
             None => None,
-            Some(proj) => {
-                let ids_v = ids.to_vec2::<u32>()?;
-                let rows = ids_v
-                    .iter()
-                    .enumerate()
-                    .map(|(b, row)| {
-                        let at = match self.eos_token_id {
-                            Some(eos) => row.iter().position(|&t| t == eos),
-                            None => {
-                                let max = row.iter().copied().max().unwrap_or(0);
-                                row.iter().position(|&t| t == max)
-                            }
-                        }
-                        .unwrap_or(seq_len - 1);
-                        last.get(b)?.get(at)
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                Some(proj.forward(&Tensor::stack(&rows, 0)?)?)
-            }
+            Some(proj) => Some(proj.forward(&self.eos_states(ids, &last)?)?),
         };
         Ok(TextOutput {
             last,
             hidden,
             pooled,
         })
+    }
+}
+
+impl ClipTextTransformer {
+    /// The last hidden state at each row's end-of-text token, `(batch, hidden)`: transformers'
+    /// `pooler_output` (before any projection; FLUX's pooled CLIP vector).
+    pub fn eos_states(&self, ids: &Tensor, last: &Tensor) -> Result<Tensor> {
+        let seq_len = ids.dim(1)?;
+        let ids_v = ids.to_vec2::<u32>()?;
+        let rows = ids_v
+            .iter()
+            .enumerate()
+            .map(|(b, row)| {
+                let at = match self.eos_token_id {
+                    Some(eos) => row.iter().position(|&t| t == eos),
+                    None => {
+                        let max = row.iter().copied().max().unwrap_or(0);
+                        row.iter().position(|&t| t == max)
+                    }
+                }
+                .unwrap_or(seq_len - 1);
+                last.get(b)?.get(at)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Tensor::stack(&rows, 0)
     }
 }
 

@@ -1,0 +1,413 @@
+//! FLUX.1 (schnell and dev): diffusers' `FluxPipeline` — CLIP-L's pooled vector and T5-XXL's
+//! embeddings, the flow-matching transformer on packed 2×2 latent patches, the flow-matching
+//! Euler scheduler (schnell: shift 1; dev: the resolution-dependent shift) and the 16-channel
+//! VAE (`z / 0.3611 + 0.1159`).
+//!
+//! - [`t5`]: the T5 encoder and its SentencePiece tokenizer;
+//! - [`model`]: the transformer under Black Forest Labs' names;
+//! - [`weights`]: weights by name from diffusers folders, ComfyUI single files and GGUF.
+
+pub mod model;
+pub mod t5;
+pub mod weights;
+
+use std::path::{Path, PathBuf};
+
+use candle::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use serde_json::Value;
+
+use crate::net::clip::ClipTextTransformer;
+use crate::net::vae::AutoEncoderKL;
+use crate::noise::NoiseSource;
+use crate::tokenizer::ClipTokenizer;
+use crate::{DiffusionError, StepControl, load};
+use model::{Flux, FluxConfig};
+use t5::{T5Config, T5Encoder, T5Tokenizer};
+use weights::WeightMap;
+
+/// diffusers' `FlowMatchEulerDiscreteScheduler` settings that FLUX uses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowSchedule {
+    pub shift: f32,
+    /// `use_dynamic_shifting`: `(base_shift, max_shift, base_image_seq_len, max_image_seq_len)`.
+    pub dynamic: Option<(f64, f64, f64, f64)>,
+}
+
+impl FlowSchedule {
+    pub fn from_json(v: &Value) -> FlowSchedule {
+        let f = |k: &str, d: f64| v.get(k).and_then(Value::as_f64).unwrap_or(d);
+        let dynamic = v
+            .get("use_dynamic_shifting")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+            .then(|| {
+                (
+                    f("base_shift", 0.5),
+                    f("max_shift", 1.15),
+                    f("base_image_seq_len", 256.0),
+                    f("max_image_seq_len", 4096.0),
+                )
+            });
+        FlowSchedule {
+            shift: f("shift", 1.0) as f32,
+            dynamic,
+        }
+    }
+
+    /// The sigmas for `steps` steps over `image_seq_len` packed latents, and a final 0:
+    /// `linspace(1, 1/steps, steps)` in float32, shifted (`FluxPipeline` + `set_timesteps`).
+    pub fn sigmas(&self, steps: usize, image_seq_len: usize) -> Vec<f32> {
+        let steps = steps.max(1);
+        let mut sigmas: Vec<f32> = (0..steps)
+            .map(|i| {
+                let end = 1.0 / steps as f64;
+                let s = if steps == 1 {
+                    1.0
+                } else {
+                    1.0 + (end - 1.0) * i as f64 / (steps - 1) as f64
+                };
+                s as f32
+            })
+            .collect();
+        match self.dynamic {
+            Some((base_shift, max_shift, base_len, max_len)) => {
+                let m = (max_shift - base_shift) / (max_len - base_len);
+                let mu = image_seq_len as f64 * m + (base_shift - m * base_len);
+                let e = mu.exp() as f32;
+                for s in &mut sigmas {
+                    *s = e / (e + (1.0 / *s - 1.0));
+                }
+            }
+            None => {
+                let shift = self.shift;
+                for s in &mut sigmas {
+                    *s = shift * *s / (1.0 + (shift - 1.0) * *s);
+                }
+            }
+        }
+        sigmas.push(0.0);
+        sigmas
+    }
+}
+
+/// `(1, C, h, w)` latents to `(1, h/2 · w/2, 4C)` patches (`_pack_latents`).
+pub fn pack(latents: &Tensor) -> candle::Result<Tensor> {
+    let (b, c, h, w) = latents.dims4()?;
+    latents
+        .reshape((b, c, h / 2, 2, w / 2, 2))?
+        .permute((0, 2, 4, 1, 3, 5))?
+        .reshape((b, (h / 2) * (w / 2), c * 4))
+}
+
+/// The inverse of [`pack`] for a latent grid of `h`×`w` (`_unpack_latents`).
+pub fn unpack(packed: &Tensor, h: usize, w: usize) -> candle::Result<Tensor> {
+    let (b, _, c4) = packed.dims3()?;
+    packed
+        .reshape((b, h / 2, w / 2, c4 / 4, 2, 2))?
+        .permute((0, 3, 1, 4, 2, 5))?
+        .reshape((b, c4 / 4, h, w))
+}
+
+/// Position ids of a `rows`×`cols` patch grid: `[0, row, col]` (`_prepare_latent_image_ids`).
+pub fn image_ids(rows: usize, cols: usize) -> Vec<[f32; 3]> {
+    (0..rows)
+        .flat_map(|r| (0..cols).map(move |c| [0.0, r as f32, c as f32]))
+        .collect()
+}
+
+/// A prompt's conditioning: T5's embeddings and CLIP's pooled vector.
+pub struct FluxConditioning {
+    pub t5: Tensor,
+    pub pooled: Tensor,
+}
+
+/// One loaded FLUX.1 model.
+pub struct FluxPipeline {
+    pub clip: ClipTextTransformer,
+    pub clip_tokenizer: ClipTokenizer,
+    pub t5: T5Encoder,
+    pub t5_tokenizer: T5Tokenizer,
+    pub transformer: Flux,
+    pub vae: AutoEncoderKL,
+    vae_scale: f64,
+    vae_shift: f64,
+    pub schedule: FlowSchedule,
+    /// T5's sequence length (diffusers' `max_sequence_length`: 256 for schnell, 512 for dev).
+    pub max_sequence_length: usize,
+    device: Device,
+    /// Bytes the weights take in memory.
+    pub resident_bytes: u64,
+}
+
+/// The weight files of a diffusers sub-folder.
+fn files(dir: &Path, sub: &str, plain: &str) -> Result<Vec<PathBuf>, DiffusionError> {
+    load::weights_in(&dir.join(sub), plain)
+}
+
+impl FluxPipeline {
+    /// Whether `dir` is a diffusers FLUX folder (`model_index.json` names `FluxPipeline`).
+    pub fn is_flux_folder(dir: &Path) -> bool {
+        crate::read_json(&dir.join("model_index.json"))
+            .ok()
+            .and_then(|v| v.get("_class_name")?.as_str().map(|s| s == "FluxPipeline"))
+            .unwrap_or(false)
+    }
+
+    /// Loads a diffusers-layout FLUX folder; `transformer` replaces its `transformer/` by a
+    /// single file (BFL names: ComfyUI's `flux1-*.safetensors`, or a GGUF).
+    pub fn load_diffusers(
+        dir: &Path,
+        transformer: Option<&Path>,
+        device: &Device,
+    ) -> Result<FluxPipeline, DiffusionError> {
+        // CLIP-L: its pooled output only.
+        let clip_json = crate::read_json(&dir.join("text_encoder/config.json"))?;
+        let (clip_cfg, _) = load::clip_config(&clip_json)?;
+        let clip_files = files(dir, "text_encoder", "model.safetensors")?;
+        let mut prefixed = false;
+        let mut bytes = 0u64;
+        for p in &clip_files {
+            let h = crate::checked_header(p)?;
+            prefixed |= h.keys().any(|k| k.starts_with("text_model."));
+            bytes += h.values().map(|t| t.f32_bytes()).sum::<u64>();
+        }
+        // SAFETY: mapped read-only (see Pipeline::load_diffusers).
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&clip_files, DType::F32, device)? };
+        let vb = if prefixed {
+            vb
+        } else {
+            vb.rename_f(|n: &str| n.strip_prefix("text_model.").unwrap_or(n).to_owned())
+        };
+        let clip = ClipTextTransformer::new(vb, &clip_cfg, false)?;
+        let clip_tokenizer = ClipTokenizer::load(&dir.join("tokenizer"))?;
+
+        let t5_cfg =
+            T5Config::from_json(&crate::read_json(&dir.join("text_encoder_2/config.json"))?)?;
+        let mut t5_w = WeightMap::safetensors(
+            &files(dir, "text_encoder_2", "model.safetensors")?,
+            device,
+            |n| n.to_string(),
+        )?;
+        bytes += t5_w.resident_bytes();
+        let t5 = T5Encoder::new(&t5_cfg, &mut t5_w)
+            .map_err(|e| DiffusionError::Model(format!("T5 text encoder: {e}")))?;
+        let t5_tokenizer = T5Tokenizer::load(&dir.join("tokenizer_2/tokenizer.json"))?;
+
+        let (cfg, mut tw) = match transformer {
+            None => {
+                let cfg = FluxConfig::from_diffusers(&crate::read_json(
+                    &dir.join("transformer/config.json"),
+                )?)?;
+                let mut w = WeightMap::safetensors(
+                    &files(dir, "transformer", "diffusion_pytorch_model.safetensors")?,
+                    device,
+                    |n| n.to_string(),
+                )?;
+                weights::diffusers_to_bfl(&mut w, cfg.depth, cfg.depth_single_blocks)?;
+                (cfg, w)
+            }
+            Some(path) => {
+                let w = transformer_file(path, device)?;
+                // The folder's configuration when it has one (as diffusers'
+                // `from_single_file(config=…)`); the weights' shapes are checked against it.
+                let json = dir.join("transformer/config.json");
+                let cfg = if json.is_file() {
+                    FluxConfig::from_diffusers(&crate::read_json(&json)?)?
+                } else {
+                    FluxConfig::from_bfl_names(&w)?
+                };
+                (cfg, w)
+            }
+        };
+        bytes += tw.resident_bytes();
+        let transformer = Flux::new(&cfg, &mut tw)?;
+
+        let vae_json = crate::read_json(&dir.join("vae/config.json"))?;
+        let (vae_cfg, vae_scale, _, _) = load::vae_config(&vae_json)?;
+        let vae_shift = vae_json
+            .get("shift_factor")
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0);
+        if vae_cfg.latent_channels * 4 != cfg.in_channels {
+            return Err(DiffusionError::Model(format!(
+                "the transformer takes {} packed channels; the VAE makes {}-channel latents",
+                cfg.in_channels, vae_cfg.latent_channels
+            )));
+        }
+        let vae_files = files(dir, "vae", "diffusion_pytorch_model.safetensors")?;
+        for p in &vae_files {
+            bytes += crate::checked_header(p)?
+                .values()
+                .map(|t| t.f32_bytes())
+                .sum::<u64>();
+        }
+        // SAFETY: as above.
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&vae_files, DType::F32, device)? };
+        let vae = AutoEncoderKL::new(vb, 3, 3, vae_cfg)?;
+
+        let schedule = FlowSchedule::from_json(&crate::read_json(
+            &dir.join("scheduler/scheduler_config.json"),
+        )?);
+        Ok(FluxPipeline {
+            clip,
+            clip_tokenizer,
+            t5,
+            t5_tokenizer,
+            max_sequence_length: if cfg.guidance_embed { 512 } else { 256 },
+            transformer,
+            vae,
+            vae_scale,
+            vae_shift,
+            schedule,
+            device: device.clone(),
+            resident_bytes: bytes,
+        })
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The CLIP ids, T5 ids, and what the encoders make of them.
+    pub fn encode(&self, prompt: &str) -> Result<FluxConditioning, DiffusionError> {
+        let clip_ids = self.clip_tokenizer.encode(prompt);
+        let ids = Tensor::new(clip_ids.as_slice(), &self.device)?.unsqueeze(0)?;
+        let out = self.clip.encode(&ids, None)?;
+        let pooled = self.clip.eos_states(&ids, &out.last)?;
+        let t5_ids = self.t5_tokenizer.encode(prompt, self.max_sequence_length)?;
+        let ids = Tensor::new(t5_ids.as_slice(), &self.device)?.unsqueeze(0)?;
+        let t5 = self.t5.forward(&ids)?;
+        Ok(FluxConditioning { t5, pooled })
+    }
+
+    /// The latent grid of a `width`×`height` picture (a multiple of 16 in pixels).
+    pub fn latent_size(
+        &self,
+        width: usize,
+        height: usize,
+    ) -> Result<(usize, usize), DiffusionError> {
+        if !width.is_multiple_of(16) || !height.is_multiple_of(16) || width == 0 || height == 0 {
+            return Err(DiffusionError::Invalid(format!(
+                "FLUX pictures are a multiple of 16 pixels on each side, not {width}×{height}"
+            )));
+        }
+        Ok((height / 8, width / 8))
+    }
+
+    /// Seed noise, `(1, C, h, w)` as diffusers draws it, packed.
+    pub fn noise(
+        &self,
+        noise: &mut dyn NoiseSource,
+        width: usize,
+        height: usize,
+    ) -> Result<Tensor, DiffusionError> {
+        let (h, w) = self.latent_size(width, height)?;
+        let c = self.transformer.config().in_channels / 4;
+        let raw = Tensor::from_vec(noise.randn(c * h * w), (1, c, h, w), &self.device)?;
+        Ok(pack(&raw)?)
+    }
+
+    /// The transformer's velocity for packed latents at sigma `t`.
+    pub fn velocity(
+        &self,
+        cond: &FluxConditioning,
+        latents: &Tensor,
+        t: f32,
+        guidance: f32,
+        pe: &(Tensor, Tensor),
+    ) -> Result<Tensor, DiffusionError> {
+        let g = self.transformer.config().guidance_embed.then_some(guidance);
+        Ok(self
+            .transformer
+            .forward(latents, &cond.t5, &cond.pooled, t, g, pe)?)
+    }
+
+    /// The rotary embedding for a `width`×`height` picture and this conditioning's text.
+    pub fn positions(
+        &self,
+        cond: &FluxConditioning,
+        width: usize,
+        height: usize,
+    ) -> Result<(Tensor, Tensor), DiffusionError> {
+        let (h, w) = self.latent_size(width, height)?;
+        let txt = vec![[0.0; 3]; cond.t5.dim(1)?];
+        Ok(self
+            .transformer
+            .positions(&txt, &image_ids(h / 2, w / 2), &self.device)?)
+    }
+
+    /// The denoising loop from packed noise: `steps` flow-matching Euler steps.
+    pub fn denoise(
+        &self,
+        cond: &FluxConditioning,
+        mut latents: Tensor,
+        steps: usize,
+        guidance: f32,
+        size: (usize, usize),
+        control: &dyn StepControl,
+    ) -> Result<Tensor, DiffusionError> {
+        let (width, height) = size;
+        let pe = self.positions(cond, width, height)?;
+        let sigmas = self.schedule.sigmas(steps, latents.dim(1)?);
+        for k in 0..sigmas.len() - 1 {
+            if control.cancelled() {
+                return Err(DiffusionError::Cancelled);
+            }
+            // The pipeline passes `timestep / 1000` with timestep = sigma · 1000 (float32).
+            let t = (sigmas[k] * 1000.0) / 1000.0;
+            let v = self.velocity(cond, &latents, t, guidance, &pe)?;
+            latents = (latents + (v * f64::from(sigmas[k + 1] - sigmas[k]))?)?;
+            control.progress(k + 1, sigmas.len() - 1);
+        }
+        Ok(latents)
+    }
+
+    /// Packed latents to the VAE's raw output `(1, 3, H, W)`.
+    pub fn decode_raw(
+        &self,
+        packed: &Tensor,
+        width: usize,
+        height: usize,
+    ) -> Result<Tensor, DiffusionError> {
+        let (h, w) = self.latent_size(width, height)?;
+        let z = ((unpack(packed, h, w)? / self.vae_scale)? + self.vae_shift)?;
+        crate::tiled_decode(&self.vae, &z, crate::VAE_TILE.0, crate::VAE_TILE.1)
+    }
+
+    /// A whole picture: RGB8, `width`×`height`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn txt2img(
+        &self,
+        prompt: &str,
+        noise: &mut dyn NoiseSource,
+        width: usize,
+        height: usize,
+        steps: usize,
+        guidance: f32,
+        control: &dyn StepControl,
+    ) -> Result<Vec<u8>, DiffusionError> {
+        let cond = self.encode(prompt)?;
+        let latents = self.noise(noise, width, height)?;
+        let latents = self.denoise(&cond, latents, steps, guidance, (width, height), control)?;
+        crate::to_rgb8(&self.decode_raw(&latents, width, height)?)
+    }
+}
+
+/// A FLUX transformer in one file under BFL's names: safetensors (ComfyUI's
+/// `flux1-*.safetensors`, keys optionally under `model.diffusion_model.`) or GGUF.
+pub fn transformer_file(path: &Path, device: &Device) -> Result<WeightMap, DiffusionError> {
+    let strip = |n: &str| {
+        n.strip_prefix("model.diffusion_model.")
+            .unwrap_or(n)
+            .to_string()
+    };
+    let gguf = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+    if gguf {
+        WeightMap::gguf(path, device, strip)
+    } else {
+        WeightMap::safetensors(&[path], device, strip)
+    }
+}

@@ -218,3 +218,203 @@ fn pictures_match_diffusers() {
         assert!(worst <= 2.0, "{variant} picture: {worst}/255");
     }
 }
+
+/// Relative error of `got` against `want`: (RMS of the difference / RMS of `want`, max abs
+/// difference / max |want|).
+fn relative(got: &Tensor, want: &Tensor) -> (f64, f64) {
+    let v = |t: &Tensor| -> Vec<f64> {
+        t.flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap()
+            .into_iter()
+            .map(f64::from)
+            .collect()
+    };
+    let (g, w) = (v(got), v(want));
+    assert_eq!(g.len(), w.len());
+    let rms =
+        |x: &mut dyn Iterator<Item = f64>| (x.map(|d| d * d).sum::<f64>() / w.len() as f64).sqrt();
+    let err = rms(&mut g.iter().zip(&w).map(|(a, b)| a - b));
+    let scale = rms(&mut w.iter().copied());
+    let worst = g
+        .iter()
+        .zip(&w)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    let largest = w.iter().map(|x| x.abs()).fold(0.0, f64::max);
+    (err / scale, worst / largest)
+}
+
+/// The tiny dev transformer as city96's converter writes FLUX GGUFs (gguf-py, v3, Q8_0 where
+/// rows allow, float16/float32 elsewhere): loaded without its config (the folder's is used for
+/// the rotary axes) and within Q8_0's tolerance of the float model.
+#[test]
+fn gguf_from_gguf_py_matches() {
+    let f = fixture("dev", Some("transformer.gguf"));
+    let size = f.json["size"].as_u64().unwrap() as usize;
+    let latents = f.t["noise_packed"].clone();
+    let cond = flux::FluxConditioning {
+        t5: f.t["t5_embeds"].clone(),
+        pooled: f.t["pooled"].clone(),
+    };
+    let pe = f.pipe.positions(&cond, size, size).unwrap();
+    let v = f.pipe.velocity(&cond, &latents, 0.75, 3.5, &pe).unwrap();
+    let (rms, max) = relative(&v, &f.t["transformer_out"]);
+    println!("gguf-py Q8_0/F16 transformer: relative RMS {rms:.2e}, max {max:.2e}");
+    assert!(rms <= Q8_RMS && max <= Q8_MAX, "{rms} {max}");
+}
+
+/// Stated tolerances of the quantised transformers, relative (RMS error / RMS of the output, max
+/// error / largest output). Q8_0 rounds each weight to 1/127 of its 32-block's largest (5.5e-3
+/// RMS on the wide model with the activations in float32, measured with
+/// `CANDLE_DEQUANTIZE_ALL=1`), and candle's quantised matmul rounds the activations to 8 bits
+/// per 32-block too (1.1e-2 in all). Q5_K and Q4_K: 5.5 and 4.5 bits per weight in 256-blocks
+/// with 6-bit scales (2.9e-2 and 6.3e-2 from the weights alone, 3.0e-2 and 6.4e-2 in all).
+/// Each bound is about twice what was measured.
+const Q8_RMS: f64 = 0.02;
+const Q8_MAX: f64 = 0.03;
+const Q5K_RMS: f64 = 0.05;
+const Q5K_MAX: f64 = 0.06;
+const Q4K_RMS: f64 = 0.1;
+const Q4K_MAX: f64 = 0.12;
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xCBF2_9CE4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01B3)
+    })
+}
+
+/// `det_fill` of tools/sd-fixtures/flux_gguf.py.
+fn det_fill(name: &str, n: usize, scale: f64) -> Vec<f32> {
+    let seed = fnv1a(name);
+    (0..n)
+        .map(|i| {
+            let u = (splitmix64(seed.wrapping_add(i as u64)) >> 40) as f64;
+            ((u / 16_777_216.0 - 0.5) * 2.0 * scale) as f32
+        })
+        .collect()
+}
+
+/// The wide model's BFL tensors and shapes (`wide_bfl_shapes` in flux_gguf.py).
+fn wide_shapes() -> Vec<(String, Vec<usize>)> {
+    let (h, mlp, ctx, vec, cin) = (256, 1024, 256, 256, 64);
+    let mut s = Vec::new();
+    let lin = |s: &mut Vec<(String, Vec<usize>)>, name: &str, i: usize, o: usize| {
+        s.push((format!("{name}.weight"), vec![o, i]));
+        s.push((format!("{name}.bias"), vec![o]));
+    };
+    lin(&mut s, "img_in", cin, h);
+    lin(&mut s, "txt_in", ctx, h);
+    for (e, i) in [("time_in", 256), ("vector_in", vec), ("guidance_in", 256)] {
+        lin(&mut s, &format!("{e}.in_layer"), i, h);
+        lin(&mut s, &format!("{e}.out_layer"), h, h);
+    }
+    for st in ["img", "txt"] {
+        let d = format!("double_blocks.0.{st}");
+        lin(&mut s, &format!("{d}_mod.lin"), h, 6 * h);
+        lin(&mut s, &format!("{d}_attn.qkv"), h, 3 * h);
+        lin(&mut s, &format!("{d}_attn.proj"), h, h);
+        s.push((format!("{d}_attn.norm.query_norm.scale"), vec![128]));
+        s.push((format!("{d}_attn.norm.key_norm.scale"), vec![128]));
+        lin(&mut s, &format!("{d}_mlp.0"), h, mlp);
+        lin(&mut s, &format!("{d}_mlp.2"), mlp, h);
+    }
+    lin(&mut s, "single_blocks.0.linear1", h, 3 * h + mlp);
+    lin(&mut s, "single_blocks.0.linear2", h + mlp, h);
+    lin(&mut s, "single_blocks.0.modulation.lin", h, 3 * h);
+    s.push(("single_blocks.0.norm.query_norm.scale".into(), vec![128]));
+    s.push(("single_blocks.0.norm.key_norm.scale".into(), vec![128]));
+    lin(&mut s, "final_layer.adaLN_modulation.1", h, 2 * h);
+    lin(&mut s, "final_layer.linear", h, cin);
+    s
+}
+
+/// A FLUX transformer with 128-wide heads (the rotary axes inferred from the weights alone, as
+/// for a real GGUF without a folder), its matrices quantised by candle to Q8_0, Q5_K and Q4_K
+/// (rows too short for a K-quant's 256-block fall back to Q8_0, as llama.cpp's quantiser does),
+/// written as GGUF, read back and run: within each type's tolerance of diffusers' float output,
+/// and the float32 GGUF within the float tolerance. The quantised matrices stay quantised in
+/// memory.
+#[test]
+fn wide_gguf_quantisations_match() {
+    use candle::quantized::{GgmlDType, QTensor, gguf_file};
+    let dir = root().join("wide");
+    let t = candle::safetensors::load(dir.join("reference.safetensors"), &Device::Cpu).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let f32_bytes: usize = wide_shapes()
+        .iter()
+        .map(|(_, s)| 4 * s.iter().product::<usize>())
+        .sum();
+    for (dtype, rms_tol, max_tol) in [
+        (GgmlDType::F32, 1e-6, 1e-5),
+        (GgmlDType::Q8_0, Q8_RMS, Q8_MAX),
+        (GgmlDType::Q5K, Q5K_RMS, Q5K_MAX),
+        (GgmlDType::Q4K, Q4K_RMS, Q4K_MAX),
+    ] {
+        let tensors: Vec<(String, QTensor)> = wide_shapes()
+            .into_iter()
+            .map(|(name, shape)| {
+                let n = shape.iter().product();
+                let data = if name.ends_with(".scale") {
+                    det_fill(&name, n, 0.2)
+                        .into_iter()
+                        .map(|x| 1.0 + x)
+                        .collect()
+                } else if shape.len() == 1 {
+                    det_fill(&name, n, 0.05)
+                } else {
+                    det_fill(&name, n, 1.0 / (shape[1] as f64).sqrt())
+                };
+                let x = Tensor::from_vec(data, shape.as_slice(), &Device::Cpu).unwrap();
+                let q = if shape.len() == 1 {
+                    GgmlDType::F32
+                } else if shape[1] % dtype.block_size() == 0 {
+                    dtype
+                } else {
+                    GgmlDType::Q8_0
+                };
+                (name, QTensor::quantize(&x, q).unwrap())
+            })
+            .collect();
+        let path = tmp.path().join(format!("wide-{dtype:?}.gguf"));
+        let mut file = std::fs::File::create(&path).unwrap();
+        let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, q)| (n.as_str(), q)).collect();
+        gguf_file::write(&mut file, &[], &refs).unwrap();
+        drop(file);
+
+        let mut w = flux::transformer_file(&path, &Device::Cpu).unwrap();
+        let resident = w.resident_bytes() as usize;
+        let cfg = flux::model::FluxConfig::from_bfl_names(&w).unwrap();
+        assert_eq!(cfg.axes_dim, vec![16, 56, 56]);
+        assert_eq!(
+            (cfg.num_heads, cfg.depth, cfg.depth_single_blocks),
+            (2, 1, 1)
+        );
+        let model = flux::model::Flux::new(&cfg, &mut w).unwrap();
+        let txt_ids = vec![[0f32; 3]; 8];
+        let pe = model
+            .positions(&txt_ids, &flux::image_ids(4, 4), &Device::Cpu)
+            .unwrap();
+        let out = model
+            .forward(&t["img"], &t["txt"], &t["pooled"], 0.6, Some(4.0), &pe)
+            .unwrap();
+        let (rms, max) = relative(&out, &t["out"]);
+        println!(
+            "wide {dtype:?}: relative RMS {rms:.2e}, max {max:.2e}; weights {:.2} MB in memory ({:.0} % of float32)",
+            resident as f64 / 1e6,
+            100.0 * resident as f64 / f32_bytes as f64
+        );
+        assert!(rms <= rms_tol && max <= max_tol, "{dtype:?}: {rms} {max}");
+        if dtype != GgmlDType::F32 {
+            assert!(resident < f32_bytes * 3 / 10, "{dtype:?} kept quantised");
+        }
+    }
+}

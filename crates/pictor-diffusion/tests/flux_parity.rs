@@ -28,8 +28,11 @@ struct Fixture {
 
 fn fixture(variant: &str, transformer: Option<&str>) -> Fixture {
     let dir = root().join(variant);
-    let tfile = transformer.map(|f| dir.join(f));
-    let mut pipe = FluxPipeline::load_diffusers(&dir, tfile.as_deref(), &Device::Cpu).unwrap();
+    let files = flux::FluxFiles {
+        transformer: transformer.map(|f| dir.join(f)),
+        text_encoder_2: None,
+    };
+    let mut pipe = FluxPipeline::load_diffusers(&dir, &files, &Device::Cpu).unwrap();
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
             .unwrap();
@@ -416,5 +419,111 @@ fn wide_gguf_quantisations_match() {
         if dtype != GgmlDType::F32 {
             assert!(resident < f32_bytes * 3 / 10, "{dtype:?} kept quantised");
         }
+    }
+}
+
+/// The dev model's T5 encoder as city96's T5 GGUFs carry it (llama.cpp's names,
+/// `enc.blk.N.attn_q.weight`…) in place of `text_encoder_2/`. As float32 it must give
+/// transformers' embeddings (the names and layout are right); with Q8_0 matrices, compared with
+/// the same weights dequantised and run in float32, what is left is candle's 8-bit rounding of
+/// the activations: 5e-3 per layer ([`quantised_linear_error`]), which this tiny random T5 (no
+/// score scaling, 4 heads of 8, 2 layers) amplifies to 3e-2 (measured); bound at twice that.
+/// (Its weights' own Q8_0 rounding costs another 5e-2 against transformers: the file's, not the
+/// engine's.)
+#[test]
+fn t5_gguf_matches() {
+    use candle::quantized::{GgmlDType, QTensor, gguf_file};
+    let dir = root().join("dev");
+    let st = candle::safetensors::load(dir.join("text_encoder_2/model.safetensors"), &Device::Cpu)
+        .unwrap();
+    let to_gguf = |n: &str| {
+        [
+            ("encoder.final_layer_norm", "enc.output_norm"),
+            ("shared", "token_embd"),
+            ("encoder.", "enc."),
+            (".block.", ".blk."),
+            (
+                "layer.0.SelfAttention.relative_attention_bias",
+                "attn_rel_b",
+            ),
+            ("layer.0.SelfAttention.q", "attn_q"),
+            ("layer.0.SelfAttention.k", "attn_k"),
+            ("layer.0.SelfAttention.v", "attn_v"),
+            ("layer.0.SelfAttention.o", "attn_o"),
+            ("layer.0.layer_norm", "attn_norm"),
+            ("layer.1.DenseReluDense.wi_0", "ffn_gate"),
+            ("layer.1.DenseReluDense.wi_1", "ffn_up"),
+            ("layer.1.DenseReluDense.wo", "ffn_down"),
+            ("layer.1.layer_norm", "ffn_norm"),
+        ]
+        .iter()
+        .fold(n.to_string(), |s, (a, b)| s.replace(a, b))
+    };
+    let t = candle::safetensors::load(dir.join("reference.safetensors"), &Device::Cpu).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    // kind: 0 = float32, 1 = Q8_0 matrices, 2 = those Q8_0 matrices dequantised to float32
+    let embeds = |kind: u8| {
+        let tensors: Vec<(String, QTensor)> = st
+            .iter()
+            .filter(|(n, _)| n.as_str() != "encoder.embed_tokens.weight")
+            .map(|(n, x)| {
+                let quantise = kind > 0 && x.rank() == 2 && x.dim(1).unwrap() % 32 == 0;
+                let q = if quantise {
+                    let q = QTensor::quantize(x, GgmlDType::Q8_0).unwrap();
+                    if kind == 2 {
+                        QTensor::quantize(&q.dequantize(&Device::Cpu).unwrap(), GgmlDType::F32)
+                            .unwrap()
+                    } else {
+                        q
+                    }
+                } else {
+                    QTensor::quantize(x, GgmlDType::F32).unwrap()
+                };
+                (to_gguf(n), q)
+            })
+            .collect();
+        assert!(
+            tensors
+                .iter()
+                .any(|(n, _)| n == "enc.blk.1.ffn_gate.weight")
+        );
+        let path = tmp.path().join(format!("t5-encoder-{kind}.gguf"));
+        let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, q)| (n.as_str(), q)).collect();
+        gguf_file::write(&mut std::fs::File::create(&path).unwrap(), &[], &refs).unwrap();
+        let files = flux::FluxFiles {
+            transformer: None,
+            text_encoder_2: Some(path),
+        };
+        let mut pipe = FluxPipeline::load_diffusers(&dir, &files, &Device::Cpu).unwrap();
+        pipe.max_sequence_length = t["t5_ids"].dim(0).unwrap();
+        pipe.encode("a photo of a red car, the astronaut!")
+            .unwrap()
+            .t5
+    };
+    close("T5 float32 GGUF", &embeds(0), &t["t5_embeds"], 1e-4);
+    let (rms, max) = relative(&embeds(1), &embeds(2));
+    println!("T5 Q8_0 GGUF against its weights in float32: relative RMS {rms:.2e}, max {max:.2e}");
+    assert!(rms <= 0.06 && max <= 0.13, "{rms} {max}");
+}
+
+/// One Q8_0 linear layer through candle's quantised matmul against the same weights
+/// dequantised (the activations' 8-bit rounding) and against the float weights (the weights'
+/// rounding): each about 5e-3 relative RMS for N(0, 0.2) weights and N(0, 1) inputs.
+#[test]
+fn quantised_linear_error() {
+    use candle::Module;
+    use candle::quantized::{GgmlDType, QMatMul, QTensor};
+    let dev = Device::Cpu;
+    let rel = |p: &Tensor, r: &Tensor| relative(p, r).0;
+    for k in [32usize, 64, 256] {
+        let w = Tensor::randn(0f32, 0.2, (48, k), &dev).unwrap();
+        let x = Tensor::randn(0f32, 1.0, (24, k), &dev).unwrap();
+        let q = QTensor::quantize(&w, GgmlDType::Q8_0).unwrap();
+        let deq = x.matmul(&q.dequantize(&dev).unwrap().t().unwrap()).unwrap();
+        let quant = QMatMul::from_qtensor(q).unwrap().forward(&x).unwrap();
+        let float = x.matmul(&w.t().unwrap()).unwrap();
+        let (a, b) = (rel(&quant, &deq), rel(&deq, &float));
+        println!("k {k}: activations {a:.2e}, weights {b:.2e}");
+        assert!(a < 0.01 && b < 0.01, "k {k}: {a} {b}");
     }
 }

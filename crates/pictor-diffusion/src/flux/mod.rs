@@ -141,8 +141,22 @@ pub struct FluxPipeline {
 }
 
 /// The weight files of a diffusers sub-folder.
-fn files(dir: &Path, sub: &str, plain: &str) -> Result<Vec<PathBuf>, DiffusionError> {
+fn weight_files(dir: &Path, sub: &str, plain: &str) -> Result<Vec<PathBuf>, DiffusionError> {
     load::weights_in(&dir.join(sub), plain)
+}
+
+fn is_gguf(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+}
+
+/// Files that replace parts of a FLUX folder.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct FluxFiles {
+    /// The transformer as one file (BFL names; safetensors or GGUF).
+    pub transformer: Option<PathBuf>,
+    /// The T5 encoder as one file (GGUF with llama.cpp's names, or safetensors).
+    pub text_encoder_2: Option<PathBuf>,
 }
 
 impl FluxPipeline {
@@ -154,17 +168,20 @@ impl FluxPipeline {
             .unwrap_or(false)
     }
 
-    /// Loads a diffusers-layout FLUX folder; `transformer` replaces its `transformer/` by a
-    /// single file (BFL names: ComfyUI's `flux1-*.safetensors`, or a GGUF).
+    /// Loads a diffusers-layout FLUX folder; `files` may replace its transformer (BFL names:
+    /// ComfyUI's `flux1-*.safetensors`, or a GGUF) and its T5 encoder (a GGUF with llama.cpp's
+    /// names, as city96's `t5-v1_1-xxl-encoder-*.gguf`, or a safetensors file with transformers'
+    /// names).
     pub fn load_diffusers(
         dir: &Path,
-        transformer: Option<&Path>,
+        files: &FluxFiles,
         device: &Device,
     ) -> Result<FluxPipeline, DiffusionError> {
+        let transformer = files.transformer.as_deref();
         // CLIP-L: its pooled output only.
         let clip_json = crate::read_json(&dir.join("text_encoder/config.json"))?;
         let (clip_cfg, _) = load::clip_config(&clip_json)?;
-        let clip_files = files(dir, "text_encoder", "model.safetensors")?;
+        let clip_files = weight_files(dir, "text_encoder", "model.safetensors")?;
         let mut prefixed = false;
         let mut bytes = 0u64;
         for p in &clip_files {
@@ -182,13 +199,21 @@ impl FluxPipeline {
         let clip = ClipTextTransformer::new(vb, &clip_cfg, false)?;
         let clip_tokenizer = ClipTokenizer::load(&dir.join("tokenizer"))?;
 
-        let t5_cfg =
-            T5Config::from_json(&crate::read_json(&dir.join("text_encoder_2/config.json"))?)?;
-        let mut t5_w = WeightMap::safetensors(
-            &files(dir, "text_encoder_2", "model.safetensors")?,
-            device,
-            |n| n.to_string(),
-        )?;
+        let t5_json = dir.join("text_encoder_2/config.json");
+        let t5_cfg = if t5_json.is_file() {
+            T5Config::from_json(&crate::read_json(&t5_json)?)?
+        } else {
+            T5Config::xxl()
+        };
+        let mut t5_w = match files.text_encoder_2.as_deref() {
+            Some(p) if is_gguf(p) => WeightMap::gguf(p, device, weights::t5_gguf_name)?,
+            Some(p) => WeightMap::safetensors(&[p], device, |n| n.to_string())?,
+            None => WeightMap::safetensors(
+                &weight_files(dir, "text_encoder_2", "model.safetensors")?,
+                device,
+                |n| n.to_string(),
+            )?,
+        };
         bytes += t5_w.resident_bytes();
         let t5 = T5Encoder::new(&t5_cfg, &mut t5_w)
             .map_err(|e| DiffusionError::Model(format!("T5 text encoder: {e}")))?;
@@ -200,7 +225,7 @@ impl FluxPipeline {
                     &dir.join("transformer/config.json"),
                 )?)?;
                 let mut w = WeightMap::safetensors(
-                    &files(dir, "transformer", "diffusion_pytorch_model.safetensors")?,
+                    &weight_files(dir, "transformer", "diffusion_pytorch_model.safetensors")?,
                     device,
                     |n| n.to_string(),
                 )?;
@@ -235,7 +260,7 @@ impl FluxPipeline {
                 cfg.in_channels, vae_cfg.latent_channels
             )));
         }
-        let vae_files = files(dir, "vae", "diffusion_pytorch_model.safetensors")?;
+        let vae_files = weight_files(dir, "vae", "diffusion_pytorch_model.safetensors")?;
         for p in &vae_files {
             bytes += crate::checked_header(p)?
                 .values()
@@ -402,10 +427,7 @@ pub fn transformer_file(path: &Path, device: &Device) -> Result<WeightMap, Diffu
             .unwrap_or(n)
             .to_string()
     };
-    let gguf = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
-    if gguf {
+    if is_gguf(path) {
         WeightMap::gguf(path, device, strip)
     } else {
         WeightMap::safetensors(&[path], device, strip)

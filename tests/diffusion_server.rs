@@ -987,3 +987,124 @@ async fn loras_are_installed_and_asked_for_per_picture() {
     assert_ne!(code, 0);
     assert!(err.contains("no such LoRA is installed here"), "{err}");
 }
+
+/// A FLUX.1 model (the tiny FLUX.1-dev parity fixture) installed, mapped and drawing through
+/// the API: its family and preset, the settings FLUX has not refused, a GGUF transformer in
+/// place of the folder's, and the PNG parameters as Forge writes them for FLUX.
+#[tokio::test]
+async fn flux_models_are_installed_mapped_and_draw() {
+    use common::run_cli;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let flux = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/pictor-diffusion/tests/fixtures/diffusion/flux/dev");
+    let added = cli_json(
+        &d,
+        &["models", "add", "flux", flux.to_str().unwrap(), "--json"],
+        None,
+    );
+    assert_eq!(added["model"]["arch"], "flux", "{added}");
+    assert_eq!(added["model"]["family"], "flux-dev", "{added}");
+    // No negative prompt, no other sampler, no tiny decoder for FLUX.
+    for bad in [
+        vec!["--negative-prompt", "blurry"],
+        vec!["--sampler", "dpm++_2m"],
+        vec!["--text-weights", "int8"],
+        vec!["--tiny-vae", flux.to_str().unwrap()],
+    ] {
+        let mut args = vec!["models", "map", "fast", "flux"];
+        args.extend(bad.iter().copied());
+        let (code, _, err) = run_cli(&d, &args, None);
+        assert_ne!(code, 0, "{bad:?}");
+        assert!(
+            err.contains("not a setting of FLUX models"),
+            "{bad:?}: {err}"
+        );
+    }
+    // A part file must exist and be safetensors or GGUF.
+    let (code, _, err) = run_cli(
+        &d,
+        &[
+            "models",
+            "map",
+            "fast",
+            "flux",
+            "--transformer",
+            "/nonexistent.gguf",
+        ],
+        None,
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("transformer"), "{err}");
+    let mapped = cli_json(
+        &d,
+        &[
+            "models", "map", "fast", "flux", "--steps", "2", "--size", "64", "--json",
+        ],
+        None,
+    );
+    assert_eq!(
+        mapped["settings"]["guidance"], 3.5,
+        "the dev preset: {mapped}"
+    );
+    let gguf = flux.join("transformer.gguf");
+    cli_json(
+        &d,
+        &[
+            "models",
+            "map",
+            "artist",
+            "flux",
+            "--steps",
+            "2",
+            "--size",
+            "64",
+            "--transformer",
+            gguf.to_str().unwrap(),
+            "--json",
+        ],
+        None,
+    );
+
+    let key = common::cli_user_key(&d, "f@example.com", 50);
+    let server = spawn_server(&d, &[]);
+    let a = generate(&server, &key, "fast", 7).await;
+    let b = generate(&server, &key, "fast", 7).await;
+    let c = generate(&server, &key, "fast", 8).await;
+    let pixels = |bytes: &[u8]| image::load_from_memory(bytes).unwrap().to_rgb8().into_raw();
+    assert_eq!(pixels(&a), pixels(&b), "same seed, same picture");
+    assert_ne!(pixels(&a), pixels(&c), "another seed, another picture");
+    let params = pictor::render::encode::read_parameters(&a).unwrap();
+    for want in [
+        "Sampler: Euler",
+        "Schedule type: Simple",
+        "CFG scale: 1",
+        "Distilled CFG Scale: 3.5",
+        "Model: flux",
+        "Size: 64x64",
+    ] {
+        assert!(params.contains(want), "{want:?} in {params}");
+    }
+    // The Q8_0 GGUF transformer draws close to the float one (same seed, same settings).
+    let q = generate(&server, &key, "artist", 7).await;
+    let (pa, pq) = (
+        image::load_from_memory(&a).unwrap().to_rgb8(),
+        image::load_from_memory(&q).unwrap().to_rgb8(),
+    );
+    let pq = image::imageops::resize(
+        &pq,
+        pa.width(),
+        pa.height(),
+        image::imageops::FilterType::Triangle,
+    );
+    let mean = pa
+        .as_raw()
+        .iter()
+        .zip(pq.as_raw())
+        .map(|(&x, &y)| (f64::from(x) - f64::from(y)).abs())
+        .sum::<f64>()
+        / pa.as_raw().len() as f64;
+    assert!(mean < 8.0, "GGUF against float: mean difference {mean}/255");
+    let models: Value = json_of(server.http().get(server.url("/api/pictor/v1/models"))).await;
+    assert!(models.to_string().contains("diffusion:flux"), "{models}");
+}

@@ -356,6 +356,8 @@ pub enum BackendsCommand {
     },
 }
 
+// Parsed once per command line: `Map`'s many settings cost nothing worth boxing for.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum ModelsCommand {
     /// Register a model already on disk: a diffusers folder or a single-file .safetensors
@@ -399,8 +401,8 @@ pub enum ModelsCommand {
         tier: String,
         /// An installed model's name (`pictor models list`).
         model: String,
-        /// Start from another family's preset: sd1, sd2, sd-turbo, sdxl, sdxl-turbo (default:
-        /// the model's own).
+        /// Start from another family's preset: sd1, sd2, sd-turbo, sdxl, sdxl-turbo, flux-schnell,
+        /// flux-dev (default: the model's own).
         #[arg(long)]
         preset: Option<String>,
         /// Denoising steps, 1 to 150.
@@ -437,6 +439,14 @@ pub enum ModelsCommand {
         /// a quarter of their memory, about 1.6x faster, a looser match; docs/models.md).
         #[arg(long)]
         text_weights: Option<String>,
+        /// FLUX: the transformer as one file (ComfyUI's flux1-*.safetensors or a GGUF such as
+        /// flux1-schnell-Q4_K_S.gguf) in place of the folder's transformer/.
+        #[arg(long)]
+        transformer: Option<String>,
+        /// FLUX: the T5 encoder as one file (a GGUF such as t5-v1_1-xxl-encoder-Q8_0.gguf) in
+        /// place of the folder's text_encoder_2/.
+        #[arg(long)]
+        text_encoder_2: Option<String>,
         /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
@@ -889,8 +899,16 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
             image_guidance,
             timestep_spacing,
             text_weights,
+            transformer,
+            text_encoder_2,
             json,
         } => {
+            // Files are stored by absolute path (the server may run from another folder).
+            let absolute = |p: &Option<String>| {
+                p.as_ref().map(|p| {
+                    std::path::absolute(p).map_or_else(|_| p.clone(), |a| a.display().to_string())
+                })
+            };
             let mapping = crate::store::models::TierMapping {
                 model: model.clone(),
                 preset: preset.clone(),
@@ -905,6 +923,8 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
                 image_guidance: *image_guidance,
                 timestep_spacing: timestep_spacing.clone(),
                 text_weights: text_weights.clone(),
+                transformer: absolute(transformer),
+                text_encoder_2: absolute(text_encoder_2),
                 updated_at: 0,
             };
             let v = run_admin(

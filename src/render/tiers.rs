@@ -83,7 +83,7 @@ pub fn mapping_table(m: &TierMapping) -> toml::Table {
 /// Whether a tiny decoder made for `decoder` decodes `pipeline`'s latents (TAESD serves SD 1.x
 /// and 2.x, which share a latent space; TAESDXL serves SDXL).
 fn decodes_for(decoder: Arch, pipeline: Arch) -> bool {
-    (decoder == Arch::Sdxl) == (pipeline == Arch::Sdxl)
+    pipeline != Arch::Flux && (decoder == Arch::Sdxl) == (pipeline == Arch::Sdxl)
 }
 
 /// The settings a mapping runs with: its model's family preset, overlaid with the keys
@@ -118,8 +118,18 @@ pub fn effective(
                 .as_str()
                 .and_then(crate::models::Family::parse)
                 .ok_or_else(|| {
-                    format!("{tier} preset: one of sd1, sd2, sd-turbo, sdxl, sdxl-turbo")
+                    format!(
+                        "{tier} preset: one of sd1, sd2, sd-turbo, sdxl, sdxl-turbo, flux-schnell, flux-dev"
+                    )
                 })?;
+            if (f.arch() == Arch::Flux) != (record.arch == Arch::Flux) {
+                return Err(format!(
+                    "{tier} preset: {} is for {} models, {name:?} is {}",
+                    f.id(),
+                    f.arch().title(),
+                    record.arch.title()
+                ));
+            }
             // A preset is settings: a Turbo-distilled SD 1.5 fine-tune runs the Turbo one.
             f
         }
@@ -200,6 +210,8 @@ pub fn check(tier: &str, m: &TierMapping, installed: &[ModelRecord]) -> Result<(
         ("preset", &m.preset),
         ("timestep_spacing", &m.timestep_spacing),
         ("text_weights", &m.text_weights),
+        ("transformer", &m.transformer),
+        ("text_encoder_2", &m.text_encoder_2),
     ] {
         if v.as_ref().is_some_and(|v| v.chars().count() > 1000) {
             return Err(format!("{tier} {name}: at most 1000 characters"));
@@ -565,7 +577,31 @@ pub mod engine {
                 "{key}: no installed model is named {name:?} (see `pictor models list`; add one with `pictor models add {name} PATH`)"
             )
         })?;
+        let flux = record.arch == crate::models::Arch::Flux;
+        // A file in place of a FLUX folder's part: a regular file, safetensors or GGUF.
+        let part = |k: &str| -> anyhow::Result<Option<PathBuf>> {
+            let Some(v) = t.get(k) else { return Ok(None) };
+            let bad = || {
+                anyhow::anyhow!(
+                    "{key} {k}: the path of a .safetensors or .gguf file (FLUX models only)"
+                )
+            };
+            let p = PathBuf::from(v.as_str().ok_or_else(bad)?);
+            let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+            if !flux || !p.is_file() || !matches!(ext, "safetensors" | "gguf") {
+                return Err(bad());
+            }
+            Ok(Some(p))
+        };
+        let files = crate::render::diffusion::flux::FluxFiles {
+            transformer: part("transformer")?,
+            text_encoder_2: part("text_encoder_2")?,
+        };
         let source = match record.layout {
+            crate::models::Layout::Diffusers if flux => ModelSource::Flux {
+                dir: PathBuf::from(&record.path),
+                files,
+            },
             crate::models::Layout::Diffusers => ModelSource::Diffusers(PathBuf::from(&record.path)),
             crate::models::Layout::SingleFile => {
                 // `config`: a diffusers folder (an installed model's name, or a path) whose
@@ -602,8 +638,25 @@ pub mod engine {
         };
         for (k, v) in t {
             let bad = |what: &str| anyhow::anyhow!("{key} {k}: {what}");
+            if flux {
+                // FLUX.1 has no negative prompt or CFG, one sampler, no tiny decoder (yet),
+                // and does not edit.
+                let unsupported = match k.as_str() {
+                    "negative_prompt" => v.as_str() != Some(""),
+                    "sampler" => v.as_str() != Some("euler"),
+                    "schedule" => v.as_str() != Some("automatic"),
+                    "tiny_vae" | "text_weights" | "prediction" | "timestep_spacing"
+                    | "strength" | "image_guidance" => true,
+                    _ => false,
+                };
+                if unsupported {
+                    return Err(bad(
+                        "not a setting of FLUX models (they take steps, guidance, noise, size, transformer, text_encoder_2; sampler \"euler\")",
+                    ));
+                }
+            }
             match k.as_str() {
-                "model" | "preset" => {}
+                "model" | "preset" | "transformer" | "text_encoder_2" => {}
                 "config" if record.layout == crate::models::Layout::SingleFile => {}
                 "prediction" => {
                     m.overrides.prediction = Some(
@@ -747,6 +800,8 @@ pub fn estimate_seconds(
             Arch::Sd1 => (0.15, 9.00),
             Arch::Sd2 => (0.53, 8.64),
             Arch::Sdxl => (1.09, 12.30),
+            // No FLUX figures on the build machine yet.
+            Arch::Flux => return None,
         };
         let r = f64::from(size.max(64)) / 512.0;
         // Fitted to the 512² and 1024² SDXL steps (12.3 s, 62.4 s) and decodes (23.9 s, 135 s).
@@ -773,15 +828,8 @@ pub fn estimate_for(settings: &toml::Table, record: &ModelRecord) -> Option<f64>
     let guidance = settings
         .get("guidance")
         .and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64)))?;
-    let native = match record.arch {
-        Arch::Sd1 => 512,
-        Arch::Sd2 => 768,
-        Arch::Sdxl => 1024,
-    };
-    let native = match record.family() {
-        Some(f) if f.turbo() => 512,
-        _ => native,
-    };
+    // The family's preset size is its native one (Turbo models 512).
+    let native = record.family()?.preset().size;
     let size = settings
         .get("size")
         .and_then(toml::Value::as_integer)

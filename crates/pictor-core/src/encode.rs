@@ -77,6 +77,9 @@ pub fn parameters_text(params: &PngParameters, width: u32, height: u32) -> Strin
             kv("Sampler", d.sampler.clone());
             kv("Schedule type", d.schedule.into());
             kv("CFG scale", d.guidance.to_string());
+            if let Some(g) = d.distilled_guidance {
+                kv("Distilled CFG Scale", g.to_string());
+            }
             kv("Seed", params.seed.to_string());
             kv("Size", format!("{}x{}", d.size.0, d.size.1));
             if !d.model_hash.is_empty() {

@@ -173,6 +173,8 @@ pub struct RenderDetails {
     pub exact: Vec<String>,
     /// The LoRAs merged for the picture: (name, AUTOMATIC1111's short hash).
     pub loras: Vec<(String, String)>,
+    /// FLUX.1-dev's guidance input (Forge's "Distilled CFG Scale"; its "CFG scale" is then 1).
+    pub distilled_guidance: Option<f64>,
 }
 
 impl RenderControl {

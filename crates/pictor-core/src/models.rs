@@ -31,6 +31,8 @@ pub enum Arch {
     Sd2,
     /// SDXL and SDXL-Turbo (two text encoders, 2048-wide context, size conditioning).
     Sdxl,
+    /// FLUX.1 (schnell, dev): CLIP-L + T5-XXL, a flow-matching transformer, a 16-channel VAE.
+    Flux,
 }
 
 impl Arch {
@@ -39,12 +41,13 @@ impl Arch {
             Arch::Sd1 => "sd1",
             Arch::Sd2 => "sd2",
             Arch::Sdxl => "sdxl",
+            Arch::Flux => "flux",
         }
     }
 
-    /// `sd1`, `sd2` or `sdxl` (as [`as_str`](Self::as_str) writes them).
+    /// `sd1`, `sd2`, `sdxl` or `flux` (as [`as_str`](Self::as_str) writes them).
     pub fn parse(s: &str) -> Option<Arch> {
-        [Arch::Sd1, Arch::Sd2, Arch::Sdxl]
+        [Arch::Sd1, Arch::Sd2, Arch::Sdxl, Arch::Flux]
             .into_iter()
             .find(|a| a.as_str().eq_ignore_ascii_case(s.trim()))
     }
@@ -55,6 +58,7 @@ impl Arch {
             Arch::Sd1 => "SD 1.x",
             Arch::Sd2 => "SD 2.x",
             Arch::Sdxl => "SDXL",
+            Arch::Flux => "FLUX.1",
         }
     }
 }
@@ -127,6 +131,12 @@ pub enum Family {
     Sdxl,
     #[serde(rename = "sdxl-turbo")]
     SdxlTurbo,
+    /// FLUX.1-schnell: timestep-distilled, 1–4 steps, no guidance input.
+    #[serde(rename = "flux-schnell")]
+    FluxSchnell,
+    /// FLUX.1-dev: guidance-distilled (a guidance input, no negative prompt).
+    #[serde(rename = "flux-dev")]
+    FluxDev,
 }
 
 /// How a family is run unless the operator says otherwise (values as the configuration file
@@ -152,12 +162,14 @@ pub struct Preset {
 }
 
 impl Family {
-    pub const ALL: [Family; 5] = [
+    pub const ALL: [Family; 7] = [
         Family::Sd1,
         Family::Sd2,
         Family::SdTurbo,
         Family::Sdxl,
         Family::SdxlTurbo,
+        Family::FluxSchnell,
+        Family::FluxDev,
     ];
 
     pub fn id(self) -> &'static str {
@@ -167,6 +179,8 @@ impl Family {
             Family::SdTurbo => "sd-turbo",
             Family::Sdxl => "sdxl",
             Family::SdxlTurbo => "sdxl-turbo",
+            Family::FluxSchnell => "flux-schnell",
+            Family::FluxDev => "flux-dev",
         }
     }
 
@@ -187,6 +201,8 @@ impl Family {
             Family::SdTurbo => "SD-Turbo",
             Family::Sdxl => "SDXL",
             Family::SdxlTurbo => "SDXL-Turbo",
+            Family::FluxSchnell => "FLUX.1-schnell",
+            Family::FluxDev => "FLUX.1-dev",
         }
     }
 
@@ -195,11 +211,16 @@ impl Family {
             Family::Sd1 => Arch::Sd1,
             Family::Sd2 | Family::SdTurbo => Arch::Sd2,
             Family::Sdxl | Family::SdxlTurbo => Arch::Sdxl,
+            Family::FluxSchnell | Family::FluxDev => Arch::Flux,
         }
     }
 
+    /// Distilled to run in a few steps (the Turbo releases, FLUX.1-schnell).
     pub fn turbo(self) -> bool {
-        matches!(self, Family::SdTurbo | Family::SdxlTurbo)
+        matches!(
+            self,
+            Family::SdTurbo | Family::SdxlTurbo | Family::FluxSchnell
+        )
     }
 
     /// The family of an architecture, Turbo or not.
@@ -210,6 +231,8 @@ impl Family {
             (Arch::Sd2, true) => Family::SdTurbo,
             (Arch::Sdxl, false) => Family::Sdxl,
             (Arch::Sdxl, true) => Family::SdxlTurbo,
+            (Arch::Flux, true) => Family::FluxSchnell,
+            (Arch::Flux, false) => Family::FluxDev,
         }
     }
 
@@ -248,6 +271,25 @@ impl Family {
                 size: 1024,
                 ..full
             },
+            // Black Forest Labs' model cards: schnell 4 steps without guidance, dev 28 steps
+            // at guidance 3.5; the flow-matching Euler sampler is the models' only one, and
+            // there is no negative prompt.
+            Family::FluxSchnell => Preset {
+                steps: 4,
+                guidance: 0.0,
+                sampler: "euler",
+                schedule: "automatic",
+                size: 1024,
+                timestep_spacing: None,
+                tiny_decoder: false,
+                negative_prompt: "",
+                image_guidance: None,
+            },
+            Family::FluxDev => Preset {
+                steps: 28,
+                guidance: 3.5,
+                ..Family::FluxSchnell.preset()
+            },
         }
     }
 }
@@ -278,6 +320,9 @@ impl Family {
 /// timestep (`timestep_spacing = "trailing"`, as both Turbo releases ship) or its hub
 /// repository or name says so.
 pub fn family_of(info: &ModelInfo, name: &str, source: Option<&str>) -> Family {
+    if info.arch == Arch::Flux {
+        return Family::of(Arch::Flux, !info.guidance_distilled);
+    }
     let says_turbo = |s: &str| s.to_ascii_lowercase().contains("turbo");
     let turbo = info.trailing || says_turbo(name) || source.is_some_and(says_turbo);
     Family::of(info.arch, turbo)
@@ -312,6 +357,9 @@ pub struct ModelInfo {
     pub weight_bytes: u64,
     /// Tensors in the weights.
     pub tensors: usize,
+    /// FLUX: the transformer has a guidance input (FLUX.1-dev), read from its configuration.
+    #[serde(default)]
+    pub guidance_distilled: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -648,6 +696,7 @@ fn inspect_tiny_decoder(dir: &Path) -> Result<ModelInfo, ModelError> {
         role: Role::Text,
         weight_bytes: std::fs::metadata(&weights).map_err(io(&weights))?.len(),
         tensors: header.len(),
+        guidance_distilled: false,
     })
 }
 
@@ -670,6 +719,9 @@ fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
         )));
     }
     let index = read_json(&index_path)?;
+    if index.get("_class_name").and_then(Value::as_str) == Some("FluxPipeline") {
+        return inspect_flux(dir, &index);
+    }
     let unet_config = read_json(&dir.join("unet").join("config.json"))?;
     let context = unet_config
         .get("cross_attention_dim")
@@ -777,6 +829,62 @@ fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
         role,
         weight_bytes: bytes,
         tensors,
+        guidance_distilled: false,
+    })
+}
+
+/// A diffusers FLUX.1 folder (`FluxPipeline`): CLIP-L, T5 (`text_encoder_2`, which may be
+/// left out when the mapping names a T5 file), the transformer (which may likewise be left out
+/// for a single file or GGUF), the 16-channel VAE, the flow-matching scheduler.
+fn inspect_flux(dir: &Path, index: &Value) -> Result<ModelInfo, ModelError> {
+    for c in [
+        "text_encoder",
+        "tokenizer",
+        "tokenizer_2",
+        "vae",
+        "scheduler",
+    ] {
+        if !dir.join(c).is_dir() || index.get(c).is_none() {
+            return Err(invalid(format!(
+                "{}: a FLUX folder needs {c}/ (named in model_index.json)",
+                dir.display()
+            )));
+        }
+    }
+    check_tokenizer(&dir.join("tokenizer"))?;
+    let t5_tok = dir.join("tokenizer_2").join("tokenizer.json");
+    bounded::check_file(&t5_tok, 16 * bounded::CONFIG_MAX, "a tokenizer file")
+        .map_err(file_error)?;
+    let transformer = dir.join("transformer").join("config.json");
+    let guidance_distilled = if transformer.is_file() {
+        read_json(&transformer)?
+            .get("guidance_embeds")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    } else {
+        false
+    };
+    let (mut bytes, mut tensors) = (0u64, 0usize);
+    for c in ["transformer", "vae", "text_encoder", "text_encoder_2"] {
+        if !dir.join(c).is_dir() {
+            continue;
+        }
+        for w in component_weights(&dir.join(c))? {
+            let header = safetensors_header(&w)?;
+            tensors += header.len();
+            bytes = bytes.saturating_add(std::fs::metadata(&w).map_err(io(&w))?.len());
+        }
+    }
+    Ok(ModelInfo {
+        layout: Layout::Diffusers,
+        kind: Kind::Pipeline,
+        arch: Arch::Flux,
+        trailing: false,
+        prediction: Some("flow".into()),
+        role: Role::Text,
+        weight_bytes: bytes,
+        tensors,
+        guidance_distilled,
     })
 }
 
@@ -825,6 +933,7 @@ fn inspect_single_file(path: &Path, len: u64) -> Result<ModelInfo, ModelError> {
         role,
         weight_bytes: len,
         tensors: header.len(),
+        guidance_distilled: false,
     })
 }
 
@@ -951,6 +1060,7 @@ fn inspect_lora(
         role: Role::Text,
         weight_bytes: len,
         tensors: header.len(),
+        guidance_distilled: false,
     }))
 }
 

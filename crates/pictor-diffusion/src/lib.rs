@@ -282,6 +282,11 @@ pub enum ModelSource {
         path: PathBuf,
         config: Option<PathBuf>,
     },
+    /// A diffusers FLUX.1 folder, parts of it possibly replaced by single files.
+    Flux {
+        dir: PathBuf,
+        files: flux::FluxFiles,
+    },
 }
 
 impl Configs {
@@ -333,6 +338,10 @@ impl Pipeline {
             ModelSource::SingleFile { path, config } => {
                 Self::load_single_file(path, config.as_deref(), overrides, device)
             }
+            ModelSource::Flux { .. } => Err(DiffusionError::Model(
+                "a FLUX model loads as a flux::FluxPipeline, not a Stable Diffusion pipeline"
+                    .into(),
+            )),
         }
     }
 

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use candle::Device;
 
+use super::flux::FluxPipeline;
 use super::noise::NoiseKind;
 use super::scheduler::Sampler;
 use super::single_file::Overrides;
@@ -80,10 +81,26 @@ impl ModelMapping {
     }
 }
 
+/// A loaded model: a Stable Diffusion pipeline or a FLUX.1 one.
+pub enum Engine {
+    Sd(Box<Pipeline>),
+    Flux(Box<FluxPipeline>),
+}
+
+impl Engine {
+    /// Bytes its weights take in memory (what the memory budget counts).
+    pub fn resident_bytes(&self) -> u64 {
+        match self {
+            Engine::Sd(p) => p.resident_bytes,
+            Engine::Flux(f) => f.resident_bytes,
+        }
+    }
+}
+
 struct Loaded {
     /// The installed model's name.
     name: String,
-    pipeline: Arc<Pipeline>,
+    pipeline: Arc<Engine>,
     last_used: u64,
 }
 
@@ -250,7 +267,7 @@ impl DiffusionRenderer {
                 g.values()
                     .map(|l| LoadedModel {
                         name: l.name.clone(),
-                        bytes: l.pipeline.resident_bytes,
+                        bytes: l.pipeline.resident_bytes(),
                         device: crate::gpu::device_id(&self.device),
                     })
                     .collect()
@@ -264,7 +281,7 @@ impl DiffusionRenderer {
     }
 
     /// The loaded pipeline of `m`, loading it (and unloading others beyond the budget).
-    fn pipeline(&self, m: &ModelMapping) -> Result<Arc<Pipeline>, RenderError> {
+    fn pipeline(&self, m: &ModelMapping) -> Result<Arc<Engine>, RenderError> {
         self.note_use(&m.name);
         let key = m.load_key();
         let lock = {
@@ -284,25 +301,37 @@ impl DiffusionRenderer {
             return Ok(l.pipeline.clone());
         }
         let started = std::time::Instant::now();
-        let load = || -> Result<Pipeline, DiffusionError> {
+        let load = || -> Result<Engine, DiffusionError> {
+            if let ModelSource::Flux { dir, files } = &m.source {
+                if !m.overrides.loras.is_empty() {
+                    return Err(DiffusionError::Invalid(
+                        "LoRAs on FLUX models are not supported yet".into(),
+                    ));
+                }
+                return Ok(Engine::Flux(Box::new(FluxPipeline::load_diffusers(
+                    dir,
+                    files,
+                    &self.device,
+                )?)));
+            }
             let mut p = Pipeline::load(&m.source, &m.overrides, &self.device)?;
             if let Some(dir) = &m.tiny_vae {
                 p.use_tiny_decoder(super::taesd::TinyDecoder::load(dir, &self.device)?)?;
             }
-            Ok(p)
+            Ok(Engine::Sd(Box::new(p)))
         };
         let pipeline = load()
             .map_err(|e| RenderError::Failed(format!("could not load model {:?}: {e}", m.name)))?;
         let pipeline = Arc::new(pipeline);
-        tracing::info!(model = %m.name, ms = started.elapsed().as_millis() as u64, bytes = pipeline.resident_bytes, "diffusion model loaded");
+        tracing::info!(model = %m.name, ms = started.elapsed().as_millis() as u64, bytes = pipeline.resident_bytes(), "diffusion model loaded");
         let mut g = self
             .loaded
             .lock()
             .map_err(|_| RenderError::Failed("lock poisoned".into()))?;
         // Unload the least recently used models until this one fits (it always stays).
         loop {
-            let used: u64 = g.values().map(|l| l.pipeline.resident_bytes).sum();
-            if used + pipeline.resident_bytes <= self.budget_bytes || g.is_empty() {
+            let used: u64 = g.values().map(|l| l.pipeline.resident_bytes()).sum();
+            if used + pipeline.resident_bytes() <= self.budget_bytes || g.is_empty() {
                 break;
             }
             let Some(oldest) = g
@@ -336,6 +365,60 @@ impl DiffusionRenderer {
     }
 }
 
+impl DiffusionRenderer {
+    /// A picture from a FLUX.1 model: the mapping's steps; its guidance is FLUX.1-dev's
+    /// guidance input (schnell has none); no negative prompt, no classifier-free guidance.
+    fn generate_flux(
+        &self,
+        f: &FluxPipeline,
+        m: &ModelMapping,
+        spec: &GenerateSpec,
+        prompt: &str,
+        (out_w, out_h): (u32, u32),
+        control: &RenderControl,
+    ) -> Result<Picture, RenderError> {
+        let long = m.size.unwrap_or(1024);
+        let (width, height) = working_size(long, out_w, out_h);
+        control.set_progress(0.02);
+        let kind = spec.noise.unwrap_or(m.noise);
+        let mut noise = super::noise::source(kind, spec.seed);
+        let started = std::time::Instant::now();
+        let rgb = f
+            .txt2img(
+                prompt,
+                noise.as_mut(),
+                width,
+                height,
+                m.steps,
+                m.guidance as f32,
+                &Control(control),
+            )
+            .map_err(failed)?;
+        self.note_time(&m.name, started);
+        let distilled = f.transformer.config().guidance_embed;
+        control.set_details(RenderDetails {
+            negative_prompt: String::new(),
+            steps: m.steps,
+            sampler: "Euler".into(),
+            schedule: "Simple",
+            guidance: 1.0,
+            size: (width as u32, height as u32),
+            model_name: m.name.clone(),
+            model_hash: m.hash.clone(),
+            noise: kind.as_str(),
+            rng: kind.a1111_rng(),
+            strength: None,
+            edit_mode: None,
+            image_guidance: None,
+            exact: Vec::new(),
+            loras: Vec::new(),
+            distilled_guidance: distilled.then_some(m.guidance),
+        });
+        control.set_progress(1.0);
+        to_picture(rgb, width, height, out_w, out_h)
+    }
+}
+
 /// How `pipeline` made a picture for `req`, as the PNG `parameters` record it.
 pub fn render_details(
     pipeline: &Pipeline,
@@ -362,6 +445,7 @@ pub fn render_details(
         image_guidance: None,
         exact: Vec::new(),
         loras: Vec::new(),
+        distilled_guidance: None,
     }
 }
 
@@ -503,13 +587,19 @@ impl Renderer for DiffusionRenderer {
             with_loras = l;
             &with_loras
         };
-        let pipeline = self.pipeline(m)?;
-        let long = m.size.unwrap_or(pipeline.sample_size * 8);
-        let (width, height) = working_size(long, out_w, out_h);
+        let engine = self.pipeline(m)?;
         // The model reads the prompt without its `<lora:…>` tags (the PNG keeps them).
         let prompt = pictor_core::lora_tags::parse(&spec.prompt)
             .map(|(text, _)| text)
             .unwrap_or_else(|_| spec.prompt.clone());
+        let pipeline = match &*engine {
+            Engine::Sd(p) => p,
+            Engine::Flux(f) => {
+                return self.generate_flux(f, m, spec, &prompt, (out_w, out_h), control);
+            }
+        };
+        let long = m.size.unwrap_or(pipeline.sample_size * 8);
+        let (width, height) = working_size(long, out_w, out_h);
         let req = Request {
             prompt,
             negative_prompt: m.negative_prompt.clone(),
@@ -528,7 +618,7 @@ impl Renderer for DiffusionRenderer {
             .txt2img(&req, noise.as_mut(), &Control(control))
             .map_err(failed)?;
         self.note_time(&m.name, started);
-        let mut details = render_details(&pipeline, &req, &m.name, &m.hash, kind, None);
+        let mut details = render_details(pipeline, &req, &m.name, &m.hash, kind, None);
         details.loras = spec
             .loras
             .iter()
@@ -559,7 +649,13 @@ impl Renderer for DiffusionRenderer {
             .as_deref()
             .map(|b| decode::mask(b, w, h, &limits))
             .transpose()?;
-        let pipeline = self.pipeline(m)?;
+        let engine = self.pipeline(m)?;
+        let Engine::Sd(pipeline) = &*engine else {
+            return Err(RenderError::Failed(
+                "FLUX models do not edit pictures yet: map a Stable Diffusion model to the edit tier"
+                    .into(),
+            ));
+        };
         let long = m.size.unwrap_or(pipeline.sample_size * 8);
         let settings = EditSettings {
             negative_prompt: m.negative_prompt.clone(),
@@ -575,7 +671,7 @@ impl Renderer for DiffusionRenderer {
         let mut noise = super::noise::source(m.noise, spec.seed);
         let started = std::time::Instant::now();
         let (picture, req, made) = edit_picture(
-            &pipeline,
+            pipeline,
             &source,
             mask.as_ref(),
             &spec.instruction,
@@ -588,7 +684,7 @@ impl Renderer for DiffusionRenderer {
         let (picture, exact) = self
             .fallback
             .apply_exact(picture, &spec.instruction, spec.seed)?;
-        let mut details = render_details(&pipeline, &req, &m.name, &m.hash, m.noise, made.strength);
+        let mut details = render_details(pipeline, &req, &m.name, &m.hash, m.noise, made.strength);
         details.edit_mode = Some(made.mode);
         details.image_guidance = made.image_guidance;
         details.exact = exact;

@@ -413,6 +413,12 @@ pub struct Overrides {
     pub loras: Vec<crate::lora::LoraSpec>,
 }
 
+/// A FLUX model where a Stable Diffusion checkpoint was expected ([`Header::arch`] never says
+/// FLUX: FLUX files load through [`crate::flux`]).
+fn not_sd() -> DiffusionError {
+    DiffusionError::Model("a FLUX model is not a Stable Diffusion checkpoint".into())
+}
+
 /// ComfyUI's guess for SD 2.x (`model_detection.py`): v-prediction models have a spread-out
 /// `norm1.bias` in the last output transformer block (standard deviation above 0.09).
 pub fn v_prediction_guess(file: &MmapedSafetensors, header: &Header) -> bool {
@@ -588,6 +594,7 @@ pub fn infer_configs(
         }))
     };
     let (text, pads) = match arch {
+        Arch::Flux => return Err(not_sd()),
         Arch::Sd1 => (vec![clip_l("cond_stage_model.transformer.")?], vec![None]),
         Arch::Sd2 => (
             vec![open_clip("cond_stage_model.model.", true)?],
@@ -688,6 +695,7 @@ pub fn weights<'a>(
         layers(vae_config),
     )));
     let text = match arch {
+        Arch::Flux => return Err(not_sd()),
         Arch::Sd1 => vec![vb(Box::new(clip_translator(
             "cond_stage_model.transformer.",
         )))],

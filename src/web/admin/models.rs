@@ -384,20 +384,11 @@ fn catalogue_row(
     let estimate = match k.family {
         Some(f) => {
             let p = f.preset();
-            let size = if f.turbo() {
-                512
-            } else {
-                match f.arch() {
-                    crate::models::Arch::Sd1 => 512,
-                    crate::models::Arch::Sd2 => 768,
-                    crate::models::Arch::Sdxl => 1024,
-                }
-            };
             estimate_text(estimate_seconds(
                 f.arch(),
                 p.steps,
                 p.guidance,
-                size,
+                p.size,
                 p.tiny_decoder,
             ))
         }
@@ -605,6 +596,9 @@ pub async fn map_post(
             image_guidance: field("image_guidance", &f.image_guidance)?,
             timestep_spacing: None,
             text_weights: text(&f.text_weights),
+            // FLUX part files: the CLI's and the config file's (`pictor models map --transformer`).
+            transformer: None,
+            text_encoder_2: None,
             updated_at: 0,
         })
     })();

@@ -22,13 +22,14 @@ mod bench {
     use std::process::Command;
     use std::time::Instant;
 
+    use candle::quantized::{GgmlDType, QStorage, QTensor};
     use candle::{DType, Device, Shape, Tensor};
     use candle_nn::VarBuilder;
     use candle_nn::var_builder::SimpleBackend;
-    use pictor_diffusion::load;
     use pictor_diffusion::net::clip::ClipTextTransformer;
     use pictor_diffusion::net::unet_2d::{TextTime, UNet2DConditionModel};
     use pictor_diffusion::net::vae::AutoEncoderKL;
+    use pictor_diffusion::{flux, load};
     use serde_json::{Value, json};
 
     const CASE_ENV: &str = "PICTOR_DIFFUSION_BENCH_CASE";
@@ -54,6 +55,10 @@ mod bench {
         ("sdxl", "unet", 512, "f32"),
         ("sdxl", "unet", 1024, "f32"),
         ("sdxl", "vae", 1024, "f32-tiled"),
+        ("flux", "t5", 512, "q8_0"),
+        ("flux", "step", 512, "q4k"),
+        ("flux", "step", 512, "q8_0"),
+        ("flux", "vae16", 512, "f32"),
     ];
 
     fn root() -> PathBuf {
@@ -121,6 +126,70 @@ mod bench {
             // The VAE attention asks which naming the weights use: the current one.
             !name.contains(".query.") && !name.ends_with("query.weight")
         }
+    }
+
+    fn quant(variant: &str) -> GgmlDType {
+        match variant {
+            "q4k" => GgmlDType::Q4K,
+            "q5k" => GgmlDType::Q5K,
+            "q8_0" => GgmlDType::Q8_0,
+            other => panic!("no quantisation {other}"),
+        }
+    }
+
+    /// Random weights for quantised networks, made as blocks (quantising 12 billion floats
+    /// would take minutes): matrices whose rows fit `dtype`'s blocks get random block bytes
+    /// with small, finite scales (the leading float16 `d`, and `dmin` for K-quants); the rest
+    /// (norm scales, biases, short rows) random floats. Timings do not depend on the values.
+    fn random_quantised(
+        shapes: Vec<(String, Vec<usize>)>,
+        dtype: GgmlDType,
+    ) -> flux::weights::WeightMap {
+        let mut map = std::collections::HashMap::new();
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for (name, shape) in shapes {
+            let n: usize = shape.iter().product();
+            let rows = *shape.last().unwrap();
+            let w = if shape.len() == 2 && rows % dtype.block_size() == 0 {
+                let (block, bytes) = (
+                    dtype.type_size(),
+                    n / dtype.block_size() * dtype.type_size(),
+                );
+                let mut data = vec![0u8; bytes];
+                for c in data.chunks_mut(8) {
+                    let r = next().to_le_bytes();
+                    c.copy_from_slice(&r[..c.len()]);
+                }
+                let scale = half::f16::from_f32(0.0005).to_le_bytes();
+                for b in data.chunks_mut(block) {
+                    b[..2].copy_from_slice(&scale);
+                    if dtype != GgmlDType::Q8_0 {
+                        b[2..4].copy_from_slice(&scale);
+                    }
+                }
+                let storage =
+                    QStorage::from_data(std::borrow::Cow::Owned(data), &Device::Cpu, dtype)
+                        .unwrap();
+                flux::weights::Weight::Quant(std::sync::Arc::new(
+                    QTensor::new(storage, shape.as_slice()).unwrap(),
+                ))
+            } else {
+                let v: Vec<f32> = (0..n)
+                    .map(|_| 1.0 + ((next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.02)
+                    .collect();
+                flux::weights::Weight::Float(
+                    Tensor::from_vec(v, shape.as_slice(), &Device::Cpu).unwrap(),
+                )
+            };
+            map.insert(name, w);
+        }
+        flux::weights::WeightMap::new(map, &Device::Cpu, "random".into())
     }
 
     fn randn(shape: &[usize], dtype: DType) -> Tensor {
@@ -208,6 +277,54 @@ mod bench {
                     .unwrap()
                     .to_scalar::<f32>()
                     .unwrap();
+                times.push(t.elapsed().as_secs_f64());
+            }
+            "t5" if arch == "flux" => {
+                // T5-XXL's encoder on FLUX.1-schnell's 256 tokens, 8-bit blocks (city96's
+                // t5-v1_1-xxl-encoder-Q8_0.gguf).
+                let cfg = flux::t5::T5Config::xxl();
+                let mut w = random_quantised(flux::t5::t5_shapes(&cfg), quant(variant));
+                let t5 = flux::t5::T5Encoder::new(&cfg, &mut w).unwrap();
+                let ids = Tensor::new(&[[3u32; 256]], &dev).unwrap();
+                for _ in 0..2 {
+                    let t = Instant::now();
+                    let out = t5.forward(&ids).unwrap();
+                    let _ = out.sum_all().unwrap().to_scalar::<f32>().unwrap();
+                    times.push(t.elapsed().as_secs_f64());
+                }
+            }
+            "step" if arch == "flux" => {
+                // One evaluation of FLUX.1-schnell's transformer at `side`² (packed 2×2
+                // patches: 1024 image tokens at 512²) with 256 T5 tokens, its matrices in
+                // `variant` blocks (city96's flux1-schnell-Q4_K_S / -Q8_0 GGUFs).
+                let cfg = flux::model::FluxConfig::flux1(false);
+                let mut w = random_quantised(flux::model::bfl_shapes(&cfg), quant(variant));
+                let model = flux::model::Flux::new(&cfg, &mut w).unwrap();
+                let grid = side / 16;
+                let img = randn(&[1, grid * grid, 64], DType::F32);
+                let txt = randn(&[1, 256, 4096], DType::F32);
+                let y = randn(&[1, 768], DType::F32);
+                let pe = model
+                    .positions(&vec![[0.0; 3]; 256], &flux::image_ids(grid, grid), &dev)
+                    .unwrap();
+                for _ in 0..2 {
+                    let t = Instant::now();
+                    let out = model.forward(&img, &txt, &y, 1.0, None, &pe).unwrap();
+                    let _ = out.sum_all().unwrap().to_scalar::<f32>().unwrap();
+                    times.push(t.elapsed().as_secs_f64());
+                }
+            }
+            "vae16" => {
+                // FLUX's 16-channel VAE decoder (SD's widths, no quant convs).
+                let (mut cfg, _, vin, vout) = load::vae_config(&a["vae"]).unwrap();
+                cfg.latent_channels = 16;
+                cfg.use_quant_conv = false;
+                cfg.use_post_quant_conv = false;
+                let vae = AutoEncoderKL::new(vb, vin, vout, cfg).unwrap();
+                let z = randn(&[1, 16, side / 8, side / 8], dtype);
+                let t = Instant::now();
+                let out = vae.decode(&z).unwrap();
+                let _ = out.sum_all().unwrap().to_scalar::<f32>().unwrap();
                 times.push(t.elapsed().as_secs_f64());
             }
             "taesd" => {
@@ -456,9 +573,12 @@ mod bench {
                 continue;
             }
             let ours = run(Command::new(&exe).env("RAYON_NUM_THREADS", "2"), &case);
+            // FLUX: torch has no run here (its bfloat16 transformer alone is 23.8 GB).
             let torch = match (
                 &python,
-                variant.contains("f16") || variant.contains("tiled") && *side == 512,
+                variant.contains("f16")
+                    || variant.contains("tiled") && *side == 512
+                    || *arch == "flux",
             ) {
                 (Some(py), false) => Some(run(
                     Command::new(py)

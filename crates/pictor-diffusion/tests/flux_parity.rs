@@ -306,38 +306,19 @@ fn det_fill(name: &str, n: usize, scale: f64) -> Vec<f32> {
         .collect()
 }
 
-/// The wide model's BFL tensors and shapes (`wide_bfl_shapes` in flux_gguf.py).
+/// The wide model's shape (`wide_bfl_shapes` in flux_gguf.py): 2 heads of 128, 1 double and
+/// 1 single block, T5 and CLIP widths 256, the guidance embedder.
 fn wide_shapes() -> Vec<(String, Vec<usize>)> {
-    let (h, mlp, ctx, vec, cin) = (256, 1024, 256, 256, 64);
-    let mut s = Vec::new();
-    let lin = |s: &mut Vec<(String, Vec<usize>)>, name: &str, i: usize, o: usize| {
-        s.push((format!("{name}.weight"), vec![o, i]));
-        s.push((format!("{name}.bias"), vec![o]));
+    let cfg = flux::model::FluxConfig {
+        context_in_dim: 256,
+        vec_in_dim: 256,
+        hidden_size: 256,
+        num_heads: 2,
+        depth: 1,
+        depth_single_blocks: 1,
+        ..flux::model::FluxConfig::flux1(true)
     };
-    lin(&mut s, "img_in", cin, h);
-    lin(&mut s, "txt_in", ctx, h);
-    for (e, i) in [("time_in", 256), ("vector_in", vec), ("guidance_in", 256)] {
-        lin(&mut s, &format!("{e}.in_layer"), i, h);
-        lin(&mut s, &format!("{e}.out_layer"), h, h);
-    }
-    for st in ["img", "txt"] {
-        let d = format!("double_blocks.0.{st}");
-        lin(&mut s, &format!("{d}_mod.lin"), h, 6 * h);
-        lin(&mut s, &format!("{d}_attn.qkv"), h, 3 * h);
-        lin(&mut s, &format!("{d}_attn.proj"), h, h);
-        s.push((format!("{d}_attn.norm.query_norm.scale"), vec![128]));
-        s.push((format!("{d}_attn.norm.key_norm.scale"), vec![128]));
-        lin(&mut s, &format!("{d}_mlp.0"), h, mlp);
-        lin(&mut s, &format!("{d}_mlp.2"), mlp, h);
-    }
-    lin(&mut s, "single_blocks.0.linear1", h, 3 * h + mlp);
-    lin(&mut s, "single_blocks.0.linear2", h + mlp, h);
-    lin(&mut s, "single_blocks.0.modulation.lin", h, 3 * h);
-    s.push(("single_blocks.0.norm.query_norm.scale".into(), vec![128]));
-    s.push(("single_blocks.0.norm.key_norm.scale".into(), vec![128]));
-    lin(&mut s, "final_layer.adaLN_modulation.1", h, 2 * h);
-    lin(&mut s, "final_layer.linear", h, cin);
-    s
+    flux::model::bfl_shapes(&cfg)
 }
 
 /// A FLUX transformer with 128-wide heads (the rotary axes inferred from the weights alone, as

@@ -176,6 +176,61 @@ impl FluxConfig {
     }
 }
 
+/// Every tensor of a BFL-named transformer of this shape, with its shape (what
+/// [`Flux::new`] reads; for benchmarks and tests that make weights).
+pub fn bfl_shapes(cfg: &FluxConfig) -> Vec<(String, Vec<usize>)> {
+    let (h, mlp, hd) = (cfg.hidden_size, cfg.mlp_size(), cfg.head_dim());
+    let mut s = Vec::new();
+    let mut lin = |name: String, i: usize, o: usize| {
+        s.push((format!("{name}.weight"), vec![o, i]));
+        s.push((format!("{name}.bias"), vec![o]));
+    };
+    lin("img_in".into(), cfg.in_channels, h);
+    lin("txt_in".into(), cfg.context_in_dim, h);
+    let mut embedders = vec![("time_in", 256), ("vector_in", cfg.vec_in_dim)];
+    if cfg.guidance_embed {
+        embedders.push(("guidance_in", 256));
+    }
+    for (e, i) in embedders {
+        lin(format!("{e}.in_layer"), i, h);
+        lin(format!("{e}.out_layer"), h, h);
+    }
+    for b in 0..cfg.depth {
+        for st in ["img", "txt"] {
+            let d = format!("double_blocks.{b}.{st}");
+            lin(format!("{d}_mod.lin"), h, 6 * h);
+            lin(format!("{d}_attn.qkv"), h, 3 * h);
+            lin(format!("{d}_attn.proj"), h, h);
+            lin(format!("{d}_mlp.0"), h, mlp);
+            lin(format!("{d}_mlp.2"), mlp, h);
+        }
+    }
+    for b in 0..cfg.depth_single_blocks {
+        let d = format!("single_blocks.{b}");
+        lin(format!("{d}.linear1"), h, 3 * h + mlp);
+        lin(format!("{d}.linear2"), h + mlp, h);
+        lin(format!("{d}.modulation.lin"), h, 3 * h);
+    }
+    lin("final_layer.adaLN_modulation.1".into(), h, 2 * h);
+    lin("final_layer.linear".into(), h, cfg.in_channels);
+    for b in 0..cfg.depth {
+        for st in ["img", "txt"] {
+            for n in ["query_norm", "key_norm"] {
+                s.push((
+                    format!("double_blocks.{b}.{st}_attn.norm.{n}.scale"),
+                    vec![hd],
+                ));
+            }
+        }
+    }
+    for b in 0..cfg.depth_single_blocks {
+        for n in ["query_norm", "key_norm"] {
+            s.push((format!("single_blocks.{b}.norm.{n}.scale"), vec![hd]));
+        }
+    }
+    s
+}
+
 /// The rotary embedding for position ids `(seq, 3)`: `(cos, sin)`, each `(seq, head_dim)` with
 /// every angle repeated for its pair (diffusers' `repeat_interleave_real`).
 pub fn rope(

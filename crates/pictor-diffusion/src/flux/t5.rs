@@ -94,6 +94,42 @@ impl T5Config {
     }
 }
 
+/// Every tensor of a T5 encoder of this shape under transformers' names, with its shape
+/// (what [`T5Encoder::new`] reads; for benchmarks and tests that make weights).
+pub fn t5_shapes(cfg: &T5Config) -> Vec<(String, Vec<usize>)> {
+    let (dm, inner) = (cfg.d_model, cfg.num_heads * cfg.d_kv);
+    let mut s = vec![("shared.weight".to_string(), vec![cfg.vocab_size, dm])];
+    for i in 0..cfg.num_layers {
+        let (a, f) = (
+            format!("encoder.block.{i}.layer.0"),
+            format!("encoder.block.{i}.layer.1"),
+        );
+        if i == 0 {
+            s.push((
+                format!("{a}.SelfAttention.relative_attention_bias.weight"),
+                vec![cfg.relative_attention_num_buckets, cfg.num_heads],
+            ));
+        }
+        for x in ["q", "k", "v"] {
+            s.push((format!("{a}.SelfAttention.{x}.weight"), vec![inner, dm]));
+        }
+        s.push((format!("{a}.SelfAttention.o.weight"), vec![dm, inner]));
+        s.push((format!("{a}.layer_norm.weight"), vec![dm]));
+        let ins: &[&str] = if cfg.gated_gelu {
+            &["wi_0", "wi_1"]
+        } else {
+            &["wi"]
+        };
+        for x in ins {
+            s.push((format!("{f}.DenseReluDense.{x}.weight"), vec![cfg.d_ff, dm]));
+        }
+        s.push((format!("{f}.DenseReluDense.wo.weight"), vec![dm, cfg.d_ff]));
+        s.push((format!("{f}.layer_norm.weight"), vec![dm]));
+    }
+    s.push(("encoder.final_layer_norm.weight".into(), vec![dm]));
+    s
+}
+
 /// T5's layer norm: no mean, no bias; `x / sqrt(mean(x²) + eps) · w` in float32.
 #[derive(Debug, Clone)]
 struct T5LayerNorm {

@@ -230,8 +230,10 @@ impl Packed {
     unsafe fn run_pairs(&self, x: &[f32], m: usize, out: SharedOut, first: usize, last: usize) {
         let (k, n) = (self.in_dim, self.out_dim);
         for p in (first..last).step_by(2) {
-            let cols = (2 * NR).min(n - p * NR);
             let second = if p + 1 < last { p + 1 } else { p };
+            // A lone panel (the task's last when it has an odd count) is at most NR wide: the
+            // next panel belongs to another task.
+            let cols = if second == p { NR } else { 2 * NR }.min(n - p * NR);
             let b0 = &self.weight[p * k * NR..(p + 1) * k * NR];
             let b1 = &self.weight[second * k * NR..(second + 1) * k * NR];
             let bias = &self.bias[p * NR..];
@@ -538,7 +540,8 @@ mod tests {
         check(7, 300, 40, false);
         check(13, 513, 100, true);
         check(6, 256, 16, true);
-        // AVX-512: 12-row blocks and panel pairs, a lone last panel in a task.
+        // AVX-512: 12-row blocks and panel pairs, the last pair partial (115 columns: 7 full
+        // panels and one of 3). Lone last panels: 40 columns (3 panels) and 5 (1) above.
         check(25, 64, 16 * 7 + 3, true);
         check(12, 40, 32, false);
     }

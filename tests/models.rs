@@ -949,7 +949,13 @@ async fn the_models_page_downloads_maps_and_survives_a_restart() {
     assert!(row.contains("its last picture here"), "{row}");
     d.click("#installed-sd-turbo form[action=\"/admin/models/remove\"] button")
         .await;
-    d.wait_for("#models-error").await;
+    // Wait for the answer's page itself (the element alone can be found while the browser is
+    // still between the form's POST and the page it redirects to).
+    d.wait_until(
+        "const e = document.getElementById('models-error'); return !!e && e.textContent.includes('draws the fast tier');",
+        20,
+    )
+    .await;
     let error = d.text("#models-error").await;
     assert!(error.contains("draws the fast tier"), "{error}");
     // A damaged file: Check files names it, Repair downloads it again from the recorded commit.

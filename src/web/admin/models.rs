@@ -555,6 +555,10 @@ pub struct MapForm {
     image_guidance: String,
     #[serde(default)]
     text_weights: String,
+    #[serde(default)]
+    transformer: String,
+    #[serde(default)]
+    text_encoder_2: String,
 }
 
 /// A form field: empty is "the preset's"; otherwise it must parse.
@@ -596,9 +600,8 @@ pub async fn map_post(
             image_guidance: field("image_guidance", &f.image_guidance)?,
             timestep_spacing: None,
             text_weights: text(&f.text_weights),
-            // FLUX part files: the CLI's and the config file's (`pictor models map --transformer`).
-            transformer: None,
-            text_encoder_2: None,
+            transformer: text(&f.transformer),
+            text_encoder_2: text(&f.text_encoder_2),
             updated_at: 0,
         })
     })();

@@ -697,6 +697,16 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "Близость к исходнику (InstructPix2Pix)",
     ),
     (
+        "admin.models.flux_transformer",
+        "FLUX: transformer file (GGUF or safetensors; empty: the folder's)",
+        "FLUX: файл трансформера (GGUF или safetensors; пусто — из папки)",
+    ),
+    (
+        "admin.models.flux_t5",
+        "FLUX: T5 encoder file (GGUF; empty: the folder's)",
+        "FLUX: файл кодировщика T5 (GGUF; пусто — из папки)",
+    ),
+    (
         "admin.models.text_weights",
         "Text encoder weights",
         "Веса текстового кодировщика",

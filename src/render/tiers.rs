@@ -596,6 +596,7 @@ pub mod engine {
         let files = crate::render::diffusion::flux::FluxFiles {
             transformer: part("transformer")?,
             text_encoder_2: part("text_encoder_2")?,
+            quantise_float: None,
         };
         let source = match record.layout {
             crate::models::Layout::Diffusers if flux => ModelSource::Flux {

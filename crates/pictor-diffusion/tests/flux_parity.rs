@@ -30,7 +30,7 @@ fn fixture(variant: &str, transformer: Option<&str>) -> Fixture {
     let dir = root().join(variant);
     let files = flux::FluxFiles {
         transformer: transformer.map(|f| dir.join(f)),
-        text_encoder_2: None,
+        ..Default::default()
     };
     let mut pipe = FluxPipeline::load_diffusers(&dir, &files, &Device::Cpu).unwrap();
     let json: Value =
@@ -268,6 +268,37 @@ fn gguf_from_gguf_py_matches() {
     assert!(rms <= Q8_RMS && max <= Q8_MAX, "{rms} {max}");
 }
 
+/// A float folder loaded with its matrices quantised to Q8_0 as they are read (what the
+/// automatic mode does for parts over 4 GB, such as FLUX.1's bfloat16 transformer and T5):
+/// within Q8_0's tolerance of the float model, transformer and T5 alike.
+#[test]
+fn float_folder_quantised_at_load_matches() {
+    let dir = root().join("dev");
+    let files = flux::FluxFiles {
+        quantise_float: Some(true),
+        ..Default::default()
+    };
+    let mut pipe = FluxPipeline::load_diffusers(&dir, &files, &Device::Cpu).unwrap();
+    let t = candle::safetensors::load(dir.join("reference.safetensors"), &Device::Cpu).unwrap();
+    pipe.max_sequence_length = t["t5_ids"].dim(0).unwrap();
+    let cond = pipe.encode("a photo of a red car, the astronaut!").unwrap();
+    let (rms, max) = relative(&cond.t5, &t["t5_embeds"]);
+    println!("T5 quantised at load: relative RMS {rms:.2e}, max {max:.2e}");
+    // this tiny T5 amplifies 8-bit rounding (see t5_gguf_matches)
+    assert!(rms <= 0.15 && max <= 0.3, "{rms} {max}");
+    let cond = flux::FluxConditioning {
+        t5: t["t5_embeds"].clone(),
+        pooled: t["pooled"].clone(),
+    };
+    let pe = pipe.positions(&cond, 64, 64).unwrap();
+    let v = pipe
+        .velocity(&cond, &t["noise_packed"], 0.75, 3.5, &pe)
+        .unwrap();
+    let (rms, max) = relative(&v, &t["transformer_out"]);
+    println!("transformer quantised at load: relative RMS {rms:.2e}, max {max:.2e}");
+    assert!(rms <= Q8_RMS && max <= Q8_MAX, "{rms} {max}");
+}
+
 /// Stated tolerances of the quantised transformers, relative (RMS error / RMS of the output, max
 /// error / largest output). Q8_0 rounds each weight to 1/127 of its 32-block's largest (5.5e-3
 /// RMS on the wide model with the activations in float32, measured with
@@ -374,7 +405,7 @@ fn wide_gguf_quantisations_match() {
         gguf_file::write(&mut file, &[], &refs).unwrap();
         drop(file);
 
-        let mut w = flux::transformer_file(&path, &Device::Cpu).unwrap();
+        let mut w = flux::transformer_file(&path, &Default::default(), &Device::Cpu).unwrap();
         let resident = w.resident_bytes() as usize;
         let cfg = flux::model::FluxConfig::from_bfl_names(&w).unwrap();
         assert_eq!(cfg.axes_dim, vec![16, 56, 56]);
@@ -472,8 +503,8 @@ fn t5_gguf_matches() {
         let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, q)| (n.as_str(), q)).collect();
         gguf_file::write(&mut std::fs::File::create(&path).unwrap(), &[], &refs).unwrap();
         let files = flux::FluxFiles {
-            transformer: None,
             text_encoder_2: Some(path),
+            ..Default::default()
         };
         let mut pipe = FluxPipeline::load_diffusers(&dir, &files, &Device::Cpu).unwrap();
         pipe.max_sequence_length = t["t5_ids"].dim(0).unwrap();

@@ -150,13 +150,29 @@ fn is_gguf(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
 }
 
-/// Files that replace parts of a FLUX folder.
+/// Files that replace parts of a FLUX folder, and how float files are held.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct FluxFiles {
     /// The transformer as one file (BFL names; safetensors or GGUF).
     pub transformer: Option<PathBuf>,
     /// The T5 encoder as one file (GGUF with llama.cpp's names, or safetensors).
     pub text_encoder_2: Option<PathBuf>,
+    /// Float (safetensors) transformer and T5 weights: `None` (automatic) keeps a part in
+    /// float32 up to [`FLOAT_PART_MAX`] and quantises a larger one to Q8_0 as it is read
+    /// (FLUX.1's bfloat16 files would take 47.6 + 19 GB as float32); `Some(false)` always
+    /// float32, `Some(true)` always Q8_0.
+    pub quantise_float: Option<bool>,
+}
+
+/// Float32 bytes above which a float part loads as Q8_0 (automatic mode).
+pub const FLOAT_PART_MAX: u64 = 4 << 30;
+
+impl FluxFiles {
+    /// The quantisation for a float part of `f32_bytes`.
+    fn quantise(&self, f32_bytes: u64) -> Option<candle::quantized::GgmlDType> {
+        let q = self.quantise_float.unwrap_or(f32_bytes > FLOAT_PART_MAX);
+        q.then_some(candle::quantized::GgmlDType::Q8_0)
+    }
 }
 
 impl FluxPipeline {
@@ -207,12 +223,15 @@ impl FluxPipeline {
         };
         let mut t5_w = match files.text_encoder_2.as_deref() {
             Some(p) if is_gguf(p) => WeightMap::gguf(p, device, weights::t5_gguf_name)?,
-            Some(p) => WeightMap::safetensors(&[p], device, |n| n.to_string())?,
-            None => WeightMap::safetensors(
-                &weight_files(dir, "text_encoder_2", "model.safetensors")?,
-                device,
-                |n| n.to_string(),
-            )?,
+            Some(p) => {
+                let q = files.quantise(WeightMap::f32_bytes(&[p])?);
+                WeightMap::safetensors(&[p], device, |n| n.to_string(), q)?
+            }
+            None => {
+                let paths = weight_files(dir, "text_encoder_2", "model.safetensors")?;
+                let q = files.quantise(WeightMap::f32_bytes(&paths)?);
+                WeightMap::safetensors(&paths, device, |n| n.to_string(), q)?
+            }
         };
         bytes += t5_w.resident_bytes();
         let t5 = T5Encoder::new(&t5_cfg, &mut t5_w)
@@ -224,16 +243,15 @@ impl FluxPipeline {
                 let cfg = FluxConfig::from_diffusers(&crate::read_json(
                     &dir.join("transformer/config.json"),
                 )?)?;
-                let mut w = WeightMap::safetensors(
-                    &weight_files(dir, "transformer", "diffusion_pytorch_model.safetensors")?,
-                    device,
-                    |n| n.to_string(),
-                )?;
+                let paths =
+                    weight_files(dir, "transformer", "diffusion_pytorch_model.safetensors")?;
+                let q = files.quantise(WeightMap::f32_bytes(&paths)?);
+                let mut w = WeightMap::safetensors(&paths, device, |n| n.to_string(), q)?;
                 weights::diffusers_to_bfl(&mut w, cfg.depth, cfg.depth_single_blocks)?;
                 (cfg, w)
             }
             Some(path) => {
-                let w = transformer_file(path, device)?;
+                let w = transformer_file(path, files, device)?;
                 // The folder's configuration when it has one (as diffusers'
                 // `from_single_file(config=…)`); the weights' shapes are checked against it.
                 let json = dir.join("transformer/config.json");
@@ -421,7 +439,11 @@ impl FluxPipeline {
 
 /// A FLUX transformer in one file under BFL's names: safetensors (ComfyUI's
 /// `flux1-*.safetensors`, keys optionally under `model.diffusion_model.`) or GGUF.
-pub fn transformer_file(path: &Path, device: &Device) -> Result<WeightMap, DiffusionError> {
+pub fn transformer_file(
+    path: &Path,
+    files: &FluxFiles,
+    device: &Device,
+) -> Result<WeightMap, DiffusionError> {
     let strip = |n: &str| {
         n.strip_prefix("model.diffusion_model.")
             .unwrap_or(n)
@@ -430,6 +452,7 @@ pub fn transformer_file(path: &Path, device: &Device) -> Result<WeightMap, Diffu
     if is_gguf(path) {
         WeightMap::gguf(path, device, strip)
     } else {
-        WeightMap::safetensors(&[path], device, strip)
+        let q = files.quantise(WeightMap::f32_bytes(&[path])?);
+        WeightMap::safetensors(&[path], device, strip, q)
     }
 }

@@ -63,11 +63,15 @@ impl WeightMap {
         }
     }
 
-    /// Reads safetensors files (float32 in memory), each name passed through `rename`.
+    /// Reads safetensors files, each name passed through `rename`: float32 in memory, or with
+    /// `quantise`, the matrices that fit its blocks (rows a multiple of the block, 1024
+    /// elements or more) quantised as they are read, one at a time, so that a float file larger
+    /// than memory (FLUX.1's bfloat16 transformer: 47.6 GB as float32) still loads.
     pub fn safetensors(
         paths: &[impl AsRef<Path>],
         device: &Device,
         rename: impl Fn(&str) -> String,
+        quantise: Option<GgmlDType>,
     ) -> std::result::Result<WeightMap, DiffusionError> {
         let mut map = HashMap::new();
         for p in paths {
@@ -76,8 +80,18 @@ impl WeightMap {
             // SAFETY: mapped read-only; Pictor never writes model files (see load_diffusers).
             let st = unsafe { candle::safetensors::MmapedSafetensors::new(p)? };
             for (name, _) in st.tensors() {
-                let t = st.load(&name, device)?.to_dtype(DType::F32)?;
-                map.insert(rename(&name), Weight::Float(t));
+                let t = st.load(&name, &Device::Cpu)?.to_dtype(DType::F32)?;
+                let w = match quantise {
+                    Some(q)
+                        if t.rank() == 2
+                            && t.dim(1)? % q.block_size() == 0
+                            && t.elem_count() >= 1024 =>
+                    {
+                        Weight::Quant(Arc::new(QTensor::quantize_onto(&t, q, device)?))
+                    }
+                    _ => Weight::Float(t.to_device(device)?),
+                };
+                map.insert(rename(&name), w);
             }
         }
         let origin = paths
@@ -85,6 +99,18 @@ impl WeightMap {
             .map(|p| p.as_ref().display().to_string())
             .unwrap_or_default();
         Ok(WeightMap::new(map, device, origin))
+    }
+
+    /// Float32 bytes of the tensors in safetensors files, from their headers.
+    pub fn f32_bytes(paths: &[impl AsRef<Path>]) -> std::result::Result<u64, DiffusionError> {
+        let mut bytes = 0u64;
+        for p in paths {
+            let h = crate::checked_header(p.as_ref())?;
+            bytes = h
+                .values()
+                .fold(bytes, |n, t| n.saturating_add(t.f32_bytes()));
+        }
+        Ok(bytes)
     }
 
     /// Reads a GGUF file: float tensors (F32/F16/BF16) as float32, quantised ones kept
@@ -346,12 +372,9 @@ pub fn diffusers_to_bfl(
 ) -> std::result::Result<(), DiffusionError> {
     let dev = w.device().clone();
     let cat = |w: &mut WeightMap, dst: String, src: &[String]| -> Result<()> {
-        let parts = src
-            .iter()
-            .map(|s| w.take(s)?.float(&dev))
-            .collect::<Result<Vec<_>>>()?;
-        let t = Tensor::cat(&parts, 0)?;
-        w.insert(dst, Weight::Float(t));
+        let parts = src.iter().map(|s| w.take(s)).collect::<Result<Vec<_>>>()?;
+        let joined = cat_rows(parts, &dev)?;
+        w.insert(dst, joined);
         Ok(())
     };
     let mv = |w: &mut WeightMap, dst: &str, src: &str| -> Result<()> {
@@ -435,13 +458,13 @@ pub fn diffusers_to_bfl(
                 ];
                 cat(w, format!("{d}.linear1.{s}"), &parts)?;
             }
-            let t = w.take(&format!("norm_out.linear.{s}"))?.float(&dev)?;
-            let half = t.dim(0)? / 2;
-            let swapped = Tensor::cat(&[t.narrow(0, half, half)?, t.narrow(0, 0, half)?], 0)?;
-            w.insert(
-                format!("final_layer.adaLN_modulation.1.{s}"),
-                Weight::Float(swapped),
-            );
+            let t = w.take(&format!("norm_out.linear.{s}"))?;
+            let half = t.dims()[0] / 2;
+            let swapped = cat_rows(
+                vec![rows(&t, half, half, &dev)?, rows(&t, 0, half, &dev)?],
+                &dev,
+            )?;
+            w.insert(format!("final_layer.adaLN_modulation.1.{s}"), swapped);
         }
         for i in 0..double {
             let (d, b) = (
@@ -476,6 +499,69 @@ pub fn diffusers_to_bfl(
         Ok(())
     };
     run(w).map_err(err)
+}
+
+/// Weights stacked along their first dimension. Quantised matrices of one type and width are
+/// joined block for block (each row is a whole number of blocks, so rows are byte ranges);
+/// anything else is joined in float32.
+pub fn cat_rows(parts: Vec<Weight>, device: &Device) -> Result<Weight> {
+    let quant: Option<Vec<&Arc<QTensor>>> = parts
+        .iter()
+        .map(|p| match p {
+            Weight::Quant(q) => Some(q),
+            Weight::Float(_) => None,
+        })
+        .collect();
+    if let Some(qs) = quant
+        && let Some(first) = qs.first()
+        && first.rank() == 2
+        && qs.iter().all(|q| {
+            q.dtype() == first.dtype()
+                && q.rank() == 2
+                && q.shape().dims()[1] == first.shape().dims()[1]
+        })
+    {
+        let k = first.shape().dims()[1];
+        let mut bytes = Vec::new();
+        let mut n = 0;
+        for q in &qs {
+            bytes.extend_from_slice(&q.data()?);
+            n += q.shape().dims()[0];
+        }
+        let storage = candle::quantized::QStorage::from_data(
+            std::borrow::Cow::Owned(bytes),
+            device,
+            first.dtype(),
+        )?;
+        return Ok(Weight::Quant(Arc::new(QTensor::new(storage, (n, k))?)));
+    }
+    let floats = parts
+        .iter()
+        .map(|p| p.float(device))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Weight::Float(Tensor::cat(&floats, 0)?))
+}
+
+/// Rows `start..start + len` of a weight (block for block when quantised).
+pub fn rows(w: &Weight, start: usize, len: usize, device: &Device) -> Result<Weight> {
+    match w {
+        Weight::Float(t) => Ok(Weight::Float(t.narrow(0, start, len)?)),
+        Weight::Quant(q) => {
+            let (n, k) = q.shape().dims2()?;
+            if start + len > n {
+                candle::bail!("rows {start}..{} of {n}", start + len);
+            }
+            let data = q.data()?;
+            let row = data.len() / n;
+            let bytes = data[start * row..(start + len) * row].to_vec();
+            let storage = candle::quantized::QStorage::from_data(
+                std::borrow::Cow::Owned(bytes),
+                device,
+                q.dtype(),
+            )?;
+            Ok(Weight::Quant(Arc::new(QTensor::new(storage, (len, k))?)))
+        }
+    }
 }
 
 /// city96's / llama.cpp's T5 encoder names (`enc.blk.0.attn_q.weight`) to transformers'
@@ -570,6 +656,35 @@ mod tests {
                 Ok(_) => panic!("{name} was read"),
             }
         }
+    }
+
+    /// Quantised rows split and joined block for block give back the same matrix, byte for
+    /// byte (the FLUX folder's q, k, v joined into `qkv`; the final modulation's halves swapped).
+    #[test]
+    fn quantised_rows_split_and_join_exactly() {
+        let dev = Device::Cpu;
+        let w = Tensor::randn(0f32, 1.0, (96, 256), &dev).unwrap();
+        for dtype in [GgmlDType::Q8_0, GgmlDType::Q4K] {
+            let q = Weight::Quant(Arc::new(QTensor::quantize(&w, dtype).unwrap()));
+            let parts = vec![
+                rows(&q, 0, 32, &dev).unwrap(),
+                rows(&q, 32, 48, &dev).unwrap(),
+                rows(&q, 80, 16, &dev).unwrap(),
+            ];
+            let joined = cat_rows(parts, &dev).unwrap();
+            let (Weight::Quant(a), Weight::Quant(b)) = (&q, &joined) else {
+                panic!("not quantised")
+            };
+            assert_eq!(a.shape(), b.shape());
+            assert_eq!(a.data().unwrap(), b.data().unwrap(), "{dtype:?}");
+            let tail = rows(&q, 80, 16, &dev).unwrap().float(&dev).unwrap();
+            let want = q.float(&dev).unwrap().narrow(0, 80, 16).unwrap();
+            assert_eq!(
+                tail.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+                want.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+            );
+        }
+        assert!(rows(&Weight::Float(w), 90, 16, &dev).is_err());
     }
 
     /// Both ways of multiplying by quantised blocks — tiles made for the call (32 rows or

@@ -220,10 +220,9 @@ def diffusers_to_bfl(sd, cfg):
     return {k: v.contiguous() for k, v in out.items()}
 
 
-def check_bfl_roundtrip(bfl, original, cfg):
-    """diffusers' own converter must give the diffusers state dict back. It hard-codes FLUX's
-    width (3072) for the single blocks' split, so the check patches the split to this width."""
-    inner = cfg["num_attention_heads"] * cfg["attention_head_dim"]
+def to_diffusers(bfl, inner):
+    """diffusers' own BFL -> diffusers converter. It hard-codes FLUX's width (3072) for the
+    single blocks' split, so the split is patched to this model's width."""
     real_split = torch.split
 
     def split(t, sizes, dim=0):
@@ -233,9 +232,14 @@ def check_bfl_roundtrip(bfl, original, cfg):
 
     torch.split = split
     try:
-        back = convert_flux_transformer_checkpoint_to_diffusers({k: v.clone() for k, v in bfl.items()})
+        return convert_flux_transformer_checkpoint_to_diffusers({k: v.clone() for k, v in bfl.items()})
     finally:
         torch.split = real_split
+
+
+def check_bfl_roundtrip(bfl, original, cfg):
+    """diffusers' own converter must give the diffusers state dict back."""
+    back = to_diffusers(bfl, cfg["num_attention_heads"] * cfg["attention_head_dim"])
     assert back.keys() == original.keys(), set(back) ^ set(original)
     for k in back:
         assert torch.equal(back[k], original[k]), k

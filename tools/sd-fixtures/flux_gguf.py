@@ -38,8 +38,9 @@ torch.backends.mkldnn.enabled = False
 import diffusers  # noqa: E402
 import gguf  # noqa: E402
 from diffusers import FluxTransformer2DModel  # noqa: E402
-from diffusers.loaders.single_file_utils import convert_flux_transformer_checkpoint_to_diffusers  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
+
+from flux import to_diffusers  # noqa: E402  (the BFL -> diffusers conversion, width-patched)
 
 REPO = Path(__file__).resolve().parents[2]
 FLUX = REPO / "crates/pictor-diffusion/tests/fixtures/diffusion/flux"
@@ -112,21 +113,6 @@ def wide_weights():
         else:
             out[name] = det_fill(name, shape, 1.0 / np.sqrt(shape[1]))
     return out
-
-
-def to_diffusers(bfl, inner):
-    real_split = torch.split
-
-    def split(t, sizes, dim=0):
-        if isinstance(sizes, tuple) and sizes[0] == 3072:
-            sizes = (inner, inner, inner, 4 * inner)
-        return real_split(t, sizes, dim)
-
-    torch.split = split
-    try:
-        return convert_flux_transformer_checkpoint_to_diffusers({k: v.clone() for k, v in bfl.items()})
-    finally:
-        torch.split = real_split
 
 
 def wide():

@@ -16,6 +16,9 @@ use pictor_diffusion::noise::{NoiseSource, TorchCpu, TorchFill};
 use pictor_diffusion::{NoControl, to_rgb8};
 use serde_json::Value;
 
+mod common;
+use common::relative;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/flux")
 }
@@ -220,33 +223,6 @@ fn pictures_match_diffusers() {
         println!("{variant} picture: max diff {worst:.2}/255");
         assert!(worst <= 2.0, "{variant} picture: {worst}/255");
     }
-}
-
-/// Relative error of `got` against `want`: (RMS of the difference / RMS of `want`, max abs
-/// difference / max |want|).
-fn relative(got: &Tensor, want: &Tensor) -> (f64, f64) {
-    let v = |t: &Tensor| -> Vec<f64> {
-        t.flatten_all()
-            .unwrap()
-            .to_vec1::<f32>()
-            .unwrap()
-            .into_iter()
-            .map(f64::from)
-            .collect()
-    };
-    let (g, w) = (v(got), v(want));
-    assert_eq!(g.len(), w.len());
-    let rms =
-        |x: &mut dyn Iterator<Item = f64>| (x.map(|d| d * d).sum::<f64>() / w.len() as f64).sqrt();
-    let err = rms(&mut g.iter().zip(&w).map(|(a, b)| a - b));
-    let scale = rms(&mut w.iter().copied());
-    let worst = g
-        .iter()
-        .zip(&w)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f64::max);
-    let largest = w.iter().map(|x| x.abs()).fold(0.0, f64::max);
-    (err / scale, worst / largest)
 }
 
 /// The tiny dev transformer as city96's converter writes FLUX GGUFs (gguf-py, v3, Q8_0 where

@@ -438,6 +438,16 @@ pub fn diffusers_to_bfl(
                     .map(|x| format!("{b}.attn.add_{x}_proj.{s}"))
                     .collect();
                 cat(w, format!("{d}.txt_attn.qkv.{s}"), &txt)?;
+                if s == "weight" {
+                    for (dst, src) in [
+                        ("img_attn.norm.query_norm.scale", "attn.norm_q.weight"),
+                        ("img_attn.norm.key_norm.scale", "attn.norm_k.weight"),
+                        ("txt_attn.norm.query_norm.scale", "attn.norm_added_q.weight"),
+                        ("txt_attn.norm.key_norm.scale", "attn.norm_added_k.weight"),
+                    ] {
+                        mv(w, &format!("{d}.{dst}"), &format!("{b}.{src}"))?;
+                    }
+                }
             }
             for i in 0..single {
                 let (d, b) = (
@@ -457,6 +467,15 @@ pub fn diffusers_to_bfl(
                     format!("{b}.proj_mlp.{s}"),
                 ];
                 cat(w, format!("{d}.linear1.{s}"), &parts)?;
+                if s == "weight" {
+                    for (dst, src) in [("query_norm", "norm_q"), ("key_norm", "norm_k")] {
+                        mv(
+                            w,
+                            &format!("{d}.norm.{dst}.scale"),
+                            &format!("{b}.attn.{src}.weight"),
+                        )?;
+                    }
+                }
             }
             let t = w.take(&format!("norm_out.linear.{s}"))?;
             let half = t.dims()[0] / 2;
@@ -465,36 +484,6 @@ pub fn diffusers_to_bfl(
                 &dev,
             )?;
             w.insert(format!("final_layer.adaLN_modulation.1.{s}"), swapped);
-        }
-        for i in 0..double {
-            let (d, b) = (
-                format!("double_blocks.{i}"),
-                format!("transformer_blocks.{i}"),
-            );
-            for (dst, src) in [
-                ("img_attn.norm.query_norm.scale", "attn.norm_q.weight"),
-                ("img_attn.norm.key_norm.scale", "attn.norm_k.weight"),
-                ("txt_attn.norm.query_norm.scale", "attn.norm_added_q.weight"),
-                ("txt_attn.norm.key_norm.scale", "attn.norm_added_k.weight"),
-            ] {
-                mv(w, &format!("{d}.{dst}"), &format!("{b}.{src}"))?;
-            }
-        }
-        for i in 0..single {
-            let (d, b) = (
-                format!("single_blocks.{i}"),
-                format!("single_transformer_blocks.{i}"),
-            );
-            mv(
-                w,
-                &format!("{d}.norm.query_norm.scale"),
-                &format!("{b}.attn.norm_q.weight"),
-            )?;
-            mv(
-                w,
-                &format!("{d}.norm.key_norm.scale"),
-                &format!("{b}.attn.norm_k.weight"),
-            )?;
         }
         Ok(())
     };

@@ -707,6 +707,16 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "FLUX: файл кодировщика T5 (GGUF; пусто — из папки)",
     ),
     (
+        "admin.models.flux_transformer.example",
+        "e.g. /srv/models/flux1-schnell-Q4_K_S.gguf",
+        "например, /srv/models/flux1-schnell-Q4_K_S.gguf",
+    ),
+    (
+        "admin.models.flux_t5.example",
+        "e.g. /srv/models/t5-v1_1-xxl-encoder-Q8_0.gguf",
+        "например, /srv/models/t5-v1_1-xxl-encoder-Q8_0.gguf",
+    ),
+    (
         "admin.models.text_weights",
         "Text encoder weights",
         "Веса текстового кодировщика",

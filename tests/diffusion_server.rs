@@ -1021,6 +1021,10 @@ async fn flux_models_are_installed_mapped_and_draw() {
             "{bad:?}: {err}"
         );
     }
+    // FLUX does not edit (yet): the edit tier is refused at mapping time, not at the first job.
+    let (code, _, err) = run_cli(&d, &["models", "map", "edit", "flux"], None);
+    assert_ne!(code, 0);
+    assert!(err.contains("FLUX does not edit pictures yet"), "{err}");
     // A part file must exist and be safetensors or GGUF.
     let (code, _, err) = run_cli(
         &d,

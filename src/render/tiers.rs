@@ -134,6 +134,11 @@ pub fn effective(
             f
         }
     };
+    if record.arch == Arch::Flux && tier == "edit" {
+        return Err(format!(
+            "{tier}: {name:?} is a FLUX model, and FLUX does not edit pictures yet: map a Stable Diffusion model (an InstructPix2Pix one follows instructions best)"
+        ));
+    }
     if !record.role.is_text() && tier != "edit" {
         return Err(format!(
             "{tier}: {name:?} is an {} model: it edits pictures, map it to the edit tier",

@@ -80,7 +80,12 @@ async fn a_reset_link_and_a_mailed_link_both_set_a_new_password() {
         pavel.user_id()
     ))
     .await;
-    d.wait_for("#reset-link").await;
+    // Wait for the answer's page itself: the click's page may still be the one on screen.
+    d.wait_until(
+        "const e = document.getElementById('reset-link'); return !!e && e.textContent.includes('/reset?token=');",
+        20,
+    )
+    .await;
     let link = d.text("#reset-link").await;
     assert!(link.starts_with(&s.url("/reset?token=")), "{link}");
     sign_out(&d).await;

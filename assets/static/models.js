@@ -15,8 +15,10 @@
     return (n / 1073741824).toFixed(2) + " GiB";
   };
   const duration = (s) => (s < 90 ? s + " s" : s < 5400 ? Math.round(s / 60) + " min" : (s / 3600).toFixed(1) + " h");
-  let running = false;
-  let sawRunning = false;
+  // A download running when the page was drawn counts as seen: if it ends before the first
+  // look below, the page still reloads to show what it installed.
+  let running = document.getElementById("downloads").dataset.running === "true";
+  let sawRunning = running;
 
   function item(p) {
     const li = document.createElement("li");

@@ -101,6 +101,9 @@ struct ModelsPage {
     decoders: Vec<String>,
     catalogue: Vec<CatalogueRow>,
     pulls: bool,
+    /// A download was running when the page was drawn: the script reloads the page when it
+    /// ends, even if it ended before the script's first look.
+    downloading: bool,
     models_dir: String,
     estimates: bool,
     /// Where the engine computes ("the CPU", or the GPU with its memory in use).
@@ -274,6 +277,9 @@ async fn page(
                 .collect(),
             catalogue,
             pulls: !pulls.is_empty(),
+            downloading: pulls
+                .iter()
+                .any(|p| p.status == crate::models::pulls::PullStatus::Running),
             models_dir: state.config.data_dir.join("models").display().to_string(),
             estimates: estimate_seconds(crate::models::Arch::Sd1, 1, 0.0, 512, true).is_some(),
             device: device_text(&state.tiers.device()),

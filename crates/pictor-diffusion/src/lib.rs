@@ -21,6 +21,7 @@ pub mod net;
 pub mod noise;
 pub mod renderer;
 pub mod scheduler;
+pub mod sd3;
 pub mod single_file;
 pub mod taesd;
 pub mod tokenizer;

@@ -91,6 +91,61 @@ impl FlowSchedule {
     }
 }
 
+impl FlowSchedule {
+    /// The sigmas diffusers' scheduler makes by itself (no `sigmas` passed, as
+    /// `StableDiffusion3Pipeline`), and a final 0: timesteps spaced evenly from the training
+    /// schedule's largest sigma to its smallest — already shifted when the shift is static, so
+    /// the shift applies twice, as diffusers does — then shifted (or, with dynamic shifting,
+    /// moved by `mu` from `image_seq_len` patches).
+    pub fn sigmas_from_training(&self, steps: usize, image_seq_len: usize) -> Vec<f32> {
+        let steps = steps.max(1);
+        let shift = self.shift;
+        // __init__: sigmas = linspace(1, 1000, 1000)[::-1] / 1000 in float32, shifted in
+        // float32 unless the shift is dynamic; sigma_max = 1 either way.
+        let smallest = 1.0f32 / 1000.0;
+        let sigma_min = match self.dynamic {
+            Some(_) => smallest,
+            None => shift * smallest / (1.0 + (shift - 1.0) * smallest),
+        };
+        let sigma_max = match self.dynamic {
+            Some(_) => 1.0f32,
+            None => shift / (1.0 + (shift - 1.0)),
+        };
+        // set_timesteps: np.linspace(sigma_max · 1000, sigma_min · 1000, steps) / 1000 in
+        // float64, shifted in float64, then float32.
+        let (start, stop) = (f64::from(sigma_max) * 1000.0, f64::from(sigma_min) * 1000.0);
+        let step = if steps > 1 {
+            (stop - start) / (steps - 1) as f64
+        } else {
+            0.0
+        };
+        let mut sigmas: Vec<f32> = (0..steps)
+            .map(|i| {
+                let t = if steps > 1 && i == steps - 1 {
+                    stop
+                } else {
+                    i as f64 * step + start
+                };
+                let s = t / 1000.0;
+                let s = match self.dynamic {
+                    Some((base_shift, max_shift, base_len, max_len)) => {
+                        let m = (max_shift - base_shift) / (max_len - base_len);
+                        let mu = image_seq_len as f64 * m + (base_shift - m * base_len);
+                        mu.exp() / (mu.exp() + (1.0 / s - 1.0))
+                    }
+                    None => {
+                        let shift = f64::from(shift);
+                        shift * s / (1.0 + (shift - 1.0) * s)
+                    }
+                };
+                s as f32
+            })
+            .collect();
+        sigmas.push(0.0);
+        sigmas
+    }
+}
+
 /// `(1, C, h, w)` latents to `(1, h/2 · w/2, 4C)` patches (`_pack_latents`).
 pub fn pack(latents: &Tensor) -> candle::Result<Tensor> {
     let (b, c, h, w) = latents.dims4()?;
@@ -169,7 +224,7 @@ pub const FLOAT_PART_MAX: u64 = 4 << 30;
 
 impl FluxFiles {
     /// The quantisation for a float part of `f32_bytes`.
-    fn quantise(&self, f32_bytes: u64) -> Option<candle::quantized::GgmlDType> {
+    pub(crate) fn quantise(&self, f32_bytes: u64) -> Option<candle::quantized::GgmlDType> {
         let q = self.quantise_float.unwrap_or(f32_bytes > FLOAT_PART_MAX);
         q.then_some(candle::quantized::GgmlDType::Q8_0)
     }
@@ -221,18 +276,7 @@ impl FluxPipeline {
         } else {
             T5Config::xxl()
         };
-        let mut t5_w = match files.text_encoder_2.as_deref() {
-            Some(p) if is_gguf(p) => WeightMap::gguf(p, device, weights::t5_gguf_name)?,
-            Some(p) => {
-                let q = files.quantise(WeightMap::f32_bytes(&[p])?);
-                WeightMap::safetensors(&[p], device, |n| n.to_string(), q)?
-            }
-            None => {
-                let paths = weight_files(dir, "text_encoder_2", "model.safetensors")?;
-                let q = files.quantise(WeightMap::f32_bytes(&paths)?);
-                WeightMap::safetensors(&paths, device, |n| n.to_string(), q)?
-            }
-        };
+        let mut t5_w = t5_weights(dir, "text_encoder_2", files, device)?;
         bytes += t5_w.resident_bytes();
         let t5 = T5Encoder::new(&t5_cfg, &mut t5_w)
             .map_err(|e| DiffusionError::Model(format!("T5 text encoder: {e}")))?;
@@ -434,6 +478,28 @@ impl FluxPipeline {
         let latents = self.noise(noise, width, height)?;
         let latents = self.denoise(&cond, latents, steps, guidance, (width, height), control)?;
         crate::to_rgb8(&self.decode_raw(&latents, width, height)?)
+    }
+}
+
+/// T5's weights: `files.text_encoder_2` (a GGUF with llama.cpp's names, or safetensors with
+/// transformers' names) when given, else the folder `dir/sub`.
+pub(crate) fn t5_weights(
+    dir: &Path,
+    sub: &str,
+    files: &FluxFiles,
+    device: &Device,
+) -> Result<WeightMap, DiffusionError> {
+    match files.text_encoder_2.as_deref() {
+        Some(p) if is_gguf(p) => WeightMap::gguf(p, device, weights::t5_gguf_name),
+        Some(p) => {
+            let q = files.quantise(WeightMap::f32_bytes(&[p])?);
+            WeightMap::safetensors(&[p], device, |n| n.to_string(), q)
+        }
+        None => {
+            let paths = weight_files(dir, sub, "model.safetensors")?;
+            let q = files.quantise(WeightMap::f32_bytes(&paths)?);
+            WeightMap::safetensors(&paths, device, |n| n.to_string(), q)
+        }
     }
 }
 

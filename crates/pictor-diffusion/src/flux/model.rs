@@ -274,8 +274,12 @@ fn apply_rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
 /// diffusers' `get_timestep_embedding(t · 1000, 256, flip_sin_to_cos=True)` in its float32
 /// order of operations: `[cos, sin]`.
 pub fn timestep_embedding(t: f32, dim: usize, device: &Device) -> Result<Tensor> {
+    timestep_embedding_scaled(t * 1000.0, dim, device)
+}
+
+/// The same for a timestep already on diffusers' 0..1000 scale (SD3 passes `sigma · 1000`).
+pub fn timestep_embedding_scaled(t: f32, dim: usize, device: &Device) -> Result<Tensor> {
     let half = dim / 2;
-    let t = t * 1000.0;
     let mut out = vec![0f32; dim];
     for j in 0..half {
         let exponent = (-(10000f64.ln()) as f32 * j as f32) / half as f32;
@@ -286,7 +290,7 @@ pub fn timestep_embedding(t: f32, dim: usize, device: &Device) -> Result<Tensor>
     Tensor::from_vec(out, (1, dim), device)
 }
 
-fn layer_norm(xs: &Tensor) -> Result<Tensor> {
+pub(crate) fn layer_norm(xs: &Tensor) -> Result<Tensor> {
     // LayerNorm(hidden, elementwise_affine=False, eps=1e-6)
     let mean = xs.mean_keepdim(D::Minus1)?;
     let centred = xs.broadcast_sub(&mean)?;
@@ -295,18 +299,18 @@ fn layer_norm(xs: &Tensor) -> Result<Tensor> {
 }
 
 #[derive(Debug, Clone)]
-struct RmsNorm {
+pub(crate) struct RmsNorm {
     weight: Tensor,
 }
 
 impl RmsNorm {
-    fn new(w: &mut WeightMap, name: &str, dim: usize) -> Result<Self> {
+    pub(crate) fn new(w: &mut WeightMap, name: &str, dim: usize) -> Result<Self> {
         Ok(Self {
             weight: w.tensor(name, &[dim])?,
         })
     }
 
-    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+    pub(crate) fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         candle_nn::ops::rms_norm(&xs.contiguous()?, &self.weight, 1e-6)
     }
 }

@@ -1,0 +1,300 @@
+//! Parity of the SD 3.5 pipeline with diffusers' `StableDiffusion3Pipeline` on tiny, randomly
+//! initialised SD 3.5 Medium-shaped (MMDiT-X block, RMS q/k norms, T5, guidance 4.5 with a
+//! negative prompt) and Large Turbo-shaped (plain blocks, no guidance, no T5) models made by
+//! `tools/sd-fixtures/sd3.py` (versions in each `reference.json`).
+//!
+//! Tolerances as for Stable Diffusion: token ids and the seed's noise exact, sigmas exact,
+//! embeddings, transformer outputs and latents within 1e-3 (max abs; observed values are
+//! printed), pictures within 2/255.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use candle::{Device, Tensor};
+use pictor_diffusion::noise::{NoiseSource, TorchCpu, TorchFill};
+use pictor_diffusion::sd3::{Sd3Conditioning, Sd3Files, Sd3Pipeline};
+use pictor_diffusion::{NoControl, to_rgb8};
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/sd3")
+}
+
+struct Fixture {
+    pipe: Sd3Pipeline,
+    t: HashMap<String, Tensor>,
+    json: Value,
+}
+
+fn fixture(variant: &str, transformer: Option<&str>) -> Fixture {
+    let dir = root().join(variant);
+    let files = Sd3Files {
+        transformer: transformer.map(|f| dir.join(f)),
+        ..Default::default()
+    };
+    let mut pipe = Sd3Pipeline::load_diffusers(&dir, &files, &Device::Cpu).unwrap();
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
+            .unwrap();
+    pipe.max_sequence_length = json["max_sequence_length"].as_u64().unwrap() as usize;
+    let t = candle::safetensors::load(dir.join("reference.safetensors"), &Device::Cpu).unwrap();
+    Fixture { pipe, t, json }
+}
+
+fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+    assert_eq!(a.dims(), b.dims());
+    (a - b)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap()
+}
+
+fn close(what: &str, got: &Tensor, want: &Tensor, tol: f32) {
+    let d = max_diff(got, want);
+    println!("{what}: max abs diff {d:.2e}");
+    assert!(d <= tol, "{what}: max abs diff {d} > {tol}");
+}
+
+fn ids(t: &Tensor) -> Vec<u32> {
+    t.to_vec1::<i64>()
+        .unwrap()
+        .into_iter()
+        .map(|x| x as u32)
+        .collect()
+}
+
+/// The fixtures' noise was drawn by ATen's portable kernel.
+fn noise(seed: u64) -> TorchCpu {
+    TorchCpu::with_fill(seed, TorchFill::Portable)
+}
+
+#[test]
+fn text_encoders_match_transformers() {
+    for variant in ["medium", "turbo"] {
+        let f = fixture(variant, None);
+        let prompt = f.json["prompt"].as_str().unwrap();
+        assert_eq!(
+            f.pipe.clip_l.tokenizer.encode(prompt),
+            ids(&f.t["clip_l_ids"])
+        );
+        assert_eq!(
+            f.pipe.clip_g.tokenizer.encode(prompt),
+            ids(&f.t["clip_g_ids"])
+        );
+        if let Some((_, tok)) = &f.pipe.t5 {
+            assert_eq!(
+                tok.encode(prompt, f.pipe.max_sequence_length).unwrap(),
+                ids(&f.t["t5_ids"])
+            );
+        }
+        assert_eq!(f.pipe.t5.is_some(), f.json["t5"].as_bool().unwrap());
+        let (l, lp) = f.pipe.encode_clip(&f.pipe.clip_l, prompt).unwrap();
+        close(
+            &format!("{variant} CLIP-L hidden"),
+            &l,
+            &f.t["clip_l_hidden"],
+            1e-4,
+        );
+        close(
+            &format!("{variant} CLIP-L pooled"),
+            &lp,
+            &f.t["clip_l_pooled"],
+            1e-4,
+        );
+        let (g, gp) = f.pipe.encode_clip(&f.pipe.clip_g, prompt).unwrap();
+        close(
+            &format!("{variant} CLIP-G hidden"),
+            &g,
+            &f.t["clip_g_hidden"],
+            1e-4,
+        );
+        close(
+            &format!("{variant} CLIP-G pooled"),
+            &gp,
+            &f.t["clip_g_pooled"],
+            1e-4,
+        );
+        let t5 = f.pipe.encode_t5(prompt).unwrap();
+        close(&format!("{variant} T5"), &t5, &f.t["t5_embeds"], 1e-4);
+        let cond = f.pipe.encode(prompt).unwrap();
+        close(
+            &format!("{variant} prompt embeds"),
+            &cond.context,
+            &f.t["prompt_embeds"],
+            1e-4,
+        );
+        close(
+            &format!("{variant} pooled"),
+            &cond.pooled,
+            &f.t["pooled"],
+            1e-4,
+        );
+        let neg = f
+            .pipe
+            .encode(f.json["negative_prompt"].as_str().unwrap())
+            .unwrap();
+        close(
+            &format!("{variant} negative embeds"),
+            &neg.context,
+            &f.t["negative_prompt_embeds"],
+            1e-4,
+        );
+        close(
+            &format!("{variant} negative pooled"),
+            &neg.pooled,
+            &f.t["negative_pooled"],
+            1e-4,
+        );
+    }
+}
+
+/// One transformer evaluation at timestep 750, from the diffusers folder and from the
+/// transformer as Stability AI's single file (`model.diffusion_model.` keys, config from the
+/// folder, and without it: read off the weights).
+#[test]
+fn transformer_matches_diffusers() {
+    for (variant, file) in [
+        ("medium", None),
+        ("medium", Some("transformer_sai.safetensors")),
+        ("turbo", None),
+        ("turbo", Some("transformer_sai.safetensors")),
+    ] {
+        let f = fixture(variant, file);
+        let size = f.json["size"].as_u64().unwrap() as usize;
+        let seed = f.json["seed"].as_u64().unwrap();
+        let latents = f
+            .pipe
+            .noise(&mut noise(seed) as &mut dyn NoiseSource, size, size)
+            .unwrap();
+        assert_eq!(max_diff(&latents, &f.t["noise"]), 0.0, "seed noise");
+        let v = f
+            .pipe
+            .transformer
+            .forward(&latents, 750.0, &f.t["prompt_embeds"], &f.t["pooled"])
+            .unwrap();
+        close(
+            &format!("{variant} {file:?} transformer"),
+            &v,
+            &f.t["transformer_out"],
+            1e-4,
+        );
+    }
+}
+
+/// Stability AI's names alone give the shape: depth, heads (from the q/k norms), the position
+/// table, the MMDiT-X blocks.
+#[test]
+fn config_from_stability_names_matches_diffusers() {
+    for variant in ["medium", "turbo"] {
+        let dir = root().join(variant);
+        let w = pictor_diffusion::flux::weights::WeightMap::safetensors(
+            &[dir.join("transformer_sai.safetensors")],
+            &Device::Cpu,
+            |n| {
+                n.strip_prefix("model.diffusion_model.")
+                    .unwrap_or(n)
+                    .to_string()
+            },
+            None,
+        )
+        .unwrap();
+        let from_names = pictor_diffusion::sd3::model::Sd3Config::from_sai_names(&w).unwrap();
+        let json: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("transformer/config.json")).unwrap(),
+        )
+        .unwrap();
+        let from_json = pictor_diffusion::sd3::model::Sd3Config::from_diffusers(&json).unwrap();
+        assert_eq!(from_names, from_json, "{variant}");
+    }
+}
+
+#[test]
+fn pictures_match_diffusers() {
+    for variant in ["medium", "turbo"] {
+        let f = fixture(variant, None);
+        let size = f.json["size"].as_u64().unwrap() as usize;
+        let steps = f.json["steps"].as_u64().unwrap() as usize;
+        let guidance = f.json["guidance"].as_f64().unwrap() as f32;
+        let seed = f.json["seed"].as_u64().unwrap();
+        let prompt = f.json["prompt"].as_str().unwrap();
+        let negative = f.json["negative_prompt"].as_str().unwrap();
+
+        let latents = f
+            .pipe
+            .noise(&mut noise(seed) as &mut dyn NoiseSource, size, size)
+            .unwrap();
+        let sigmas = f.pipe.sigmas(steps, &latents).unwrap();
+        let want: Vec<f32> = f.t["sigmas"].to_vec1().unwrap();
+        assert_eq!(sigmas, want, "{variant} sigmas");
+
+        let cond = f.pipe.encode(prompt).unwrap();
+        let uncond: Option<Sd3Conditioning> =
+            (guidance > 1.0).then(|| f.pipe.encode(negative).unwrap());
+        let mut x = latents;
+        let want_steps = &f.t["latents_steps"];
+        for k in 0..steps {
+            let v = f
+                .pipe
+                .velocity(&cond, uncond.as_ref(), guidance, &x, sigmas[k] * 1000.0)
+                .unwrap();
+            x = (x + (v * f64::from(sigmas[k + 1] - sigmas[k])).unwrap()).unwrap();
+            close(
+                &format!("{variant} latents after step {}", k + 1),
+                &x,
+                &want_steps.get(k).unwrap(),
+                1e-3,
+            );
+        }
+        let raw = f.pipe.decode_raw(&x).unwrap();
+        close(
+            &format!("{variant} decoded"),
+            &raw,
+            &f.t["vae_decode_out"],
+            1e-3,
+        );
+
+        let rgb = f
+            .pipe
+            .txt2img(
+                prompt,
+                negative,
+                &mut noise(seed),
+                size,
+                size,
+                steps,
+                guidance,
+                &NoControl,
+            )
+            .unwrap();
+        assert_eq!(rgb, to_rgb8(&raw).unwrap(), "txt2img is the steps above");
+        let want: Vec<f32> = f.t["image"].flatten_all().unwrap().to_vec1().unwrap();
+        let worst = rgb
+            .iter()
+            .zip(&want)
+            .map(|(&g, &w)| (f32::from(g) - w * 255.0).abs())
+            .fold(0.0, f32::max);
+        println!("{variant} picture: max diff {worst:.2}/255");
+        assert!(worst <= 2.0, "{variant} picture: {worst}/255");
+    }
+}
+
+/// Hostile or mismatched sizes are refused with a message, not a panic.
+#[test]
+fn bad_sizes_are_refused() {
+    let f = fixture("turbo", None);
+    for (w, h) in [(0, 64), (60, 64), (64, 8), (16 * 200, 64)] {
+        let err = f
+            .pipe
+            .noise(&mut noise(1) as &mut dyn NoiseSource, w, h)
+            .err()
+            .unwrap_or_else(|| panic!("{w}×{h} accepted"));
+        println!("{w}×{h}: {err}");
+    }
+}

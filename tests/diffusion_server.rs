@@ -1024,7 +1024,10 @@ async fn flux_models_are_installed_mapped_and_draw() {
     // FLUX does not edit (yet): the edit tier is refused at mapping time, not at the first job.
     let (code, _, err) = run_cli(&d, &["models", "map", "edit", "flux"], None);
     assert_ne!(code, 0);
-    assert!(err.contains("FLUX does not edit pictures yet"), "{err}");
+    assert!(
+        err.contains("does not edit pictures with FLUX.1 yet"),
+        "{err}"
+    );
     // A part file must exist and be safetensors or GGUF.
     let (code, _, err) = run_cli(
         &d,
@@ -1111,4 +1114,196 @@ async fn flux_models_are_installed_mapped_and_draw() {
     assert!(mean < 8.0, "GGUF against float: mean difference {mean}/255");
     let models: Value = json_of(server.http().get(server.url("/api/pictor/v1/models"))).await;
     assert!(models.to_string().contains("diffusion:flux"), "{models}");
+}
+
+/// SD 3.5: a diffusers folder is recognised (family from the name for Large Turbo), mapped
+/// with the settings SD3 takes (a negative prompt among them) and refused the others, draws
+/// deterministically with classifier-free guidance, and the transformer as Stability AI's
+/// single file draws the same picture.
+#[tokio::test]
+async fn sd3_models_are_installed_mapped_and_draw() {
+    use common::run_cli;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/pictor-diffusion/tests/fixtures/diffusion/sd3");
+    let medium = fixtures.join("medium");
+    let added = cli_json(
+        &d,
+        &["models", "add", "sd35", medium.to_str().unwrap(), "--json"],
+        None,
+    );
+    assert_eq!(added["model"]["arch"], "sd3", "{added}");
+    assert_eq!(added["model"]["family"], "sd3", "{added}");
+    let turbo = fixtures.join("turbo");
+    let added = cli_json(
+        &d,
+        &[
+            "models",
+            "add",
+            "sd35-large-turbo",
+            turbo.to_str().unwrap(),
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(added["model"]["family"], "sd3-turbo", "{added}");
+    for bad in [
+        vec!["--sampler", "dpm++_2m"],
+        vec!["--tiny-vae", medium.to_str().unwrap()],
+        vec!["--preset", "sdxl"],
+    ] {
+        let mut args = vec!["models", "map", "fast", "sd35"];
+        args.extend(bad.iter().copied());
+        let (code, _, err) = run_cli(&d, &args, None);
+        assert_ne!(code, 0, "{bad:?}");
+        assert!(
+            err.contains("not a setting of SD3 models") || err.contains("preset"),
+            "{bad:?}: {err}"
+        );
+    }
+    // FLUX's T5 key is not SD3's.
+    let t5 = medium.join("text_encoder_3/model.safetensors");
+    let (code, _, err) = run_cli(
+        &d,
+        &[
+            "models",
+            "map",
+            "fast",
+            "sd35",
+            "--text-encoder-2",
+            t5.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("FLUX models only"), "{err}");
+    let (code, _, err) = run_cli(&d, &["models", "map", "edit", "sd35"], None);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("does not edit pictures with SD 3.x yet"),
+        "{err}"
+    );
+    let mapped = cli_json(
+        &d,
+        &[
+            "models",
+            "map",
+            "fast",
+            "sd35",
+            "--steps",
+            "2",
+            "--size",
+            "64",
+            "--negative-prompt",
+            "blurry",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(
+        mapped["settings"]["guidance"], 4.5,
+        "the SD 3.5 preset: {mapped}"
+    );
+    let single = medium.join("transformer_sai.safetensors");
+    cli_json(
+        &d,
+        &[
+            "models",
+            "map",
+            "artist",
+            "sd35",
+            "--steps",
+            "2",
+            "--size",
+            "64",
+            "--negative-prompt",
+            "blurry",
+            "--transformer",
+            single.to_str().unwrap(),
+            "--text-encoder-3",
+            t5.to_str().unwrap(),
+            "--json",
+        ],
+        None,
+    );
+    let mapped = cli_json(
+        &d,
+        &[
+            "models",
+            "map",
+            "0.2plus",
+            "sd35-large-turbo",
+            "--size",
+            "64",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(mapped["settings"]["steps"], 4, "the Turbo preset: {mapped}");
+    assert_eq!(
+        mapped["settings"]["guidance"], 0.0,
+        "the Turbo preset: {mapped}"
+    );
+
+    let key = common::cli_user_key(&d, "s@example.com", 50);
+    let server = spawn_server(&d, &[]);
+    let a = generate(&server, &key, "fast", 7).await;
+    let b = generate(&server, &key, "fast", 7).await;
+    let c = generate(&server, &key, "fast", 8).await;
+    let pixels = |bytes: &[u8]| image::load_from_memory(bytes).unwrap().to_rgb8().into_raw();
+    assert_eq!(pixels(&a), pixels(&b), "same seed, same picture");
+    assert_ne!(pixels(&a), pixels(&c), "another seed, another picture");
+    let params = pictor::render::encode::read_parameters(&a).unwrap();
+    for want in [
+        "Negative prompt: blurry",
+        "Steps: 2",
+        "Sampler: Euler",
+        "CFG scale: 4.5",
+        "Model: sd35",
+        "Size: 64x64",
+    ] {
+        assert!(params.contains(want), "{want:?} in {params}");
+    }
+    // The same weights as Stability AI's single file (and T5 as a file): the same picture.
+    // (Tiers differ in output size: the 64² working picture is fitted to each.)
+    let s = generate(&server, &key, "artist", 7).await;
+    let params_s = pictor::render::encode::read_parameters(&s).unwrap();
+    assert!(params_s.contains("Size: 64x64"), "{params_s}");
+    let (pa, ps) = (
+        image::load_from_memory(&a).unwrap().to_rgb8(),
+        image::load_from_memory(&s).unwrap().to_rgb8(),
+    );
+    let ps = image::imageops::resize(
+        &ps,
+        pa.width(),
+        pa.height(),
+        image::imageops::FilterType::Triangle,
+    );
+    let mean = pa
+        .as_raw()
+        .iter()
+        .zip(ps.as_raw())
+        .map(|(&x, &y)| (f64::from(x) - f64::from(y)).abs())
+        .sum::<f64>()
+        / pa.as_raw().len() as f64;
+    assert!(
+        mean < 1.0,
+        "single file against the folder: mean difference {mean}/255"
+    );
+    // Large Turbo's shape: no T5, no guidance, 4 steps.
+    let t = generate(&server, &key, "0.2plus", 7).await;
+    let params = pictor::render::encode::read_parameters(&t).unwrap();
+    assert!(
+        params.contains("Steps: 4") && params.contains("CFG scale: 0"),
+        "{params}"
+    );
+    let img = image::load_from_memory(&t).unwrap().to_rgb8();
+    let (min, max) = img
+        .as_raw()
+        .iter()
+        .fold((255u8, 0u8), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    assert!(max > min + 20, "a picture, not a flat field: {min}..{max}");
+    let models: Value = json_of(server.http().get(server.url("/api/pictor/v1/models"))).await;
+    assert!(models.to_string().contains("diffusion:sd3"), "{models}");
 }

@@ -439,14 +439,19 @@ pub enum ModelsCommand {
         /// a quarter of their memory, about 1.6x faster, a looser match; docs/models.md).
         #[arg(long)]
         text_weights: Option<String>,
-        /// FLUX: the transformer as one file (ComfyUI's flux1-*.safetensors or a GGUF such as
-        /// flux1-schnell-Q4_K_S.gguf) in place of the folder's transformer/.
+        /// FLUX and SD 3: the transformer as one file (ComfyUI's flux1-*.safetensors, Stability
+        /// AI's sd3.5_medium.safetensors, or a GGUF such as flux1-schnell-Q4_K_S.gguf) in place
+        /// of the folder's transformer/.
         #[arg(long)]
         transformer: Option<String>,
         /// FLUX: the T5 encoder as one file (a GGUF such as t5-v1_1-xxl-encoder-Q8_0.gguf) in
         /// place of the folder's text_encoder_2/.
         #[arg(long)]
         text_encoder_2: Option<String>,
+        /// SD 3: the T5 encoder as one file (a GGUF or safetensors) in place of the folder's
+        /// text_encoder_3/.
+        #[arg(long)]
+        text_encoder_3: Option<String>,
         /// Print JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
@@ -901,6 +906,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
             text_weights,
             transformer,
             text_encoder_2,
+            text_encoder_3,
             json,
         } => {
             // Files are stored by absolute path (the server may run from another folder).
@@ -925,6 +931,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
                 text_weights: text_weights.clone(),
                 transformer: absolute(transformer),
                 text_encoder_2: absolute(text_encoder_2),
+                text_encoder_3: absolute(text_encoder_3),
                 updated_at: 0,
             };
             let v = run_admin(

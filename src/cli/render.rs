@@ -793,9 +793,11 @@ async fn resolve_model(
     // The hash a PNG records: A1111's (the file's SHA-256, first 10 digits) for a single file,
     // Pictor's quick hash for a diffusers folder.
     let from_path = |path: &Path, name: String, sha256: Option<&str>| -> anyhow::Result<_> {
-        if crate::render::diffusion::flux::FluxPipeline::is_flux_folder(path) {
+        if crate::render::diffusion::flux::FluxPipeline::is_flux_folder(path)
+            || crate::render::diffusion::sd3::Sd3Pipeline::is_sd3_folder(path)
+        {
             bail!(
-                "{}: FLUX models draw through the server's tiers for now (`pictor models add` it, then `pictor models map fast NAME`)",
+                "{}: FLUX and SD 3 models draw through the server's tiers for now (`pictor models add` it, then `pictor models map fast NAME`)",
                 path.display()
             );
         }

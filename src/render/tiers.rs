@@ -83,7 +83,7 @@ pub fn mapping_table(m: &TierMapping) -> toml::Table {
 /// Whether a tiny decoder made for `decoder` decodes `pipeline`'s latents (TAESD serves SD 1.x
 /// and 2.x, which share a latent space; TAESDXL serves SDXL).
 fn decodes_for(decoder: Arch, pipeline: Arch) -> bool {
-    pipeline != Arch::Flux && (decoder == Arch::Sdxl) == (pipeline == Arch::Sdxl)
+    !pipeline.is_transformer() && (decoder == Arch::Sdxl) == (pipeline == Arch::Sdxl)
 }
 
 /// The settings a mapping runs with: its model's family preset, overlaid with the keys
@@ -119,10 +119,13 @@ pub fn effective(
                 .and_then(crate::models::Family::parse)
                 .ok_or_else(|| {
                     format!(
-                        "{tier} preset: one of sd1, sd2, sd-turbo, sdxl, sdxl-turbo, flux-schnell, flux-dev"
+                        "{tier} preset: one of sd1, sd2, sd-turbo, sdxl, sdxl-turbo, flux-schnell, flux-dev, sd3, sd3-turbo"
                     )
                 })?;
-            if (f.arch() == Arch::Flux) != (record.arch == Arch::Flux) {
+            // UNet presets share their settings; a transformer's preset is its own.
+            if (f.arch().is_transformer() || record.arch.is_transformer())
+                && f.arch() != record.arch
+            {
                 return Err(format!(
                     "{tier} preset: {} is for {} models, {name:?} is {}",
                     f.id(),
@@ -134,9 +137,11 @@ pub fn effective(
             f
         }
     };
-    if record.arch == Arch::Flux && tier == "edit" {
+    if record.arch.is_transformer() && tier == "edit" {
         return Err(format!(
-            "{tier}: {name:?} is a FLUX model, and FLUX does not edit pictures yet: map a Stable Diffusion model (an InstructPix2Pix one follows instructions best)"
+            "{tier}: {name:?} is a {} model, and Pictor does not edit pictures with {} yet: map a Stable Diffusion 1.x/2.x/XL model (an InstructPix2Pix one follows instructions best)",
+            record.arch.title(),
+            record.arch.title()
         ));
     }
     if !record.role.is_text() && tier != "edit" {
@@ -217,6 +222,7 @@ pub fn check(tier: &str, m: &TierMapping, installed: &[ModelRecord]) -> Result<(
         ("text_weights", &m.text_weights),
         ("transformer", &m.transformer),
         ("text_encoder_2", &m.text_encoder_2),
+        ("text_encoder_3", &m.text_encoder_3),
     ] {
         if v.as_ref().is_some_and(|v| v.chars().count() > 1000) {
             return Err(format!("{tier} {name}: at most 1000 characters"));
@@ -582,31 +588,55 @@ pub mod engine {
                 "{key}: no installed model is named {name:?} (see `pictor models list`; add one with `pictor models add {name} PATH`)"
             )
         })?;
-        let flux = record.arch == crate::models::Arch::Flux;
-        // A file in place of a FLUX folder's part: a regular file, safetensors or GGUF.
+        let arch = record.arch;
+        let flux = arch == crate::models::Arch::Flux;
+        let sd3 = arch == crate::models::Arch::Sd3;
+        // A file in place of a transformer folder's part: a regular file, safetensors or GGUF
+        // (the T5 key is text_encoder_2 in FLUX folders, text_encoder_3 in SD3 ones).
         let part = |k: &str| -> anyhow::Result<Option<PathBuf>> {
             let Some(v) = t.get(k) else { return Ok(None) };
-            let bad = || {
-                anyhow::anyhow!(
+            let bad = || match k {
+                "text_encoder_2" => anyhow::anyhow!(
                     "{key} {k}: the path of a .safetensors or .gguf file (FLUX models only)"
-                )
+                ),
+                "text_encoder_3" => anyhow::anyhow!(
+                    "{key} {k}: the path of a .safetensors or .gguf file (SD3 models only)"
+                ),
+                _ => anyhow::anyhow!(
+                    "{key} {k}: the path of a .safetensors or .gguf file (FLUX and SD3 models only)"
+                ),
             };
             let p = PathBuf::from(v.as_str().ok_or_else(bad)?);
             let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
-            if !flux || !p.is_file() || !matches!(ext, "safetensors" | "gguf") {
+            let fits = match k {
+                "text_encoder_2" => flux,
+                "text_encoder_3" => sd3,
+                _ => flux || sd3,
+            };
+            if !fits || !p.is_file() || !matches!(ext, "safetensors" | "gguf") {
                 return Err(bad());
             }
             Ok(Some(p))
         };
-        let files = crate::render::diffusion::flux::FluxFiles {
-            transformer: part("transformer")?,
-            text_encoder_2: part("text_encoder_2")?,
-            quantise_float: None,
-        };
+        let transformer = part("transformer")?;
+        let t5_flux = part("text_encoder_2")?;
+        let t5_sd3 = part("text_encoder_3")?;
         let source = match record.layout {
             crate::models::Layout::Diffusers if flux => ModelSource::Flux {
                 dir: PathBuf::from(&record.path),
-                files,
+                files: crate::render::diffusion::flux::FluxFiles {
+                    transformer,
+                    text_encoder_2: t5_flux,
+                    quantise_float: None,
+                },
+            },
+            crate::models::Layout::Diffusers if sd3 => ModelSource::Sd3 {
+                dir: PathBuf::from(&record.path),
+                files: crate::render::diffusion::sd3::Sd3Files {
+                    transformer,
+                    text_encoder_3: t5_sd3,
+                    quantise_float: None,
+                },
             },
             crate::models::Layout::Diffusers => ModelSource::Diffusers(PathBuf::from(&record.path)),
             crate::models::Layout::SingleFile => {
@@ -644,11 +674,11 @@ pub mod engine {
         };
         for (k, v) in t {
             let bad = |what: &str| anyhow::anyhow!("{key} {k}: {what}");
-            if flux {
-                // FLUX.1 has no negative prompt or CFG, one sampler, no tiny decoder (yet),
-                // and does not edit.
+            if arch.is_transformer() {
+                // FLUX.1 has no negative prompt or CFG; FLUX.1 and SD 3 have one sampler, no
+                // tiny decoder (yet), and do not edit.
                 let unsupported = match k.as_str() {
-                    "negative_prompt" => v.as_str() != Some(""),
+                    "negative_prompt" => flux && v.as_str() != Some(""),
                     "sampler" => v.as_str() != Some("euler"),
                     "schedule" => v.as_str() != Some("automatic"),
                     "tiny_vae" | "text_weights" | "prediction" | "timestep_spacing"
@@ -656,13 +686,15 @@ pub mod engine {
                     _ => false,
                 };
                 if unsupported {
-                    return Err(bad(
-                        "not a setting of FLUX models (they take steps, guidance, noise, size, transformer, text_encoder_2; sampler \"euler\")",
-                    ));
+                    return Err(bad(if flux {
+                        "not a setting of FLUX models (they take steps, guidance, noise, size, transformer, text_encoder_2; sampler \"euler\")"
+                    } else {
+                        "not a setting of SD3 models (they take steps, guidance, negative_prompt, noise, size, transformer, text_encoder_3; sampler \"euler\")"
+                    }));
                 }
             }
             match k.as_str() {
-                "model" | "preset" | "transformer" | "text_encoder_2" => {}
+                "model" | "preset" | "transformer" | "text_encoder_2" | "text_encoder_3" => {}
                 "config" if record.layout == crate::models::Layout::SingleFile => {}
                 "prediction" => {
                     m.overrides.prediction = Some(
@@ -807,7 +839,7 @@ pub fn estimate_seconds(
             Arch::Sd2 => (0.53, 8.64),
             Arch::Sdxl => (1.09, 12.30),
             // No FLUX figures on the build machine yet.
-            Arch::Flux => return None,
+            Arch::Flux | Arch::Sd3 => return None,
         };
         let r = f64::from(size.max(64)) / 512.0;
         // Fitted to the 512² and 1024² SDXL steps (12.3 s, 62.4 s) and decodes (23.9 s, 135 s).

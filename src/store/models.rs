@@ -105,14 +105,17 @@ pub struct TierMapping {
     /// The text encoders' weights: `float32` (as the files) or `int8` (8-bit blocks on the CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_weights: Option<String>,
-    /// FLUX: the transformer as one file (ComfyUI's `flux1-*.safetensors` or a GGUF) in place
-    /// of the folder's `transformer/`.
+    /// FLUX and SD 3: the transformer as one file (ComfyUI's `flux1-*.safetensors`, Stability
+    /// AI's `sd3.5_*.safetensors`, or a GGUF) in place of the folder's `transformer/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transformer: Option<String>,
     /// FLUX: the T5 encoder as one file (a GGUF such as city96's `t5-v1_1-xxl-encoder-Q8_0.gguf`,
     /// or safetensors) in place of the folder's `text_encoder_2/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_encoder_2: Option<String>,
+    /// SD 3: the T5 encoder as one file in place of the folder's `text_encoder_3/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_encoder_3: Option<String>,
     #[serde(default)]
     pub updated_at: Millis,
 }

@@ -33,6 +33,9 @@ pub enum Arch {
     Sdxl,
     /// FLUX.1 (schnell, dev): CLIP-L + T5-XXL, a flow-matching transformer, a 16-channel VAE.
     Flux,
+    /// Stable Diffusion 3 / 3.5 (Medium, Large, Large Turbo): CLIP-L + OpenCLIP-bigG + T5-XXL,
+    /// the MMDiT (flow matching), a 16-channel VAE.
+    Sd3,
 }
 
 impl Arch {
@@ -42,12 +45,13 @@ impl Arch {
             Arch::Sd2 => "sd2",
             Arch::Sdxl => "sdxl",
             Arch::Flux => "flux",
+            Arch::Sd3 => "sd3",
         }
     }
 
-    /// `sd1`, `sd2`, `sdxl` or `flux` (as [`as_str`](Self::as_str) writes them).
+    /// `sd1`, `sd2`, `sdxl`, `flux` or `sd3` (as [`as_str`](Self::as_str) writes them).
     pub fn parse(s: &str) -> Option<Arch> {
-        [Arch::Sd1, Arch::Sd2, Arch::Sdxl, Arch::Flux]
+        [Arch::Sd1, Arch::Sd2, Arch::Sdxl, Arch::Flux, Arch::Sd3]
             .into_iter()
             .find(|a| a.as_str().eq_ignore_ascii_case(s.trim()))
     }
@@ -59,7 +63,13 @@ impl Arch {
             Arch::Sd2 => "SD 2.x",
             Arch::Sdxl => "SDXL",
             Arch::Flux => "FLUX.1",
+            Arch::Sd3 => "SD 3.x",
         }
+    }
+
+    /// A flow-matching transformer (FLUX.1, SD 3): one sampler, no UNet settings.
+    pub fn is_transformer(self) -> bool {
+        matches!(self, Arch::Flux | Arch::Sd3)
     }
 }
 
@@ -137,6 +147,12 @@ pub enum Family {
     /// FLUX.1-dev: guidance-distilled (a guidance input, no negative prompt).
     #[serde(rename = "flux-dev")]
     FluxDev,
+    /// SD 3 / 3.5 Medium and Large: classifier-free guidance with a negative prompt.
+    #[serde(rename = "sd3")]
+    Sd3,
+    /// SD 3.5 Large Turbo: 4 steps, no guidance.
+    #[serde(rename = "sd3-turbo")]
+    Sd3Turbo,
 }
 
 /// How a family is run unless the operator says otherwise (values as the configuration file
@@ -162,7 +178,7 @@ pub struct Preset {
 }
 
 impl Family {
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 9] = [
         Family::Sd1,
         Family::Sd2,
         Family::SdTurbo,
@@ -170,6 +186,8 @@ impl Family {
         Family::SdxlTurbo,
         Family::FluxSchnell,
         Family::FluxDev,
+        Family::Sd3,
+        Family::Sd3Turbo,
     ];
 
     pub fn id(self) -> &'static str {
@@ -181,6 +199,8 @@ impl Family {
             Family::SdxlTurbo => "sdxl-turbo",
             Family::FluxSchnell => "flux-schnell",
             Family::FluxDev => "flux-dev",
+            Family::Sd3 => "sd3",
+            Family::Sd3Turbo => "sd3-turbo",
         }
     }
 
@@ -203,6 +223,8 @@ impl Family {
             Family::SdxlTurbo => "SDXL-Turbo",
             Family::FluxSchnell => "FLUX.1-schnell",
             Family::FluxDev => "FLUX.1-dev",
+            Family::Sd3 => "SD 3.5",
+            Family::Sd3Turbo => "SD 3.5 Large Turbo",
         }
     }
 
@@ -212,6 +234,7 @@ impl Family {
             Family::Sd2 | Family::SdTurbo => Arch::Sd2,
             Family::Sdxl | Family::SdxlTurbo => Arch::Sdxl,
             Family::FluxSchnell | Family::FluxDev => Arch::Flux,
+            Family::Sd3 | Family::Sd3Turbo => Arch::Sd3,
         }
     }
 
@@ -219,7 +242,7 @@ impl Family {
     pub fn turbo(self) -> bool {
         matches!(
             self,
-            Family::SdTurbo | Family::SdxlTurbo | Family::FluxSchnell
+            Family::SdTurbo | Family::SdxlTurbo | Family::FluxSchnell | Family::Sd3Turbo
         )
     }
 
@@ -233,6 +256,8 @@ impl Family {
             (Arch::Sdxl, true) => Family::SdxlTurbo,
             (Arch::Flux, true) => Family::FluxSchnell,
             (Arch::Flux, false) => Family::FluxDev,
+            (Arch::Sd3, false) => Family::Sd3,
+            (Arch::Sd3, true) => Family::Sd3Turbo,
         }
     }
 
@@ -290,6 +315,15 @@ impl Family {
                 guidance: 3.5,
                 ..Family::FluxSchnell.preset()
             },
+            // Stability AI's model cards: SD 3.5 Medium 40 steps at guidance 4.5 (Large: 28 at
+            // 3.5, set per mapping), Large Turbo 4 steps without guidance; the flow-matching
+            // Euler sampler as diffusers' pipeline; 1024² pictures.
+            Family::Sd3 => Preset {
+                steps: 40,
+                guidance: 4.5,
+                ..Family::FluxSchnell.preset()
+            },
+            Family::Sd3Turbo => Family::FluxSchnell.preset(),
         }
     }
 }
@@ -722,6 +756,9 @@ fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
     if index.get("_class_name").and_then(Value::as_str) == Some("FluxPipeline") {
         return inspect_flux(dir, &index);
     }
+    if index.get("_class_name").and_then(Value::as_str) == Some("StableDiffusion3Pipeline") {
+        return inspect_sd3(dir, &index);
+    }
     let unet_config = read_json(&dir.join("unet").join("config.json"))?;
     let context = unet_config
         .get("cross_attention_dim")
@@ -885,6 +922,63 @@ fn inspect_flux(dir: &Path, index: &Value) -> Result<ModelInfo, ModelError> {
         weight_bytes: bytes,
         tensors,
         guidance_distilled,
+    })
+}
+
+/// A diffusers SD 3 / 3.5 folder (`StableDiffusion3Pipeline`): CLIP-L and OpenCLIP-bigG with
+/// their tokenizers, T5 (`text_encoder_3`, optional: diffusers runs without it, and a mapping
+/// may name a T5 file), the MMDiT (which may be left out for a single file or GGUF), the
+/// 16-channel VAE, the flow-matching scheduler.
+fn inspect_sd3(dir: &Path, index: &Value) -> Result<ModelInfo, ModelError> {
+    for c in [
+        "text_encoder",
+        "text_encoder_2",
+        "tokenizer",
+        "tokenizer_2",
+        "vae",
+        "scheduler",
+    ] {
+        if !dir.join(c).is_dir() || index.get(c).is_none() {
+            return Err(invalid(format!(
+                "{}: an SD3 folder needs {c}/ (named in model_index.json)",
+                dir.display()
+            )));
+        }
+    }
+    check_tokenizer(&dir.join("tokenizer"))?;
+    check_tokenizer(&dir.join("tokenizer_2"))?;
+    if dir.join("text_encoder_3").is_dir() {
+        let t5_tok = dir.join("tokenizer_3").join("tokenizer.json");
+        bounded::check_file(&t5_tok, 16 * bounded::CONFIG_MAX, "a tokenizer file")
+            .map_err(file_error)?;
+    }
+    let (mut bytes, mut tensors) = (0u64, 0usize);
+    for c in [
+        "transformer",
+        "vae",
+        "text_encoder",
+        "text_encoder_2",
+        "text_encoder_3",
+    ] {
+        if !dir.join(c).is_dir() {
+            continue;
+        }
+        for w in component_weights(&dir.join(c))? {
+            let header = safetensors_header(&w)?;
+            tensors += header.len();
+            bytes = bytes.saturating_add(std::fs::metadata(&w).map_err(io(&w))?.len());
+        }
+    }
+    Ok(ModelInfo {
+        layout: Layout::Diffusers,
+        kind: Kind::Pipeline,
+        arch: Arch::Sd3,
+        trailing: false,
+        prediction: Some("flow".into()),
+        role: Role::Text,
+        weight_bytes: bytes,
+        tensors,
+        guidance_distilled: false,
     })
 }
 

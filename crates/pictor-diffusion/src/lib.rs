@@ -288,6 +288,8 @@ pub enum ModelSource {
         dir: PathBuf,
         files: flux::FluxFiles,
     },
+    /// A diffusers SD 3 / 3.5 folder, parts of it possibly replaced by single files.
+    Sd3 { dir: PathBuf, files: sd3::Sd3Files },
 }
 
 impl Configs {
@@ -342,6 +344,9 @@ impl Pipeline {
             ModelSource::Flux { .. } => Err(DiffusionError::Model(
                 "a FLUX model loads as a flux::FluxPipeline, not a Stable Diffusion pipeline"
                     .into(),
+            )),
+            ModelSource::Sd3 { .. } => Err(DiffusionError::Model(
+                "an SD3 model loads as an sd3::Sd3Pipeline, not a Stable Diffusion pipeline".into(),
             )),
         }
     }

@@ -13,6 +13,7 @@ use candle::Device;
 use super::flux::FluxPipeline;
 use super::noise::NoiseKind;
 use super::scheduler::Sampler;
+use super::sd3::Sd3Pipeline;
 use super::single_file::Overrides;
 use super::{DiffusionError, ModelSource, Pipeline, Request, StepControl, UnetKind};
 use pictor_core::decode::{self, DecodeLimits};
@@ -81,10 +82,11 @@ impl ModelMapping {
     }
 }
 
-/// A loaded model: a Stable Diffusion pipeline or a FLUX.1 one.
+/// A loaded model: a Stable Diffusion (1.x, 2.x, XL) pipeline, a FLUX.1 one or an SD 3 one.
 pub enum Engine {
     Sd(Box<Pipeline>),
     Flux(Box<FluxPipeline>),
+    Sd3(Box<Sd3Pipeline>),
 }
 
 impl Engine {
@@ -93,6 +95,7 @@ impl Engine {
         match self {
             Engine::Sd(p) => p.resident_bytes,
             Engine::Flux(f) => f.resident_bytes,
+            Engine::Sd3(f) => f.resident_bytes,
         }
     }
 }
@@ -314,6 +317,18 @@ impl DiffusionRenderer {
                     &self.device,
                 )?)));
             }
+            if let ModelSource::Sd3 { dir, files } = &m.source {
+                if !m.overrides.loras.is_empty() {
+                    return Err(DiffusionError::Invalid(
+                        "LoRAs on SD3 models are not supported yet".into(),
+                    ));
+                }
+                return Ok(Engine::Sd3(Box::new(Sd3Pipeline::load_diffusers(
+                    dir,
+                    files,
+                    &self.device,
+                )?)));
+            }
             let mut p = Pipeline::load(&m.source, &m.overrides, &self.device)?;
             if let Some(dir) = &m.tiny_vae {
                 p.use_tiny_decoder(super::taesd::TinyDecoder::load(dir, &self.device)?)?;
@@ -413,6 +428,60 @@ impl DiffusionRenderer {
             exact: Vec::new(),
             loras: Vec::new(),
             distilled_guidance: distilled.then_some(m.guidance),
+        });
+        control.set_progress(1.0);
+        to_picture(rgb, width, height, out_w, out_h)
+    }
+}
+
+impl DiffusionRenderer {
+    /// A picture from an SD 3 model: the mapping's steps, guidance and negative prompt
+    /// (classifier-free guidance above 1, as diffusers), the flow-matching Euler sampler.
+    fn generate_sd3(
+        &self,
+        f: &Sd3Pipeline,
+        m: &ModelMapping,
+        spec: &GenerateSpec,
+        prompt: &str,
+        (out_w, out_h): (u32, u32),
+        control: &RenderControl,
+    ) -> Result<Picture, RenderError> {
+        let long = m.size.unwrap_or(1024);
+        let (width, height) = working_size(long, out_w, out_h);
+        control.set_progress(0.02);
+        let kind = spec.noise.unwrap_or(m.noise);
+        let mut noise = super::noise::source(kind, spec.seed);
+        let started = std::time::Instant::now();
+        let rgb = f
+            .txt2img(
+                prompt,
+                &m.negative_prompt,
+                noise.as_mut(),
+                width,
+                height,
+                m.steps,
+                m.guidance as f32,
+                &Control(control),
+            )
+            .map_err(failed)?;
+        self.note_time(&m.name, started);
+        control.set_details(RenderDetails {
+            negative_prompt: m.negative_prompt.clone(),
+            steps: m.steps,
+            sampler: "Euler".into(),
+            schedule: "Simple",
+            guidance: m.guidance,
+            size: (width as u32, height as u32),
+            model_name: m.name.clone(),
+            model_hash: m.hash.clone(),
+            noise: kind.as_str(),
+            rng: kind.a1111_rng(),
+            strength: None,
+            edit_mode: None,
+            image_guidance: None,
+            exact: Vec::new(),
+            loras: Vec::new(),
+            distilled_guidance: None,
         });
         control.set_progress(1.0);
         to_picture(rgb, width, height, out_w, out_h)
@@ -596,6 +665,9 @@ impl Renderer for DiffusionRenderer {
             Engine::Sd(p) => p,
             Engine::Flux(f) => {
                 return self.generate_flux(f, m, spec, &prompt, (out_w, out_h), control);
+            }
+            Engine::Sd3(f) => {
+                return self.generate_sd3(f, m, spec, &prompt, (out_w, out_h), control);
             }
         };
         let long = m.size.unwrap_or(pipeline.sample_size * 8);

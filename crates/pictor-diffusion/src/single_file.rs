@@ -594,7 +594,7 @@ pub fn infer_configs(
         }))
     };
     let (text, pads) = match arch {
-        Arch::Flux => return Err(not_sd()),
+        Arch::Flux | Arch::Sd3 => return Err(not_sd()),
         Arch::Sd1 => (vec![clip_l("cond_stage_model.transformer.")?], vec![None]),
         Arch::Sd2 => (
             vec![open_clip("cond_stage_model.model.", true)?],
@@ -695,7 +695,7 @@ pub fn weights<'a>(
         layers(vae_config),
     )));
     let text = match arch {
-        Arch::Flux => return Err(not_sd()),
+        Arch::Flux | Arch::Sd3 => return Err(not_sd()),
         Arch::Sd1 => vec![vb(Box::new(clip_translator(
             "cond_stage_model.transformer.",
         )))],

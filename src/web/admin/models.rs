@@ -591,6 +591,10 @@ pub async fn map_post(
     CheckedForm(f): CheckedForm<MapForm>,
     Admin(me): Admin,
 ) -> Result<Response, PageError> {
+    // The form's one T5 field is text_encoder_2 in a FLUX folder, text_encoder_3 in an SD3 one.
+    let sd3 = installed_model(&state, f.model.trim())
+        .await?
+        .is_some_and(|r| r.arch == crate::models::Arch::Sd3);
     let mapping = (|| -> Result<TierMapping, String> {
         Ok(TierMapping {
             model: f.model.trim().to_string(),
@@ -607,7 +611,8 @@ pub async fn map_post(
             timestep_spacing: None,
             text_weights: text(&f.text_weights),
             transformer: text(&f.transformer),
-            text_encoder_2: text(&f.text_encoder_2),
+            text_encoder_2: text(&f.text_encoder_2).filter(|_| !sd3),
+            text_encoder_3: text(&f.text_encoder_2).filter(|_| sd3),
             updated_at: 0,
         })
     })();

@@ -698,13 +698,13 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
     ),
     (
         "admin.models.flux_transformer",
-        "FLUX: transformer file (GGUF or safetensors; empty: the folder's)",
-        "FLUX: файл трансформера (GGUF или safetensors; пусто — из папки)",
+        "FLUX / SD 3: transformer file (GGUF or safetensors; empty: the folder's)",
+        "FLUX / SD 3: файл трансформера (GGUF или safetensors; пусто — из папки)",
     ),
     (
         "admin.models.flux_t5",
-        "FLUX: T5 encoder file (GGUF; empty: the folder's)",
-        "FLUX: файл кодировщика T5 (GGUF; пусто — из папки)",
+        "FLUX / SD 3: T5 encoder file (GGUF; empty: the folder's)",
+        "FLUX / SD 3: файл кодировщика T5 (GGUF; пусто — из папки)",
     ),
     (
         "admin.models.flux_transformer.example",

@@ -621,6 +621,18 @@ pub mod engine {
         let transformer = part("transformer")?;
         let t5_flux = part("text_encoder_2")?;
         let t5_sd3 = part("text_encoder_3")?;
+        // A T5 file reads its words with the folder's T5 tokenizer.
+        let t5_tokenizer = if flux { "tokenizer_2" } else { "tokenizer_3" };
+        if (t5_flux.is_some() || t5_sd3.is_some())
+            && !std::path::Path::new(&record.path)
+                .join(t5_tokenizer)
+                .join("tokenizer.json")
+                .is_file()
+        {
+            anyhow::bail!(
+                "{key}: a T5 file needs the folder's {t5_tokenizer}/tokenizer.json (download the repository without the T5 weights, not without its tokenizer)"
+            );
+        }
         let source = match record.layout {
             crate::models::Layout::Diffusers if flux => ModelSource::Flux {
                 dir: PathBuf::from(&record.path),

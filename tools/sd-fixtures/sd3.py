@@ -18,6 +18,10 @@ Writes `crates/pictor-diffusion/tests/fixtures/diffusion/sd3/`:
   (`joint_blocks.N.x_block.attn.qkv`…, as `sd3.5_medium.safetensors` and city96's GGUFs),
   under `model.diffusion_model.` as ComfyUI's single files, written by this script's own
   diffusers→SAI table and checked by round-tripping through diffusers' converter.
+* `medium/transformer.gguf` — the same transformer as city96's converter writes SD 3.5 GGUFs
+  with gguf-py (GGUF v3, Stability AI's names without prefix, `general.architecture = sd3`):
+  1-D tensors float32, others Q8_0 where the row length allows (a multiple of 32), float16
+  otherwise (the patch convolution and position table among them).
 * `<variant>/reference.safetensors` + `reference.json` — token ids, each encoder's output, the
   joint prompt embeddings and pooled vectors (prompt and negative), the seed noise, one
   transformer evaluation, sigmas, the latents after every step, the final latents, the VAE's
@@ -310,6 +314,31 @@ def references(pipe, spec):
     return {k: v.contiguous().float() if v.dtype != torch.int64 else v.contiguous() for k, v in refs.items()}
 
 
+def write_gguf(sai, path):
+    import gguf
+    import numpy as np
+
+    w = gguf.GGUFWriter(str(path), arch="sd3")
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    kinds = {}
+    for name in sorted(sai):
+        t = sai[name].float().numpy()
+        if t.ndim == 1:
+            q, data = gguf.GGMLQuantizationType.F32, t
+        elif t.ndim == 2 and t.shape[-1] % 32 == 0:
+            q = gguf.GGMLQuantizationType.Q8_0
+            data = gguf.quants.quantize(t, q)
+        else:
+            q, data = gguf.GGMLQuantizationType.F16, t.astype(np.float16)
+        kinds[q.name] = kinds.get(q.name, 0) + 1
+        w.add_tensor(name, data, raw_dtype=q)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print("gguf", path.name, kinds)
+
+
 def main():
     t5_tok_dir = FIXTURES / "flux" / "dev" / "tokenizer_2"
     assert t5_tok_dir.is_dir(), "run flux.py first"
@@ -335,6 +364,8 @@ def main():
             folder / "transformer_sai.safetensors",
             metadata={"format": "pt"},
         )
+        if variant == "medium":
+            write_gguf(sai, folder / "transformer.gguf")
         refs = references(pipe, spec)
         save_file(refs, folder / "reference.safetensors", metadata={"format": "pt"})
         meta = {

@@ -29,7 +29,7 @@ mod bench {
     use pictor_diffusion::net::clip::ClipTextTransformer;
     use pictor_diffusion::net::unet_2d::{TextTime, UNet2DConditionModel};
     use pictor_diffusion::net::vae::AutoEncoderKL;
-    use pictor_diffusion::{flux, load};
+    use pictor_diffusion::{flux, load, sd3};
     use serde_json::{Value, json};
 
     const CASE_ENV: &str = "PICTOR_DIFFUSION_BENCH_CASE";
@@ -59,6 +59,8 @@ mod bench {
         ("flux", "step", 512, "q4k"),
         ("flux", "step", 512, "q8_0"),
         ("flux", "vae16", 512, "f32"),
+        ("sd35m", "step", 512, "f32"),
+        ("sd35m", "step", 512, "q8_0"),
     ];
 
     fn root() -> PathBuf {
@@ -192,6 +194,26 @@ mod bench {
         flux::weights::WeightMap::new(map, &Device::Cpu, "random".into())
     }
 
+    /// Random float32 weights of these shapes (as [`RandomWeights`]).
+    fn random_float(shapes: Vec<(String, Vec<usize>)>) -> flux::weights::WeightMap {
+        let map = shapes
+            .into_iter()
+            .map(|(name, shape)| {
+                let t = RandomWeights
+                    .get(
+                        Shape::from(shape.as_slice()),
+                        &name,
+                        candle_nn::Init::Const(0.0),
+                        DType::F32,
+                        &Device::Cpu,
+                    )
+                    .unwrap();
+                (name, flux::weights::Weight::Float(t))
+            })
+            .collect();
+        flux::weights::WeightMap::new(map, &Device::Cpu, "random".into())
+    }
+
     fn randn(shape: &[usize], dtype: DType) -> Tensor {
         Tensor::randn(0f32, 1f32, shape, &Device::Cpu)
             .unwrap()
@@ -310,6 +332,27 @@ mod bench {
                 for _ in 0..2 {
                     let t = Instant::now();
                     let out = model.forward(&img, &txt, &y, 1.0, None, &pe).unwrap();
+                    let _ = out.sum_all().unwrap().to_scalar::<f32>().unwrap();
+                    times.push(t.elapsed().as_secs_f64());
+                }
+            }
+            "step" if arch == "sd35m" => {
+                // One evaluation of SD 3.5 Medium's MMDiT at `side`² (2×2 patches: 1024 image
+                // tokens at 512²) with 77 CLIP + 256 T5 tokens, float32 or 8-bit blocks.
+                let cfg = sd3::model::Sd3Config::sd35_medium();
+                let shapes = sd3::model::sai_shapes(&cfg);
+                let mut w = if variant == "f32" {
+                    random_float(shapes)
+                } else {
+                    random_quantised(shapes, quant(variant))
+                };
+                let model = sd3::model::Mmdit::new(&cfg, &mut w).unwrap();
+                let x = randn(&[1, 16, side / 8, side / 8], DType::F32);
+                let ctx = randn(&[1, 333, 4096], DType::F32);
+                let y = randn(&[1, 2048], DType::F32);
+                for _ in 0..2 {
+                    let t = Instant::now();
+                    let out = model.forward(&x, 999.0, &ctx, &y).unwrap();
                     let _ = out.sum_all().unwrap().to_scalar::<f32>().unwrap();
                     times.push(t.elapsed().as_secs_f64());
                 }
@@ -573,12 +616,14 @@ mod bench {
                 continue;
             }
             let ours = run(Command::new(&exe).env("RAYON_NUM_THREADS", "2"), &case);
-            // FLUX: torch has no run here (its bfloat16 transformer alone is 23.8 GB).
+            // FLUX: torch has no run here (its bfloat16 transformer alone is 23.8 GB);
+            // quantised SD 3.5 neither (torch's is float32).
             let torch = match (
                 &python,
                 variant.contains("f16")
                     || variant.contains("tiled") && *side == 512
-                    || *arch == "flux",
+                    || *arch == "flux"
+                    || *arch == "sd35m" && *variant != "f32",
             ) {
                 (Some(py), false) => Some(run(
                     Command::new(py)

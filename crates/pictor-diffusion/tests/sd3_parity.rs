@@ -17,6 +17,9 @@ use pictor_diffusion::sd3::{Sd3Conditioning, Sd3Files, Sd3Pipeline};
 use pictor_diffusion::{NoControl, to_rgb8};
 use serde_json::Value;
 
+mod common;
+use common::relative;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/sd3")
 }
@@ -212,6 +215,16 @@ fn config_from_stability_names_matches_diffusers() {
         .unwrap();
         let from_json = pictor_diffusion::sd3::model::Sd3Config::from_diffusers(&json).unwrap();
         assert_eq!(from_names, from_json, "{variant}");
+        if variant == "medium" {
+            let w = pictor_diffusion::flux::weights::WeightMap::gguf(
+                &dir.join("transformer.gguf"),
+                &Device::Cpu,
+                |n| n.to_string(),
+            )
+            .unwrap();
+            let from_gguf = pictor_diffusion::sd3::model::Sd3Config::from_sai_names(&w).unwrap();
+            assert_eq!(from_gguf, from_json, "GGUF");
+        }
     }
 }
 
@@ -283,6 +296,22 @@ fn pictures_match_diffusers() {
         println!("{variant} picture: max diff {worst:.2}/255");
         assert!(worst <= 2.0, "{variant} picture: {worst}/255");
     }
+}
+
+/// The medium transformer as city96's converter writes SD 3.5 GGUFs (gguf-py, Q8_0 where rows
+/// allow, float16 elsewhere — exact here: the weights are on the float16 grid): within Q8_0's
+/// tolerance of the float model (relative RMS 2 %, max 3 %, as FLUX's).
+#[test]
+fn gguf_from_gguf_py_matches() {
+    let f = fixture("medium", Some("transformer.gguf"));
+    let v = f
+        .pipe
+        .transformer
+        .forward(&f.t["noise"], 750.0, &f.t["prompt_embeds"], &f.t["pooled"])
+        .unwrap();
+    let (rms, max) = relative(&v, &f.t["transformer_out"]);
+    println!("gguf-py Q8_0/F16 transformer: relative RMS {rms:.2e}, max {max:.2e}");
+    assert!(rms <= 0.02 && max <= 0.03, "{rms} {max}");
 }
 
 /// Hostile or mismatched sizes are refused with a message, not a panic.

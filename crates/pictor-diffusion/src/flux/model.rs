@@ -427,7 +427,8 @@ impl Mlp {
 
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         // GELU, tanh approximation (diffusers' "gelu-approximate")
-        self.lin2.forward(&self.lin1.forward(xs)?.gelu()?)
+        self.lin2
+            .forward(&crate::net::attention::gelu_tanh(&self.lin1.forward(xs)?)?)
     }
 }
 
@@ -542,9 +543,10 @@ impl SingleStreamBlock {
         let (q, k, v) = split_qkv(&qkv, self.heads, &self.query_norm, &self.key_norm)?;
         let mlp = x_mod.narrow(D::Minus1, 3 * self.hidden, self.mlp)?;
         let attn = attention(&q, &k, &v, pe)?;
-        let out = self
-            .linear2
-            .forward(&Tensor::cat(&[attn, mlp.gelu()?], 2)?)?;
+        let out = self.linear2.forward(&Tensor::cat(
+            &[attn, crate::net::attention::gelu_tanh(&mlp)?],
+            2,
+        )?)?;
         xs + m[0].gate.broadcast_mul(&out)?
     }
 }

@@ -81,6 +81,50 @@ fn geglu_row_body(out: &mut [f32], h: &[f32], g: &[f32]) {
     }
 }
 
+/// GELU with the tanh approximation (diffusers' `"gelu-approximate"`): one vectorised pass on the
+/// CPU in float32 (candle's maps libm's scalar `tanhf` / `expm1f`: 7 % of an SD 3 step), candle's
+/// elsewhere.
+pub fn gelu_tanh(xs: &Tensor) -> Result<Tensor> {
+    if xs.device().is_cpu() && xs.dtype() == DType::F32 {
+        return xs.contiguous()?.apply_op1_no_bwd(&GeluTanh);
+    }
+    xs.gelu()
+}
+
+#[derive(Debug, Clone, Copy)]
+struct GeluTanh;
+
+impl candle::CustomOp1 for GeluTanh {
+    fn name(&self) -> &'static str {
+        "pictor-gelu-tanh"
+    }
+
+    fn cpu_fwd(
+        &self,
+        storage: &candle::CpuStorage,
+        layout: &candle::Layout,
+    ) -> Result<(candle::CpuStorage, candle::Shape)> {
+        use rayon::prelude::*;
+        let x = super::cpu_op::f32_slice(storage, layout, self.name())?;
+        let mut out = vec![0f32; x.len()];
+        out.par_chunks_mut(1 << 14)
+            .zip(x.par_chunks(1 << 14))
+            .for_each(|(o, x)| gelu_tanh_run(o, x));
+        Ok((candle::CpuStorage::F32(out), layout.shape().clone()))
+    }
+}
+
+super::fast_math::widest_simd! {
+    fn gelu_tanh_run(out: &mut [f32], x: &[f32]) => gelu_tanh_run_body
+}
+
+#[inline(always)]
+fn gelu_tanh_run_body(out: &mut [f32], x: &[f32]) {
+    for (o, &x) in out.iter_mut().zip(x) {
+        *o = super::fast_math::gelu_tanh(x);
+    }
+}
+
 /// A feed-forward layer.
 #[derive(Debug)]
 struct FeedForward {
@@ -676,5 +720,27 @@ mod tests {
         }
         let odd = Tensor::zeros((2, 3), DType::F32, &dev).unwrap();
         assert!(odd.apply_op1_no_bwd(&Geglu).is_err());
+    }
+
+    /// The vectorised tanh GELU against candle's, on a strided view too.
+    #[test]
+    fn gelu_tanh_matches_candle() {
+        let dev = Device::Cpu;
+        let x = (Tensor::randn(0f32, 1f32, (3, 40_000), &dev).unwrap() * 4.0).unwrap();
+        for x in [x.clone(), x.t().unwrap()] {
+            let got = gelu_tanh(&x).unwrap();
+            let want = x.gelu().unwrap();
+            let d = (got - want)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .max(0)
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(d < 2e-6, "{d}");
+        }
     }
 }

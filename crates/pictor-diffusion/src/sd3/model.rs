@@ -520,7 +520,8 @@ impl Mlp {
 
     fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         // GELU, tanh approximation (diffusers' "gelu-approximate")
-        self.fc2.forward(&self.fc1.forward(xs)?.gelu()?)
+        self.fc2
+            .forward(&crate::net::attention::gelu_tanh(&self.fc1.forward(xs)?)?)
     }
 }
 

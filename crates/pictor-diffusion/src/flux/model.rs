@@ -290,14 +290,6 @@ pub fn timestep_embedding_scaled(t: f32, dim: usize, device: &Device) -> Result<
     Tensor::from_vec(out, (1, dim), device)
 }
 
-pub(crate) fn layer_norm(xs: &Tensor) -> Result<Tensor> {
-    // LayerNorm(hidden, elementwise_affine=False, eps=1e-6)
-    let mean = xs.mean_keepdim(D::Minus1)?;
-    let centred = xs.broadcast_sub(&mean)?;
-    let var = centred.sqr()?.mean_keepdim(D::Minus1)?;
-    centred.broadcast_div(&(var + 1e-6)?.sqrt()?)
-}
-
 #[derive(Debug, Clone)]
 pub(crate) struct RmsNorm {
     weight: Tensor,
@@ -342,9 +334,9 @@ struct Mod {
 }
 
 impl Mod {
-    fn scale_shift(&self, xs: &Tensor) -> Result<Tensor> {
-        xs.broadcast_mul(&(&self.scale + 1.)?)?
-            .broadcast_add(&self.shift)
+    /// `LayerNorm(xs) · (1 + scale) + shift`, fused.
+    fn norm_modulate(&self, xs: &Tensor) -> Result<Tensor> {
+        crate::net::norm::modulated_layer_norm(xs, &self.shift, &self.scale)
     }
 }
 
@@ -466,14 +458,14 @@ impl DoubleStreamBlock {
     ) -> Result<(Tensor, Tensor)> {
         let im = modulations(&self.img_mod, vec_, 2)?;
         let tm = modulations(&self.txt_mod, vec_, 2)?;
-        let img_in = im[0].scale_shift(&layer_norm(img)?)?;
+        let img_in = im[0].norm_modulate(img)?;
         let (iq, ik, iv) = split_qkv(
             &self.img_attn.qkv.forward(&img_in)?,
             self.heads,
             &self.img_attn.query_norm,
             &self.img_attn.key_norm,
         )?;
-        let txt_in = tm[0].scale_shift(&layer_norm(txt)?)?;
+        let txt_in = tm[0].norm_modulate(txt)?;
         let (tq, tk, tv) = split_qkv(
             &self.txt_attn.qkv.forward(&txt_in)?,
             self.heads,
@@ -492,18 +484,14 @@ impl DoubleStreamBlock {
             + im[0]
                 .gate
                 .broadcast_mul(&self.img_attn.proj.forward(&img_attn)?)?)?;
-        let img_ff = self
-            .img_mlp
-            .forward(&im[1].scale_shift(&layer_norm(&img)?)?)?;
+        let img_ff = self.img_mlp.forward(&im[1].norm_modulate(&img)?)?;
         let img = (&img + im[1].gate.broadcast_mul(&img_ff)?)?;
 
         let txt = (txt
             + tm[0]
                 .gate
                 .broadcast_mul(&self.txt_attn.proj.forward(&txt_attn)?)?)?;
-        let txt_ff = self
-            .txt_mlp
-            .forward(&tm[1].scale_shift(&layer_norm(&txt)?)?)?;
+        let txt_ff = self.txt_mlp.forward(&tm[1].norm_modulate(&txt)?)?;
         let txt = (&txt + tm[1].gate.broadcast_mul(&txt_ff)?)?;
         Ok((img, txt))
     }
@@ -538,7 +526,7 @@ impl SingleStreamBlock {
 
     fn forward(&self, xs: &Tensor, vec_: &Tensor, pe: &(Tensor, Tensor)) -> Result<Tensor> {
         let m = modulations(&self.modulation, vec_, 1)?;
-        let x_mod = self.linear1.forward(&m[0].scale_shift(&layer_norm(xs)?)?)?;
+        let x_mod = self.linear1.forward(&m[0].norm_modulate(xs)?)?;
         let qkv = x_mod.narrow(D::Minus1, 0, 3 * self.hidden)?;
         let (q, k, v) = split_qkv(&qkv, self.heads, &self.query_norm, &self.key_norm)?;
         let mlp = x_mod.narrow(D::Minus1, 3 * self.hidden, self.mlp)?;
@@ -659,9 +647,7 @@ impl Flux {
             .forward(&vec_.silu()?)?
             .chunk(2, D::Minus1)?;
         let (shift, scale) = (m[0].unsqueeze(1)?, m[1].unsqueeze(1)?);
-        let img = layer_norm(&img.contiguous()?)?
-            .broadcast_mul(&(scale + 1.0)?)?
-            .broadcast_add(&shift)?;
+        let img = crate::net::norm::modulated_layer_norm(&img, &shift, &scale)?;
         self.final_linear.forward(&img)
     }
 

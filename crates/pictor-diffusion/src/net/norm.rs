@@ -145,6 +145,91 @@ impl CustomOp3 for FusedGroupNorm {
     }
 }
 
+/// `LayerNorm(x) · (1 + scale) + shift` without affine weights (eps 1e-6), the adaptive norm of
+/// FLUX's and SD 3's blocks: `x` `(batch, len, hidden)`, `shift` and `scale` `(batch, 1,
+/// hidden)`. One pass per row on the CPU in float32 (statistics summed as the group norm's);
+/// elsewhere candle's operations.
+pub fn modulated_layer_norm(x: &Tensor, shift: &Tensor, scale: &Tensor) -> Result<Tensor> {
+    if x.device().is_cpu() && x.dtype() == DType::F32 && x.rank() == 3 {
+        return x.contiguous()?.apply_op3_no_bwd(
+            &shift.contiguous()?,
+            &scale.contiguous()?,
+            &ModulatedLayerNorm { eps: 1e-6 },
+        );
+    }
+    let mean = x.mean_keepdim(candle::D::Minus1)?;
+    let centred = x.broadcast_sub(&mean)?;
+    let var = centred.sqr()?.mean_keepdim(candle::D::Minus1)?;
+    let normed = centred.broadcast_div(&(var + 1e-6)?.sqrt()?)?;
+    normed.broadcast_mul(&(scale + 1.0)?)?.broadcast_add(shift)
+}
+
+struct ModulatedLayerNorm {
+    eps: f64,
+}
+
+impl CustomOp3 for ModulatedLayerNorm {
+    fn name(&self) -> &'static str {
+        "pictor-modulated-layer-norm"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let x = f32_slice(s1, l1, self.name())?;
+        let shift = f32_slice(s2, l2, self.name())?;
+        let scale = f32_slice(s3, l3, self.name())?;
+        let (b, len, hidden) = l1.shape().dims3()?;
+        if l2.dims() != [b, 1, hidden] || l3.dims() != [b, 1, hidden] {
+            candle::bail!(
+                "pictor-modulated-layer-norm: shift {:?} and scale {:?} for x {:?}",
+                l2.dims(),
+                l3.dims(),
+                l1.dims()
+            );
+        }
+        let mut out = vec![0f32; x.len()];
+        if hidden > 0 && len > 0 {
+            out.par_chunks_mut(hidden)
+                .zip(x.par_chunks(hidden))
+                .enumerate()
+                .for_each(|(r, (out, x))| {
+                    let at = r / len * hidden;
+                    modulate_row(
+                        out,
+                        x,
+                        &shift[at..at + hidden],
+                        &scale[at..at + hidden],
+                        self.eps,
+                    );
+                });
+        }
+        Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
+}
+
+widest_simd! {
+    fn modulate_row(out: &mut [f32], x: &[f32], shift: &[f32], scale: &[f32], eps: f64) => modulate_row_body
+}
+
+#[inline(always)]
+fn modulate_row_body(out: &mut [f32], x: &[f32], shift: &[f32], scale: &[f32], eps: f64) {
+    let n = x.len() as f64;
+    let mean = sum_f64(x, |v| v) / n;
+    let centre = mean as f32;
+    let var = sum_f64(x, |v| (v - centre) * (v - centre)) / n;
+    let rstd = (1.0 / (var + eps).sqrt()) as f32;
+    for (((o, &x), &sh), &sc) in out.iter_mut().zip(x).zip(shift).zip(scale) {
+        *o = (x - centre) * rstd * (1.0 + sc) + sh;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -191,6 +276,34 @@ mod tests {
         let norm = GroupNorm::new(w, b, 2, 1e-5).unwrap();
         let want = norm.inner.forward(&x).unwrap();
         assert!(max_abs_diff(&norm.forward(&x).unwrap(), &want) < 2e-5);
+    }
+
+    /// The fused adaptive layer norm against candle's operations, a batch of two with its own
+    /// modulations, and a row far from zero.
+    #[test]
+    fn modulated_layer_norm_matches_candle() {
+        let dev = Device::Cpu;
+        let x = (Tensor::randn(0f32, 2f32, (2, 7, 96), &dev).unwrap() + 30.0).unwrap();
+        let shift = Tensor::randn(0f32, 1f32, (2, 1, 96), &dev).unwrap();
+        let scale = Tensor::randn(0f32, 1f32, (2, 1, 96), &dev).unwrap();
+        let got = modulated_layer_norm(&x, &shift, &scale).unwrap();
+        let mean = x.mean_keepdim(2).unwrap();
+        let c = x.broadcast_sub(&mean).unwrap();
+        let var = c.sqr().unwrap().mean_keepdim(2).unwrap();
+        let want = c
+            .broadcast_div(&(var + 1e-6).unwrap().sqrt().unwrap())
+            .unwrap()
+            .broadcast_mul(&(&scale + 1.0).unwrap())
+            .unwrap()
+            .broadcast_add(&shift)
+            .unwrap();
+        assert!(
+            max_abs_diff(&got, &want) < 2e-5,
+            "{}",
+            max_abs_diff(&got, &want)
+        );
+        let bad = Tensor::zeros((1, 1, 95), DType::F32, &dev).unwrap();
+        assert!(modulated_layer_norm(&x, &bad, &bad).is_err());
     }
 
     #[test]

@@ -18,8 +18,9 @@ use candle::{D, Module, Result, Tensor};
 use serde_json::Value;
 
 use crate::DiffusionError;
-use crate::flux::model::{RmsNorm, layer_norm, timestep_embedding_scaled};
+use crate::flux::model::{RmsNorm, timestep_embedding_scaled};
 use crate::flux::weights::{QLinear, Weight, WeightMap, cat_rows, rows};
+use crate::net::norm::modulated_layer_norm;
 
 /// The transformer's shape.
 #[derive(Debug, Clone, PartialEq)]
@@ -429,9 +430,9 @@ struct Mod {
 }
 
 impl Mod {
-    fn apply(&self, xs: &Tensor) -> Result<Tensor> {
-        xs.broadcast_mul(&(&self.scale + 1.)?)?
-            .broadcast_add(&self.shift)
+    /// `LayerNorm(xs) · (1 + scale) + shift`, fused.
+    fn norm_apply(&self, xs: &Tensor) -> Result<Tensor> {
+        modulated_layer_norm(xs, &self.shift, &self.scale)
     }
 }
 
@@ -602,7 +603,7 @@ impl Side {
         }
         match &self.mlp {
             Some(mlp) => {
-                let ff = mlp.forward(&m[1].apply(&layer_norm(&xs)?)?)?;
+                let ff = mlp.forward(&m[1].norm_apply(&xs)?)?;
                 &xs + m[1].gate.broadcast_mul(&ff)?
             }
             None => Ok(xs),
@@ -629,9 +630,8 @@ impl JointBlock {
         let (cq, ck, cv) = self
             .context
             .attn
-            .qkv(&cm[0].apply(&layer_norm(context)?)?, self.heads)?;
-        let x_norm = layer_norm(x)?;
-        let (xq, xk, xv) = self.x.attn.qkv(&xm[0].apply(&x_norm)?, self.heads)?;
+            .qkv(&cm[0].norm_apply(context)?, self.heads)?;
+        let (xq, xk, xv) = self.x.attn.qkv(&xm[0].norm_apply(x)?, self.heads)?;
         let n_ctx = context.dim(1)?;
         let joint = attention(
             &Tensor::cat(&[&cq, &xq], 2)?,
@@ -642,7 +642,7 @@ impl JointBlock {
         let x_attn = joint.narrow(1, n_ctx, joint.dim(1)? - n_ctx)?;
         let x_attn2 = match (&self.x.attn2, xm.get(2)) {
             (Some(a2), Some(m2)) => {
-                let (q, k, v) = a2.qkv(&m2.apply(&x_norm)?, self.heads)?;
+                let (q, k, v) = a2.qkv(&m2.norm_apply(x)?, self.heads)?;
                 Some(attention(&q, &k, &v)?)
             }
             _ => None,
@@ -782,11 +782,9 @@ impl Mmdit {
             x = xs;
         }
         let m = chunks(&self.final_mod, &c, 2)?;
-        let out = self.final_linear.forward(
-            &layer_norm(&x)?
-                .broadcast_mul(&(&m[1] + 1.0)?)?
-                .broadcast_add(&m[0])?,
-        )?;
+        let out = self
+            .final_linear
+            .forward(&modulated_layer_norm(&x, &m[0], &m[1])?)?;
         // "nhwpqc -> nchpwq"
         let co = self.cfg.out_channels;
         out.reshape((b, rows, cols, p, p, co))?

@@ -113,7 +113,7 @@ pub enum AdminRequest {
     /// given come from the model's family preset.
     ModelMap {
         tier: String,
-        mapping: crate::store::models::TierMapping,
+        mapping: Box<crate::store::models::TierMapping>,
     },
     ModelUnmap {
         tier: String,

@@ -1114,6 +1114,53 @@ async fn flux_models_are_installed_mapped_and_draw() {
     assert!(mean < 8.0, "GGUF against float: mean difference {mean}/255");
     let models: Value = json_of(server.http().get(server.url("/api/pictor/v1/models"))).await;
     assert!(models.to_string().contains("diffusion:flux"), "{models}");
+
+    // `pictor render` by installed name with the GGUF transformer.
+    let out = d.join("flux.png");
+    let (code, _, err) = run_cli(
+        &d,
+        &[
+            "render",
+            "--model",
+            "flux",
+            "--prompt",
+            "a photo of a red car",
+            "--transformer",
+            gguf.to_str().unwrap(),
+            "--steps",
+            "2",
+            "--width",
+            "64",
+            "--height",
+            "64",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let params = pictor::render::encode::read_parameters(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(
+        params.contains("Distilled CFG Scale: 3.5") && params.contains("Model: flux"),
+        "{params}"
+    );
+    let (code, _, err) = run_cli(
+        &d,
+        &[
+            "render",
+            "--model",
+            "flux",
+            "--prompt",
+            "a cat",
+            "--negative-prompt",
+            "blurry",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("no negative prompt"), "{err}");
 }
 
 /// SD 3.5: a diffusers folder is recognised (family from the name for Large Turbo), mapped
@@ -1247,6 +1294,20 @@ async fn sd3_models_are_installed_mapped_and_draw() {
     );
 
     let key = common::cli_user_key(&d, "s@example.com", 50);
+    // PRO: no watermark, so the server's pictures compare with `pictor render`'s.
+    cli_json(
+        &d,
+        &[
+            "user",
+            "update",
+            "--email",
+            "s@example.com",
+            "--pro",
+            "true",
+            "--json",
+        ],
+        None,
+    );
     let server = spawn_server(&d, &[]);
     let a = generate(&server, &key, "fast", 7).await;
     let b = generate(&server, &key, "fast", 7).await;
@@ -1306,4 +1367,87 @@ async fn sd3_models_are_installed_mapped_and_draw() {
     assert!(max > min + 20, "a picture, not a flat field: {min}..{max}");
     let models: Value = json_of(server.http().get(server.url("/api/pictor/v1/models"))).await;
     assert!(models.to_string().contains("diffusion:sd3"), "{models}");
+
+    // `pictor render` with the folder (by path) draws the tier's picture: same seed, settings,
+    // the prompt as written (the server's enhancement off).
+    let plain = generate_with(
+        &server,
+        &key,
+        json!({"model": "fast", "seed": 7, "enhance": false}),
+    )
+    .await;
+    let pa = image::load_from_memory(&plain).unwrap().to_rgb8();
+    let out = d.join("sd3.png");
+    let (code, _, err) = run_cli(
+        &d,
+        &[
+            "render",
+            "--model",
+            medium.to_str().unwrap(),
+            "--prompt",
+            "a photo of a red car",
+            "--negative-prompt",
+            "blurry",
+            "--steps",
+            "2",
+            "--width",
+            "64",
+            "--height",
+            "64",
+            "--seed",
+            "7",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let png = std::fs::read(&out).unwrap();
+    let params = pictor::render::encode::read_parameters(&png).unwrap();
+    assert!(
+        params.contains("Steps: 2, Sampler: Euler, Schedule type: Simple, CFG scale: 4.5"),
+        "{params}"
+    );
+    let pr = image::load_from_memory(&png).unwrap().to_rgb8();
+    assert_eq!((pr.width(), pr.height()), (64, 64));
+    let pr = image::imageops::resize(
+        &pr,
+        pa.width(),
+        pa.height(),
+        image::imageops::FilterType::Triangle,
+    );
+    let mean = pa
+        .as_raw()
+        .iter()
+        .zip(pr.as_raw())
+        .map(|(&x, &y)| (f64::from(x) - f64::from(y)).abs())
+        .sum::<f64>()
+        / pa.as_raw().len() as f64;
+    // The tier's picture is the 64² one fitted to the tier's size, compared at that size.
+    assert!(
+        mean < 3.0,
+        "render against the tier ({}×{}): mean difference {mean}/255",
+        pa.width(),
+        pa.height()
+    );
+    // What SD 3 does not do is refused before anything loads.
+    for (prompt, extra, why) in [
+        ("a cat", vec!["--sampler", "dpm++_2m"], "one sampler"),
+        ("a cat", vec!["--width", "72"], "multiple of 16"),
+        ("a cat <lora:ink:1>", vec![], "LoRAs"),
+    ] {
+        let mut args = vec![
+            "render",
+            "--model",
+            medium.to_str().unwrap(),
+            "--prompt",
+            prompt,
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(extra.iter().copied());
+        let (code, _, err) = run_cli(&d, &args, None);
+        assert_ne!(code, 0, "{extra:?}");
+        assert!(err.contains(why), "{prompt} {extra:?}: {err}");
+    }
 }

@@ -90,7 +90,7 @@ pub enum Command {
     Keys(KeysCommand),
     /// Install, list and remove diffusion models (diffusers folders or single-file checkpoints).
     #[command(subcommand)]
-    Models(ModelsCommand),
+    Models(Box<ModelsCommand>),
     /// Render one picture to a file with the built-in renderer (no server needed).
     Render(Box<render::RenderArgs>),
     /// Inference servers (model backends) of the running server.
@@ -938,7 +938,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
                 dir,
                 AdminRequest::ModelMap {
                     tier: tier.clone(),
-                    mapping,
+                    mapping: Box::new(mapping),
                 },
             )
             .await?;

@@ -93,6 +93,14 @@ pub struct RenderArgs {
     /// tokenizers to use instead of those read off the checkpoint.
     #[arg(long)]
     pub model_config: Option<PathBuf>,
+    /// FLUX and SD 3: the transformer as one file (a GGUF, or ComfyUI's / Stability AI's
+    /// .safetensors) in place of the folder's transformer/ (default: the tier mapping's).
+    #[arg(long)]
+    pub transformer: Option<PathBuf>,
+    /// FLUX and SD 3: the T5 encoder as one file (a GGUF such as
+    /// t5-v1_1-xxl-encoder-Q8_0.gguf) in place of the folder's (default: the tier mapping's).
+    #[arg(long)]
+    pub t5: Option<PathBuf>,
     /// Output PNG file.
     #[arg(long)]
     pub out: PathBuf,
@@ -455,12 +463,15 @@ async fn diffuse(
     use crate::catalog::NoiseKind;
     use crate::render::diffusion::renderer::{parse_schedule, render_details, to_picture};
     use crate::render::diffusion::scheduler::Sampler;
-    use crate::render::diffusion::{NoControl, Pipeline, Request, noise};
+    use crate::render::diffusion::{ModelSource, NoControl, Pipeline, Request, noise};
 
     let (name, source, hash, preset) = resolve_model(args, model, from_png, data_dir).await?;
     // What the flags and a PNG leave open: the tier's mapping, else the model family's preset
     // (a Turbo model runs 1 step without guidance, not 20 at CFG 7).
     let defaults = mapped.cloned().or(preset).unwrap_or_default();
+    if matches!(source, ModelSource::Flux { .. } | ModelSource::Sd3 { .. }) {
+        return diffuse_transformer(args, name, source, hash, &defaults).await;
+    }
     let default_str = |k: &str| defaults.get(k).and_then(|v| v.as_str()).map(str::to_owned);
     let sampler_name = args.sampler.clone().or_else(|| default_str("sampler"));
     let (sampler, named_karras) = match &sampler_name {
@@ -696,6 +707,186 @@ async fn diffuse(
     Ok((picture, params))
 }
 
+/// A picture from a FLUX.1 or SD 3 model: its family's steps and guidance unless given, the
+/// flow-matching Euler sampler; SD 3 takes a negative prompt, FLUX none. Edits, LoRAs and other
+/// samplers are refused before anything loads.
+#[cfg(feature = "diffusion")]
+async fn diffuse_transformer(
+    args: &RenderArgs,
+    name: String,
+    mut source: crate::render::diffusion::ModelSource,
+    hash: String,
+    defaults: &serde_json::Value,
+) -> anyhow::Result<(render::Picture, PngParameters)> {
+    use crate::catalog::NoiseKind;
+    use crate::render::diffusion::ModelSource;
+    use crate::render::diffusion::renderer::{flux_details, sd3_details, to_picture};
+    use crate::render::diffusion::{NoControl, noise};
+
+    let flux = matches!(source, ModelSource::Flux { .. });
+    let family = if flux { "FLUX" } else { "SD 3" };
+    anyhow::ensure!(
+        args.edit.is_none(),
+        "{family} models do not edit pictures yet: use an SD 1.x/2.x/XL model for --edit"
+    );
+    let prompt = args.prompt.clone().unwrap_or_default();
+    anyhow::ensure!(!prompt.trim().is_empty(), "--prompt is required");
+    let (words, tags) = render::lora_tags::parse(&prompt).map_err(anyhow::Error::msg)?;
+    anyhow::ensure!(
+        tags.is_empty(),
+        "LoRAs on {family} models are not supported yet"
+    );
+    if let Some(s) = &args.sampler {
+        anyhow::ensure!(
+            s.eq_ignore_ascii_case("euler"),
+            "{family} models have one sampler: euler"
+        );
+    }
+    if let Some(s) = &args.schedule {
+        anyhow::ensure!(
+            s.eq_ignore_ascii_case("automatic"),
+            "{family} models have one schedule: automatic"
+        );
+    }
+    let default_str = |k: &str| defaults.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+    let negative = args
+        .negative_prompt
+        .clone()
+        .or_else(|| default_str("negative_prompt"))
+        .unwrap_or_default();
+    anyhow::ensure!(
+        !flux || negative.is_empty(),
+        "FLUX models take no negative prompt"
+    );
+    let steps = args
+        .steps
+        .or_else(|| {
+            defaults
+                .get("steps")
+                .and_then(|v| v.as_u64())
+                .map(|v| v as usize)
+        })
+        .unwrap_or(20);
+    anyhow::ensure!((1..=150).contains(&steps), "--steps must be from 1 to 150");
+    let guidance = args
+        .guidance
+        .or_else(|| defaults.get("guidance").and_then(|v| v.as_f64()))
+        .unwrap_or(if flux { 3.5 } else { 4.5 });
+    anyhow::ensure!(
+        (0.0..=30.0).contains(&guidance),
+        "--guidance must be from 0 to 30"
+    );
+    let native = defaults
+        .get("size")
+        .and_then(|v| v.as_u64())
+        .map_or(1024, |v| v as usize);
+    let (width, height) = (args.width.unwrap_or(native), args.height.unwrap_or(native));
+    for (flag, v) in [("--width", width), ("--height", height)] {
+        anyhow::ensure!(
+            v.is_multiple_of(16) && (64..=4096).contains(&v),
+            "{flag} must be a multiple of 16 from 64 to 4096 for {family} models (got {v})"
+        );
+    }
+    let kind = match &args.noise {
+        None => NoiseKind::TorchCpu,
+        Some(n) => NoiseKind::parse(n)
+            .with_context(|| format!("unknown noise source {n:?}; use torch-cpu or a1111-gpu"))?,
+    };
+    let seed = args.seed.unwrap_or(1);
+    // The tier mapping's part files when the flags name none.
+    let mapped_file = |k: &str| default_str(k).map(PathBuf::from);
+    match &mut source {
+        ModelSource::Flux { files, .. } => {
+            files.transformer = files
+                .transformer
+                .take()
+                .or_else(|| mapped_file("transformer"));
+            files.text_encoder_2 = files
+                .text_encoder_2
+                .take()
+                .or_else(|| mapped_file("text_encoder_2"));
+        }
+        ModelSource::Sd3 { files, .. } => {
+            files.transformer = files
+                .transformer
+                .take()
+                .or_else(|| mapped_file("transformer"));
+            files.text_encoder_3 = files
+                .text_encoder_3
+                .take()
+                .or_else(|| mapped_file("text_encoder_3"));
+        }
+        _ => {}
+    }
+    let started = std::time::Instant::now();
+    let device = crate::render::diffusion::device();
+    let (rgb, details) = tokio::task::spawn_blocking(move || {
+        let mut n = noise::source(kind, seed);
+        let who = (name.as_str(), hash.as_str());
+        let made = match &source {
+            ModelSource::Flux { dir, files } => {
+                let f = crate::render::diffusion::flux::FluxPipeline::load_diffusers(
+                    dir, files, &device,
+                )?;
+                let rgb = f.txt2img(
+                    &words,
+                    n.as_mut(),
+                    width,
+                    height,
+                    steps,
+                    guidance as f32,
+                    &NoControl,
+                )?;
+                (
+                    rgb,
+                    flux_details(&f, steps, guidance, (width, height), who, kind),
+                )
+            }
+            ModelSource::Sd3 { dir, files } => {
+                let f = crate::render::diffusion::sd3::Sd3Pipeline::load_diffusers(
+                    dir, files, &device,
+                )?;
+                let rgb = f.txt2img(
+                    &words,
+                    &negative,
+                    n.as_mut(),
+                    width,
+                    height,
+                    steps,
+                    guidance as f32,
+                    &NoControl,
+                )?;
+                let details = sd3_details(&negative, steps, guidance, (width, height), who, kind);
+                (rgb, details)
+            }
+            _ => {
+                return Err(crate::render::diffusion::DiffusionError::Model(
+                    "not a FLUX or SD 3 model".into(),
+                ));
+            }
+        };
+        Ok::<_, crate::render::diffusion::DiffusionError>((made, name))
+    })
+    .await?
+    .map(|((rgb, details), name)| (rgb, (details, name)))
+    .context("rendering")?;
+    let (details, name) = details;
+    let picture = to_picture(rgb, width, height, width as u32, height as u32)?;
+    eprintln!(
+        "{name}: {width}x{height}, Euler {steps} steps, seed {seed}, {kind} noise, {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let params = PngParameters {
+        prompt,
+        seed,
+        model: name,
+        kind: "generate",
+        details: Some(details),
+        scene: None,
+    };
+    Ok((picture, params))
+}
+
 /// The installed models, if there is a store (rendering never creates one).
 #[cfg(feature = "diffusion")]
 async fn installed_records(
@@ -793,15 +984,38 @@ async fn resolve_model(
     // The hash a PNG records: A1111's (the file's SHA-256, first 10 digits) for a single file,
     // Pictor's quick hash for a diffusers folder.
     let from_path = |path: &Path, name: String, sha256: Option<&str>| -> anyhow::Result<_> {
-        if crate::render::diffusion::flux::FluxPipeline::is_flux_folder(path)
-            || crate::render::diffusion::sd3::Sd3Pipeline::is_sd3_folder(path)
-        {
-            bail!(
-                "{}: FLUX and SD 3 models draw through the server's tiers for now (`pictor models add` it, then `pictor models map fast NAME`)",
-                path.display()
-            );
+        let flux = crate::render::diffusion::flux::FluxPipeline::is_flux_folder(path);
+        let sd3 = crate::render::diffusion::sd3::Sd3Pipeline::is_sd3_folder(path);
+        if !flux && !sd3 && (args.transformer.is_some() || args.t5.is_some()) {
+            bail!("--transformer and --t5 are for FLUX and SD 3 models");
         }
-        let (source, hash) = if path.join("model_index.json").is_file() {
+        let (source, hash) = if flux {
+            let files = crate::render::diffusion::flux::FluxFiles {
+                transformer: args.transformer.clone(),
+                text_encoder_2: args.t5.clone(),
+                quantise_float: None,
+            };
+            (
+                ModelSource::Flux {
+                    dir: path.to_path_buf(),
+                    files,
+                },
+                load::quick_hash(path),
+            )
+        } else if sd3 {
+            let files = crate::render::diffusion::sd3::Sd3Files {
+                transformer: args.transformer.clone(),
+                text_encoder_3: args.t5.clone(),
+                quantise_float: None,
+            };
+            (
+                ModelSource::Sd3 {
+                    dir: path.to_path_buf(),
+                    files,
+                },
+                load::quick_hash(path),
+            )
+        } else if path.join("model_index.json").is_file() {
             (
                 ModelSource::Diffusers(path.to_path_buf()),
                 load::quick_hash(path),

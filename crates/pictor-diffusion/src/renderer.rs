@@ -82,6 +82,9 @@ impl ModelMapping {
     }
 }
 
+/// The side FLUX.1 and SD 3 are trained at (their presets' size), for a mapping without one.
+const TRANSFORMER_SIZE: usize = 1024;
+
 /// A loaded model: a Stable Diffusion (1.x, 2.x, XL) pipeline, a FLUX.1 one or an SD 3 one.
 pub enum Engine {
     Sd(Box<Pipeline>),
@@ -392,7 +395,7 @@ impl DiffusionRenderer {
         (out_w, out_h): (u32, u32),
         control: &RenderControl,
     ) -> Result<Picture, RenderError> {
-        let long = m.size.unwrap_or(1024);
+        let long = m.size.unwrap_or(TRANSFORMER_SIZE);
         let (width, height) = working_size(long, out_w, out_h);
         control.set_progress(0.02);
         let kind = spec.noise.unwrap_or(m.noise);
@@ -410,25 +413,14 @@ impl DiffusionRenderer {
             )
             .map_err(failed)?;
         self.note_time(&m.name, started);
-        let distilled = f.transformer.config().guidance_embed;
-        control.set_details(RenderDetails {
-            negative_prompt: String::new(),
-            steps: m.steps,
-            sampler: "Euler".into(),
-            schedule: "Simple",
-            guidance: 1.0,
-            size: (width as u32, height as u32),
-            model_name: m.name.clone(),
-            model_hash: m.hash.clone(),
-            noise: kind.as_str(),
-            rng: kind.a1111_rng(),
-            strength: None,
-            edit_mode: None,
-            image_guidance: None,
-            exact: Vec::new(),
-            loras: Vec::new(),
-            distilled_guidance: distilled.then_some(m.guidance),
-        });
+        control.set_details(flux_details(
+            f,
+            m.steps,
+            m.guidance,
+            (width, height),
+            (&m.name, &m.hash),
+            kind,
+        ));
         control.set_progress(1.0);
         to_picture(rgb, width, height, out_w, out_h)
     }
@@ -446,7 +438,7 @@ impl DiffusionRenderer {
         (out_w, out_h): (u32, u32),
         control: &RenderControl,
     ) -> Result<Picture, RenderError> {
-        let long = m.size.unwrap_or(1024);
+        let long = m.size.unwrap_or(TRANSFORMER_SIZE);
         let (width, height) = working_size(long, out_w, out_h);
         control.set_progress(0.02);
         let kind = spec.noise.unwrap_or(m.noise);
@@ -465,26 +457,76 @@ impl DiffusionRenderer {
             )
             .map_err(failed)?;
         self.note_time(&m.name, started);
-        control.set_details(RenderDetails {
-            negative_prompt: m.negative_prompt.clone(),
-            steps: m.steps,
-            sampler: "Euler".into(),
-            schedule: "Simple",
-            guidance: m.guidance,
-            size: (width as u32, height as u32),
-            model_name: m.name.clone(),
-            model_hash: m.hash.clone(),
-            noise: kind.as_str(),
-            rng: kind.a1111_rng(),
-            strength: None,
-            edit_mode: None,
-            image_guidance: None,
-            exact: Vec::new(),
-            loras: Vec::new(),
-            distilled_guidance: None,
-        });
+        control.set_details(sd3_details(
+            &m.negative_prompt,
+            m.steps,
+            m.guidance,
+            (width, height),
+            (&m.name, &m.hash),
+            kind,
+        ));
         control.set_progress(1.0);
         to_picture(rgb, width, height, out_w, out_h)
+    }
+}
+
+/// How a FLUX.1 model made a picture, as Forge writes it: Euler, "Simple", CFG scale 1, and
+/// dev's guidance input as "Distilled CFG Scale".
+pub fn flux_details(
+    f: &FluxPipeline,
+    steps: usize,
+    guidance: f64,
+    (width, height): (usize, usize),
+    (model_name, model_hash): (&str, &str),
+    noise: NoiseKind,
+) -> RenderDetails {
+    let distilled = f.transformer.config().guidance_embed;
+    RenderDetails {
+        negative_prompt: String::new(),
+        steps,
+        sampler: "Euler".into(),
+        schedule: "Simple",
+        guidance: 1.0,
+        size: (width as u32, height as u32),
+        model_name: model_name.to_owned(),
+        model_hash: model_hash.to_owned(),
+        noise: noise.as_str(),
+        rng: noise.a1111_rng(),
+        strength: None,
+        edit_mode: None,
+        image_guidance: None,
+        exact: Vec::new(),
+        loras: Vec::new(),
+        distilled_guidance: distilled.then_some(guidance),
+    }
+}
+
+/// How an SD 3 model made a picture: Euler, "Simple", its guidance and negative prompt.
+pub fn sd3_details(
+    negative_prompt: &str,
+    steps: usize,
+    guidance: f64,
+    (width, height): (usize, usize),
+    (model_name, model_hash): (&str, &str),
+    noise: NoiseKind,
+) -> RenderDetails {
+    RenderDetails {
+        negative_prompt: negative_prompt.to_owned(),
+        steps,
+        sampler: "Euler".into(),
+        schedule: "Simple",
+        guidance,
+        size: (width as u32, height as u32),
+        model_name: model_name.to_owned(),
+        model_hash: model_hash.to_owned(),
+        noise: noise.as_str(),
+        rng: noise.a1111_rng(),
+        strength: None,
+        edit_mode: None,
+        image_guidance: None,
+        exact: Vec::new(),
+        loras: Vec::new(),
+        distilled_guidance: None,
     }
 }
 

@@ -628,7 +628,7 @@ pub async fn map_post(
     }
     let req = AdminRequest::ModelMap {
         tier: f.tier.clone(),
-        mapping,
+        mapping: Box::new(mapping),
     };
     match run_as(&state, &me.user, req).await {
         Ok(_) => Ok(redirect("/admin/models?done=map")),

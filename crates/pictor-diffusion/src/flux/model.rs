@@ -12,7 +12,7 @@
 //! - the attention is the engine's (blocked on the CPU, [`crate::net::attention::scaled_dot_product`]);
 //! - shapes are checked against the configuration when the weights are read.
 
-use candle::{D, DType, Device, IndexOp, Module, Result, Tensor};
+use candle::{D, Device, IndexOp, Module, Result, Tensor};
 use serde_json::Value;
 
 use super::weights::{QLinear, WeightMap};
@@ -649,10 +649,5 @@ impl Flux {
         let (shift, scale) = (m[0].unsqueeze(1)?, m[1].unsqueeze(1)?);
         let img = crate::net::norm::modulated_layer_norm(&img, &shift, &scale)?;
         self.final_linear.forward(&img)
-    }
-
-    /// The dtype the network computes in.
-    pub fn dtype(&self) -> DType {
-        DType::F32
     }
 }

@@ -381,28 +381,32 @@ impl T5Tokenizer {
         Ok(T5Tokenizer { inner, pad_id })
     }
 
-    /// The ids for `text`, exactly `max_len` of them.
+    /// The ids for `text`, exactly `max_len` of them: as the tokenizer with truncation to
+    /// `max_len` and fixed padding would make them (the text's pieces cut to leave room for
+    /// what the post-processor appends — T5's `</s>` — then `<pad>`), without cloning the
+    /// tokenizer to set those options per call.
     pub fn encode(
         &self,
         text: &str,
         max_len: usize,
     ) -> std::result::Result<Vec<u32>, DiffusionError> {
-        let mut t = self.inner.clone();
-        t.with_truncation(Some(tokenizers::TruncationParams {
-            max_length: max_len,
-            ..Default::default()
-        }))
-        .map_err(|e| DiffusionError::Model(format!("T5 tokenizer: {e}")))?;
-        t.with_padding(Some(tokenizers::PaddingParams {
-            strategy: tokenizers::PaddingStrategy::Fixed(max_len),
-            pad_id: self.pad_id,
-            pad_token: "<pad>".into(),
-            ..Default::default()
-        }));
-        let enc = t
-            .encode(text, true)
-            .map_err(|e| DiffusionError::Invalid(format!("T5 tokenizer: {e}")))?;
-        Ok(enc.get_ids().to_vec())
+        use tokenizers::PostProcessor;
+        let err = |e: tokenizers::Error| DiffusionError::Invalid(format!("T5 tokenizer: {e}"));
+        let mut enc = self.inner.encode(text, false).map_err(err)?;
+        let added = self
+            .inner
+            .get_post_processor()
+            .map_or(0, |p| p.added_tokens(false));
+        enc.truncate(
+            max_len.saturating_sub(added),
+            0,
+            tokenizers::TruncationDirection::Right,
+        );
+        let enc = self.inner.post_process(enc, None, true).map_err(err)?;
+        let mut ids = enc.get_ids().to_vec();
+        ids.truncate(max_len);
+        ids.resize(max_len, self.pad_id);
+        Ok(ids)
     }
 
     /// The ids without truncation or padding (`</s>` appended).

@@ -870,6 +870,23 @@ fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
     })
 }
 
+/// Bytes and tensors of the components' weights that are present (each header checked): a
+/// transformer folder's big parts may be left out for single files named by the mapping.
+fn present_weights(dir: &Path, components: &[&str]) -> Result<(u64, usize), ModelError> {
+    let (mut bytes, mut tensors) = (0u64, 0usize);
+    for c in components {
+        if !dir.join(c).is_dir() {
+            continue;
+        }
+        for w in component_weights(&dir.join(c))? {
+            let header = safetensors_header(&w)?;
+            tensors += header.len();
+            bytes = bytes.saturating_add(std::fs::metadata(&w).map_err(io(&w))?.len());
+        }
+    }
+    Ok((bytes, tensors))
+}
+
 /// A diffusers FLUX.1 folder (`FluxPipeline`): CLIP-L, T5 (`text_encoder_2`, which may be
 /// left out when the mapping names a T5 file), the transformer (which may likewise be left out
 /// for a single file or GGUF), the 16-channel VAE, the flow-matching scheduler.
@@ -901,17 +918,10 @@ fn inspect_flux(dir: &Path, index: &Value) -> Result<ModelInfo, ModelError> {
     } else {
         false
     };
-    let (mut bytes, mut tensors) = (0u64, 0usize);
-    for c in ["transformer", "vae", "text_encoder", "text_encoder_2"] {
-        if !dir.join(c).is_dir() {
-            continue;
-        }
-        for w in component_weights(&dir.join(c))? {
-            let header = safetensors_header(&w)?;
-            tensors += header.len();
-            bytes = bytes.saturating_add(std::fs::metadata(&w).map_err(io(&w))?.len());
-        }
-    }
+    let (bytes, tensors) = present_weights(
+        dir,
+        &["transformer", "vae", "text_encoder", "text_encoder_2"],
+    )?;
     Ok(ModelInfo {
         layout: Layout::Diffusers,
         kind: Kind::Pipeline,
@@ -952,23 +962,16 @@ fn inspect_sd3(dir: &Path, index: &Value) -> Result<ModelInfo, ModelError> {
         bounded::check_file(&t5_tok, 16 * bounded::CONFIG_MAX, "a tokenizer file")
             .map_err(file_error)?;
     }
-    let (mut bytes, mut tensors) = (0u64, 0usize);
-    for c in [
-        "transformer",
-        "vae",
-        "text_encoder",
-        "text_encoder_2",
-        "text_encoder_3",
-    ] {
-        if !dir.join(c).is_dir() {
-            continue;
-        }
-        for w in component_weights(&dir.join(c))? {
-            let header = safetensors_header(&w)?;
-            tensors += header.len();
-            bytes = bytes.saturating_add(std::fs::metadata(&w).map_err(io(&w))?.len());
-        }
-    }
+    let (bytes, tensors) = present_weights(
+        dir,
+        &[
+            "transformer",
+            "vae",
+            "text_encoder",
+            "text_encoder_2",
+            "text_encoder_3",
+        ],
+    )?;
     Ok(ModelInfo {
         layout: Layout::Diffusers,
         kind: Kind::Pipeline,

@@ -384,11 +384,12 @@ impl DiffusionRenderer {
 }
 
 impl DiffusionRenderer {
-    /// A picture from a FLUX.1 model: the mapping's steps; its guidance is FLUX.1-dev's
-    /// guidance input (schnell has none); no negative prompt, no classifier-free guidance.
-    fn generate_flux(
+    /// A picture from a FLUX.1 or SD 3 model (`engine` is one of them): the mapping's steps and
+    /// guidance (FLUX.1-dev's guidance input; SD 3's classifier-free guidance, with the
+    /// mapping's negative prompt), the flow-matching Euler sampler.
+    fn generate_transformer(
         &self,
-        f: &FluxPipeline,
+        engine: &Engine,
         m: &ModelMapping,
         spec: &GenerateSpec,
         prompt: &str,
@@ -401,70 +402,43 @@ impl DiffusionRenderer {
         let kind = spec.noise.unwrap_or(m.noise);
         let mut noise = super::noise::source(kind, spec.seed);
         let started = std::time::Instant::now();
-        let rgb = f
-            .txt2img(
-                prompt,
-                noise.as_mut(),
-                width,
-                height,
-                m.steps,
-                m.guidance as f32,
-                &Control(control),
-            )
-            .map_err(failed)?;
+        let (steps, guidance, size, who) =
+            (m.steps, m.guidance, (width, height), (&*m.name, &*m.hash));
+        let (rgb, details) = match engine {
+            Engine::Flux(f) => (
+                f.txt2img(
+                    prompt,
+                    noise.as_mut(),
+                    width,
+                    height,
+                    steps,
+                    guidance as f32,
+                    &Control(control),
+                ),
+                flux_details(f, steps, guidance, size, who, kind),
+            ),
+            Engine::Sd3(f) => (
+                f.txt2img(
+                    prompt,
+                    &m.negative_prompt,
+                    noise.as_mut(),
+                    width,
+                    height,
+                    steps,
+                    guidance as f32,
+                    &Control(control),
+                ),
+                sd3_details(&m.negative_prompt, steps, guidance, size, who, kind),
+            ),
+            Engine::Sd(_) => {
+                return Err(RenderError::Failed(
+                    "a Stable Diffusion pipeline is not a transformer model".into(),
+                ));
+            }
+        };
+        let rgb = rgb.map_err(failed)?;
         self.note_time(&m.name, started);
-        control.set_details(flux_details(
-            f,
-            m.steps,
-            m.guidance,
-            (width, height),
-            (&m.name, &m.hash),
-            kind,
-        ));
-        control.set_progress(1.0);
-        to_picture(rgb, width, height, out_w, out_h)
-    }
-}
-
-impl DiffusionRenderer {
-    /// A picture from an SD 3 model: the mapping's steps, guidance and negative prompt
-    /// (classifier-free guidance above 1, as diffusers), the flow-matching Euler sampler.
-    fn generate_sd3(
-        &self,
-        f: &Sd3Pipeline,
-        m: &ModelMapping,
-        spec: &GenerateSpec,
-        prompt: &str,
-        (out_w, out_h): (u32, u32),
-        control: &RenderControl,
-    ) -> Result<Picture, RenderError> {
-        let long = m.size.unwrap_or(TRANSFORMER_SIZE);
-        let (width, height) = working_size(long, out_w, out_h);
-        control.set_progress(0.02);
-        let kind = spec.noise.unwrap_or(m.noise);
-        let mut noise = super::noise::source(kind, spec.seed);
-        let started = std::time::Instant::now();
-        let rgb = f
-            .txt2img(
-                prompt,
-                &m.negative_prompt,
-                noise.as_mut(),
-                width,
-                height,
-                m.steps,
-                m.guidance as f32,
-                &Control(control),
-            )
-            .map_err(failed)?;
-        self.note_time(&m.name, started);
-        control.set_details(sd3_details(
-            &m.negative_prompt,
-            m.steps,
-            m.guidance,
-            (width, height),
-            (&m.name, &m.hash),
-            kind,
-        ));
+        control.set_details(details);
         control.set_progress(1.0);
         to_picture(rgb, width, height, out_w, out_h)
     }
@@ -705,11 +679,15 @@ impl Renderer for DiffusionRenderer {
             .unwrap_or_else(|_| spec.prompt.clone());
         let pipeline = match &*engine {
             Engine::Sd(p) => p,
-            Engine::Flux(f) => {
-                return self.generate_flux(f, m, spec, &prompt, (out_w, out_h), control);
-            }
-            Engine::Sd3(f) => {
-                return self.generate_sd3(f, m, spec, &prompt, (out_w, out_h), control);
+            Engine::Flux(_) | Engine::Sd3(_) => {
+                return self.generate_transformer(
+                    &engine,
+                    m,
+                    spec,
+                    &prompt,
+                    (out_w, out_h),
+                    control,
+                );
             }
         };
         let long = m.size.unwrap_or(pipeline.sample_size * 8);

@@ -12,13 +12,13 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use candle::{Device, Tensor};
-use pictor_diffusion::noise::{NoiseSource, TorchCpu, TorchFill};
+use pictor_diffusion::noise::NoiseSource;
 use pictor_diffusion::sd3::{Sd3Conditioning, Sd3Files, Sd3Pipeline};
 use pictor_diffusion::{NoControl, to_rgb8};
 use serde_json::Value;
 
 mod common;
-use common::relative;
+use common::{close, ids, max_diff, noise, relative};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/sd3")
@@ -43,39 +43,6 @@ fn fixture(variant: &str, transformer: Option<&str>) -> Fixture {
     pipe.max_sequence_length = json["max_sequence_length"].as_u64().unwrap() as usize;
     let t = candle::safetensors::load(dir.join("reference.safetensors"), &Device::Cpu).unwrap();
     Fixture { pipe, t, json }
-}
-
-fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
-    assert_eq!(a.dims(), b.dims());
-    (a - b)
-        .unwrap()
-        .abs()
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .max(0)
-        .unwrap()
-        .to_scalar::<f32>()
-        .unwrap()
-}
-
-fn close(what: &str, got: &Tensor, want: &Tensor, tol: f32) {
-    let d = max_diff(got, want);
-    println!("{what}: max abs diff {d:.2e}");
-    assert!(d <= tol, "{what}: max abs diff {d} > {tol}");
-}
-
-fn ids(t: &Tensor) -> Vec<u32> {
-    t.to_vec1::<i64>()
-        .unwrap()
-        .into_iter()
-        .map(|x| x as u32)
-        .collect()
-}
-
-/// The fixtures' noise was drawn by ATen's portable kernel.
-fn noise(seed: u64) -> TorchCpu {
-    TorchCpu::with_fill(seed, TorchFill::Portable)
 }
 
 #[test]

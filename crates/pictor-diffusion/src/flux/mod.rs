@@ -310,28 +310,14 @@ impl FluxPipeline {
         bytes += tw.resident_bytes();
         let transformer = Flux::new(&cfg, &mut tw)?;
 
-        let vae_json = crate::read_json(&dir.join("vae/config.json"))?;
-        let (vae_cfg, vae_scale, _, _) = load::vae_config(&vae_json)?;
-        let vae_shift = vae_json
-            .get("shift_factor")
-            .and_then(Value::as_f64)
-            .unwrap_or(0.0);
-        if vae_cfg.latent_channels * 4 != cfg.in_channels {
+        if !cfg.in_channels.is_multiple_of(4) {
             return Err(DiffusionError::Model(format!(
-                "the transformer takes {} packed channels; the VAE makes {}-channel latents",
-                cfg.in_channels, vae_cfg.latent_channels
+                "the transformer takes {} channels: not 2×2 patches of latents",
+                cfg.in_channels
             )));
         }
-        let vae_files = weight_files(dir, "vae", "diffusion_pytorch_model.safetensors")?;
-        for p in &vae_files {
-            bytes += crate::checked_header(p)?
-                .values()
-                .map(|t| t.f32_bytes())
-                .sum::<u64>();
-        }
-        // SAFETY: as above.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&vae_files, DType::F32, device)? };
-        let vae = AutoEncoderKL::new(vb, 3, 3, vae_cfg)?;
+        let (vae, vae_scale, vae_shift, vae_bytes) = load_vae16(dir, cfg.in_channels / 4, device)?;
+        bytes += vae_bytes;
 
         let schedule = FlowSchedule::from_json(&crate::read_json(
             &dir.join("scheduler/scheduler_config.json"),
@@ -479,6 +465,39 @@ impl FluxPipeline {
         let latents = self.denoise(&cond, latents, steps, guidance, (width, height), control)?;
         crate::to_rgb8(&self.decode_raw(&latents, width, height)?)
     }
+}
+
+/// The VAE of a FLUX or SD 3 folder (`vae/`), its latents checked to have `channels`
+/// channels: the network, its scaling and shift factors, and its bytes as float32.
+pub(crate) fn load_vae16(
+    dir: &Path,
+    channels: usize,
+    device: &Device,
+) -> Result<(AutoEncoderKL, f64, f64, u64), DiffusionError> {
+    let vae_json = crate::read_json(&dir.join("vae/config.json"))?;
+    let (vae_cfg, vae_scale, _, _) = load::vae_config(&vae_json)?;
+    let vae_shift = vae_json
+        .get("shift_factor")
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0);
+    if vae_cfg.latent_channels != channels {
+        return Err(DiffusionError::Model(format!(
+            "the transformer works on {channels} latent channels; the VAE's latents have {}",
+            vae_cfg.latent_channels
+        )));
+    }
+    let vae_files = weight_files(dir, "vae", "diffusion_pytorch_model.safetensors")?;
+    let mut bytes = 0u64;
+    for p in &vae_files {
+        bytes += crate::checked_header(p)?
+            .values()
+            .map(|t| t.f32_bytes())
+            .sum::<u64>();
+    }
+    // SAFETY: mapped read-only (see Pipeline::load_diffusers).
+    let vb = unsafe { VarBuilder::from_mmaped_safetensors(&vae_files, DType::F32, device)? };
+    let vae = AutoEncoderKL::new(vb, 3, 3, vae_cfg)?;
+    Ok((vae, vae_scale, vae_shift, bytes))
 }
 
 /// T5's weights: `files.text_encoder_2` (a GGUF with llama.cpp's names, or safetensors with

@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 
 use candle::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use serde_json::Value;
 
 use crate::flux::FlowSchedule;
 use crate::flux::t5::{T5Config, T5Encoder, T5Tokenizer};
@@ -195,28 +194,15 @@ impl Sd3Pipeline {
         bytes += tw.resident_bytes();
         let transformer = Mmdit::new(&cfg, &mut tw)?;
 
-        let vae_json = crate::read_json(&dir.join("vae/config.json"))?;
-        let (vae_cfg, vae_scale, _, _) = load::vae_config(&vae_json)?;
-        let vae_shift = vae_json
-            .get("shift_factor")
-            .and_then(Value::as_f64)
-            .unwrap_or(0.0);
-        if vae_cfg.latent_channels != cfg.in_channels || cfg.out_channels != cfg.in_channels {
+        if cfg.out_channels != cfg.in_channels {
             return Err(DiffusionError::Model(format!(
-                "the transformer takes {} latent channels and makes {}; the VAE's latents have {}",
-                cfg.in_channels, cfg.out_channels, vae_cfg.latent_channels
+                "the transformer takes {} latent channels and makes {}",
+                cfg.in_channels, cfg.out_channels
             )));
         }
-        let vae_files = load::weights_in(&dir.join("vae"), "diffusion_pytorch_model.safetensors")?;
-        for p in &vae_files {
-            bytes += crate::checked_header(p)?
-                .values()
-                .map(|t| t.f32_bytes())
-                .sum::<u64>();
-        }
-        // SAFETY: as above.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&vae_files, DType::F32, device)? };
-        let vae = AutoEncoderKL::new(vb, 3, 3, vae_cfg)?;
+        let (vae, vae_scale, vae_shift, vae_bytes) =
+            crate::flux::load_vae16(dir, cfg.in_channels, device)?;
+        bytes += vae_bytes;
         let schedule = FlowSchedule::from_json(&crate::read_json(
             &dir.join("scheduler/scheduler_config.json"),
         )?);

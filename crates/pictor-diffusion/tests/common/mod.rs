@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, dead_code)]
 
 use candle::{DType, Tensor};
+use pictor_diffusion::noise::{TorchCpu, TorchFill};
 
 /// Relative error of `got` against `want`: (RMS of the difference / RMS of `want`, max abs
 /// difference / max |want|).
@@ -27,4 +28,40 @@ pub fn relative(got: &Tensor, want: &Tensor) -> (f64, f64) {
         .fold(0.0, f64::max);
     let largest = w.iter().map(|x| x.abs()).fold(0.0, f64::max);
     (err / scale, worst / largest)
+}
+
+/// The largest absolute difference between two tensors of one shape.
+pub fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+    assert_eq!(a.dims(), b.dims());
+    (a - b)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap()
+}
+
+/// Asserts `got` within `tol` (max abs) of `want`, printing the difference.
+pub fn close(what: &str, got: &Tensor, want: &Tensor, tol: f32) {
+    let d = max_diff(got, want);
+    println!("{what}: max abs diff {d:.2e}");
+    assert!(d <= tol, "{what}: max abs diff {d} > {tol}");
+}
+
+/// Token ids stored as int64 by the fixture scripts.
+pub fn ids(t: &Tensor) -> Vec<u32> {
+    t.to_vec1::<i64>()
+        .unwrap()
+        .into_iter()
+        .map(|x| x as u32)
+        .collect()
+}
+
+/// The fixtures' noise was drawn by ATen's portable kernel.
+pub fn noise(seed: u64) -> TorchCpu {
+    TorchCpu::with_fill(seed, TorchFill::Portable)
 }

@@ -61,6 +61,7 @@ mod bench {
         ("flux", "vae16", 512, "f32"),
         ("sd35m", "step", 512, "f32"),
         ("sd35m", "step", 512, "q8_0"),
+        ("sd35m", "picture2", 512, "f32"),
     ];
 
     fn root() -> PathBuf {
@@ -356,6 +357,69 @@ mod bench {
                     let _ = out.sum_all().unwrap().to_scalar::<f32>().unwrap();
                     times.push(t.elapsed().as_secs_f64());
                 }
+            }
+            "picture2" if arch == "sd35m" => {
+                // A whole SD 3.5 Medium picture at `side`², 2 steps with guidance 4.5 (prompt
+                // and negative prompt in one batch): CLIP-L and bigG (float32), T5-XXL in 8-bit
+                // blocks (as a float T5 over 4 GB loads, or city96's Q8_0 GGUF), the MMDiT in
+                // float32, the 16-channel VAE — everything resident at once, as the server
+                // holds it. The time includes the text encoders and the decode, not the load.
+                let clip = |i: usize, c: &Value, pad: Option<&str>| {
+                    let (cfg, _) = load::clip_config(c).unwrap();
+                    sd3::ClipPart {
+                        model: ClipTextTransformer::new(vb.pp(format!("te{i}")), &cfg, true)
+                            .unwrap(),
+                        tokenizer: pictor_diffusion::tokenizer::ClipTokenizer::builtin(pad)
+                            .unwrap(),
+                    }
+                };
+                let encoders = a["sdxl"]["text_encoders"].as_array().unwrap();
+                let clip_l = clip(0, &encoders[0], None);
+                let clip_g = clip(1, &encoders[1], Some("!"));
+                let t5_cfg = flux::t5::T5Config::xxl();
+                let mut w = random_quantised(flux::t5::t5_shapes(&t5_cfg), GgmlDType::Q8_0);
+                let t5 = flux::t5::T5Encoder::new(&t5_cfg, &mut w).unwrap();
+                let tok = flux::t5::T5Tokenizer::load(&root().join(
+                    "crates/pictor-diffusion/tests/fixtures/diffusion/flux/dev/tokenizer_2/tokenizer.json",
+                ))
+                .unwrap();
+                let cfg = sd3::model::Sd3Config::sd35_medium();
+                let mut w = random_float(sd3::model::sai_shapes(&cfg));
+                let mmdit = sd3::model::Mmdit::new(&cfg, &mut w).unwrap();
+                let (mut vcfg, _, vin, vout) = load::vae_config(&a["vae"]).unwrap();
+                vcfg.latent_channels = 16;
+                vcfg.use_quant_conv = false;
+                vcfg.use_post_quant_conv = false;
+                let vae = AutoEncoderKL::new(vb.pp("vae"), vin, vout, vcfg).unwrap();
+                let pipe = sd3::Sd3Pipeline::from_parts(
+                    clip_l,
+                    clip_g,
+                    Some((t5, tok)),
+                    mmdit,
+                    vae,
+                    (1.5305, 0.0609),
+                    flux::FlowSchedule {
+                        shift: 3.0,
+                        dynamic: None,
+                    },
+                    &dev,
+                );
+                let t = Instant::now();
+                let mut noise = pictor_diffusion::noise::TorchCpu::new(7);
+                let rgb = pipe
+                    .txt2img(
+                        "a lighthouse on a cliff at dusk, oil painting",
+                        "blurry",
+                        &mut noise,
+                        side,
+                        side,
+                        2,
+                        4.5,
+                        &pictor_diffusion::NoControl,
+                    )
+                    .unwrap();
+                assert_eq!(rgb.len(), side * side * 3);
+                times.push(t.elapsed().as_secs_f64());
             }
             "vae16" => {
                 // FLUX's 16-channel VAE decoder (SD's widths, no quant convs).

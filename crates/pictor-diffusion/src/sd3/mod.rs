@@ -221,6 +221,34 @@ impl Sd3Pipeline {
         })
     }
 
+    /// A pipeline from parts already built (benchmarks that make full-size weights);
+    /// `resident_bytes` is left to the caller.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_parts(
+        clip_l: ClipPart,
+        clip_g: ClipPart,
+        t5: Option<(T5Encoder, T5Tokenizer)>,
+        transformer: Mmdit,
+        vae: AutoEncoderKL,
+        (vae_scale, vae_shift): (f64, f64),
+        schedule: FlowSchedule,
+        device: &Device,
+    ) -> Sd3Pipeline {
+        Sd3Pipeline {
+            clip_l,
+            clip_g,
+            t5,
+            transformer,
+            vae,
+            vae_scale,
+            vae_shift,
+            schedule,
+            max_sequence_length: 256,
+            device: device.clone(),
+            resident_bytes: 0,
+        }
+    }
+
     pub fn device(&self) -> &Device {
         &self.device
     }

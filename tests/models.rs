@@ -898,6 +898,16 @@ async fn the_models_page_downloads_maps_and_survives_a_restart() {
     // Fast → the pulled model with the Turbo preset.
     d.execute("document.getElementById('map-fast').open = true", vec![])
         .await;
+    // An SD model is chosen: FLUX / SD 3's file fields are hidden and left out of the form,
+    // the tiny decoder's shown.
+    assert!(
+        d.wait_until(
+            "const t = document.getElementById('transformer-fast'); return t.disabled && t.closest('[data-archs]').hidden && !document.getElementById('tiny-fast').closest('[data-archs]').hidden;",
+            10,
+        )
+        .await,
+        "the mapping form's fields for an SD model"
+    );
     d.execute(
         "document.getElementById('model-fast').value = 'sd-turbo'; document.getElementById('preset-fast').value = 'sd-turbo';",
         vec![],

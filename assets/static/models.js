@@ -2,6 +2,27 @@
 // cancel), read from /admin/models/pulls.json every second while one runs. Without script the
 // page still works: it lists what it can, and every action is a plain form.
 "use strict";
+// The mapping forms: fields that do not apply to the chosen model's family are hidden and left
+// out of the form (FLUX / SD 3 part files only for them, no tiny decoder or 8-bit text encoders
+// for them, no negative prompt for FLUX). Without script every field shows and the server
+// refuses what does not apply, with a message.
+(function () {
+  for (const form of document.querySelectorAll("form.model-map")) {
+    const model = form.querySelector("select[name=model]");
+    if (!model) continue;
+    const apply = () => {
+      const arch = model.selectedOptions[0]?.dataset.arch || "";
+      for (const field of form.querySelectorAll("[data-archs]")) {
+        const off = arch !== "" && !field.dataset.archs.split(" ").includes(arch);
+        field.hidden = off;
+        for (const input of field.querySelectorAll("input, select")) input.disabled = off;
+      }
+    };
+    model.addEventListener("change", apply);
+    apply();
+  }
+})();
+
 (function () {
   const list = document.getElementById("pull-list");
   if (!list) return;

@@ -96,8 +96,8 @@ struct ModelsPage {
     first_run: bool,
     tiers: Vec<TierRow>,
     installed: Vec<InstalledRow>,
-    /// Pipelines and tiny decoders, for the mapping form.
-    pipelines: Vec<String>,
+    /// Pipelines (name, architecture) and tiny decoders, for the mapping form.
+    pipelines: Vec<(String, &'static str)>,
     decoders: Vec<String>,
     catalogue: Vec<CatalogueRow>,
     pulls: bool,
@@ -268,7 +268,7 @@ async fn page(
             pipelines: installed
                 .iter()
                 .filter(|r| r.kind == Kind::Pipeline)
-                .map(|r| r.name.clone())
+                .map(|r| (r.name.clone(), r.arch.as_str()))
                 .collect(),
             decoders: installed
                 .iter()

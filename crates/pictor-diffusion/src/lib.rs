@@ -484,7 +484,10 @@ impl Pipeline {
         if loras.is_empty() {
             return Self::build(configs, weights, device, resident_bytes);
         }
-        let merge = lora::Merge::read(loras, &lora::UnetLayout::from_config(&configs.unet))?;
+        let merge = lora::Merge::read(
+            loras,
+            &lora::Denoiser::Unet(lora::UnetLayout::from_config(&configs.unet)),
+        )?;
         let weights = Weights {
             unet: merge.wrap(lora::Part::Unet, weights.unet),
             vae: weights.vae,

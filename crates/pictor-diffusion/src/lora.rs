@@ -39,6 +39,7 @@ use candle_nn::var_builder::SimpleBackend;
 use serde_json::Value;
 
 use crate::DiffusionError;
+use crate::flux::weights::{Joined, WeightMap};
 
 /// A LoRA to merge and its multipliers (AUTOMATIC1111's `<lora:name:te:unet>`; diffusers'
 /// `lora_scale · adapter_weight`).
@@ -54,9 +55,21 @@ pub struct LoraSpec {
 /// Which network a layer belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Part {
+    /// The denoiser: the UNet, or FLUX's / SD 3's transformer.
     Unet,
-    /// The first (`0`) or second (`1`, SDXL's OpenCLIP-bigG) text encoder.
+    /// The first (`0`), second (`1`, SDXL's and SD 3's OpenCLIP-bigG) or third (`2`, SD 3's
+    /// T5) text encoder.
     Text(usize),
+}
+
+/// The model a LoRA is read for: its denoiser's layer names differ.
+#[derive(Debug, Clone)]
+pub enum Denoiser {
+    /// A UNet (SD 1.x, 2.x, SDXL) of this block layout.
+    Unet(UnetLayout),
+    /// FLUX's or SD 3's transformer: layers named as in the original (Black Forest Labs',
+    /// Stability AI's) layout or as diffusers' modules; placed by [`Merge::apply`].
+    Transformer,
 }
 
 impl Part {
@@ -64,7 +77,8 @@ impl Part {
         match self {
             Part::Unet => "unet",
             Part::Text(0) => "text_encoder",
-            Part::Text(_) => "text_encoder_2",
+            Part::Text(1) => "text_encoder_2",
+            Part::Text(_) => "text_encoder_3",
         }
     }
 }
@@ -148,8 +162,8 @@ fn scalar(t: &Tensor) -> candle::Result<f32> {
 }
 
 impl Lora {
-    /// Reads a LoRA file for a model whose UNet has `layout`.
-    pub fn read(path: &Path, layout: &UnetLayout) -> Result<Lora, DiffusionError> {
+    /// Reads a LoRA file for a model with this denoiser.
+    pub fn read(path: &Path, denoiser: &Denoiser) -> Result<Lora, DiffusionError> {
         let (tensors, metadata) = read_tensors(path)?;
         if tensors.is_empty() {
             return Err(bad(path, "it holds no tensors"));
@@ -167,13 +181,15 @@ impl Lora {
             }
         }
         let kohya = tensors.keys().all(|k| k.starts_with("lora_"))
-            && tensors
-                .keys()
-                .any(|k| k.starts_with("lora_unet_") || k.starts_with("lora_te"));
+            && tensors.keys().any(|k| {
+                k.starts_with("lora_unet_")
+                    || k.starts_with("lora_transformer_")
+                    || k.starts_with("lora_te")
+            });
         let layers = if kohya {
-            kohya_layers(path, tensors, layout)?
+            kohya_layers(path, tensors, denoiser)?
         } else {
-            peft_layers(path, tensors, &metadata)?
+            peft_layers(path, tensors, &metadata, denoiser)?
         };
         Ok(Lora {
             path: path.to_owned(),
@@ -204,7 +220,7 @@ impl Lora {
 fn kohya_layers(
     path: &Path,
     mut tensors: BTreeMap<String, Tensor>,
-    layout: &UnetLayout,
+    denoiser: &Denoiser,
 ) -> Result<HashMap<(Part, String), Layer>, DiffusionError> {
     let downs: Vec<String> = tensors
         .keys()
@@ -224,8 +240,14 @@ fn kohya_layers(
             .remove(&format!("{name}.alpha"))
             .map(|a| scalar(&a))
             .transpose()?;
-        let (part, module) = if let Some(m) = name.strip_prefix("lora_unet_") {
-            (Part::Unet, sgm_to_diffusers(m, layout))
+        let denoised = name
+            .strip_prefix("lora_unet_")
+            .or_else(|| name.strip_prefix("lora_transformer_"));
+        let (part, module) = if let Some(m) = denoised {
+            match denoiser {
+                Denoiser::Unet(layout) => (Part::Unet, sgm_to_diffusers(m, layout)),
+                Denoiser::Transformer => (Part::Unet, m.to_owned()),
+            }
         } else if let Some(m) = name
             .strip_prefix("lora_te1_")
             .or_else(|| name.strip_prefix("lora_te_"))
@@ -239,6 +261,8 @@ fn kohya_layers(
                 Part::Text(1),
                 text_model_prefixed(Part::Text(1), m.to_owned()),
             )
+        } else if let Some(m) = name.strip_prefix("lora_te3_") {
+            (Part::Text(2), m.to_owned())
         } else {
             return Err(bad(path, format!("unknown layer {name}")));
         };
@@ -362,6 +386,7 @@ fn peft_layers(
     path: &Path,
     tensors: BTreeMap<String, Tensor>,
     metadata: &BTreeMap<String, String>,
+    denoiser: &Denoiser,
 ) -> Result<HashMap<(Part, String), Layer>, DiffusionError> {
     let config: Value = match metadata.get("lora_adapter_metadata") {
         Some(text) => serde_json::from_str(text)
@@ -377,17 +402,47 @@ fn peft_layers(
     }
     let mut pairs: BTreeMap<(Part, String), Pair> = BTreeMap::new();
     for (key, t) in tensors {
+        // (kohya's `lora_unet_` / `lora_te…_` spellings too: ComfyUI's files mix them in.)
+        let transformer = [
+            "transformer.",
+            "model.diffusion_model.",
+            "diffusion_model.",
+            "lora_unet_",
+            "lora_transformer_",
+        ]
+        .iter()
+        .find_map(|p| key.strip_prefix(p));
+        let text = [
+            ("lora_te_", 0),
+            ("lora_te1_", 0),
+            ("lora_te2_", 1),
+            ("lora_te3_", 2),
+            ("text_encoder.", 0),
+            ("text_encoder_2.", 1),
+            ("text_encoder_3.", 2),
+            // ComfyUI's names for the text encoders.
+            ("text_encoders.clip_l.transformer.", 0),
+            ("text_encoders.clip_g.transformer.", 1),
+            ("text_encoders.t5xxl.transformer.", 2),
+        ]
+        .iter()
+        .find_map(|(p, i)| key.strip_prefix(p).map(|r| (Part::Text(*i), r)));
         let (part, rest) = if let Some(r) = key.strip_prefix("unet.") {
             (Part::Unet, r)
-        } else if let Some(r) = key.strip_prefix("text_encoder.") {
-            (Part::Text(0), r)
-        } else if let Some(r) = key.strip_prefix("text_encoder_2.") {
-            (Part::Text(1), r)
-        } else if key.starts_with("transformer.") {
-            return Err(bad(
-                path,
-                "it is a LoRA for a transformer model (FLUX / SD 3), not for this UNet",
-            ));
+        } else if let Some(t) = text {
+            t
+        } else if let Some(r) = transformer {
+            if matches!(denoiser, Denoiser::Unet(_)) {
+                return Err(bad(
+                    path,
+                    if key.starts_with("lora_") {
+                        "it mixes kohya's lora_unet_ names with others, which is read for FLUX / SD 3 only"
+                    } else {
+                        "it is a LoRA for a transformer model (FLUX / SD 3), not for this UNet"
+                    },
+                ));
+            }
+            (Part::Unet, r)
         } else {
             // Unprefixed attention-processor files (diffusers ≤ 0.20) are the UNet's.
             (Part::Unet, key.as_str())
@@ -423,7 +478,13 @@ fn peft_layers(
             return Err(bad(path, format!("{} has rank 0", pair.key)));
         }
         let c = &config;
-        let label = part.label();
+        // diffusers keeps a denoiser's settings under its pipeline's name for it.
+        let label = match part {
+            Part::Unet if c.get("unet.r").is_none() && c.get("transformer.r").is_some() => {
+                "transformer"
+            }
+            p => p.label(),
+        };
         let pattern_alpha = c[format!("{label}.alpha_pattern")]
             .as_object()
             .and_then(|pats| {
@@ -469,6 +530,8 @@ fn peft_role(rest: &str, part: Part) -> Option<(String, Role)> {
     for (suffix, role) in [
         (".lora_A.weight", Role::Down),
         (".lora_B.weight", Role::Up),
+        (".lora_down.weight", Role::Down),
+        (".lora_up.weight", Role::Up),
         (".lora.down.weight", Role::Down),
         (".lora.up.weight", Role::Up),
         (".lora_linear_layer.down.weight", Role::Down),
@@ -508,14 +571,14 @@ pub struct Merge {
 }
 
 impl Merge {
-    /// Reads the LoRA files.
-    pub fn read(specs: &[LoraSpec], layout: &UnetLayout) -> Result<Merge, DiffusionError> {
+    /// Reads the LoRA files for a model with this denoiser.
+    pub fn read(specs: &[LoraSpec], denoiser: &Denoiser) -> Result<Merge, DiffusionError> {
         let mut loras = Vec::new();
         for s in specs {
             if !(s.unet.is_finite() && s.text.is_finite()) {
                 return Err(bad(&s.path, "its multiplier is not a finite number"));
             }
-            loras.push((Lora::read(&s.path, layout)?, s.clone()));
+            loras.push((Lora::read(&s.path, denoiser)?, s.clone()));
         }
         Ok(Merge {
             loras: Arc::new(loras),
@@ -537,6 +600,88 @@ impl Merge {
             used: self.used.clone(),
         });
         VarBuilder::from_backend(backend, dtype, device)
+    }
+
+    /// Refuses a LoRA with layers for `part`, which this model has no place for (`what`: the
+    /// part, in words).
+    pub fn refuse(&self, part: Part, what: &str) -> Result<(), DiffusionError> {
+        for (lora, _) in self.loras.iter() {
+            if let Some(((_, _), l)) = lora.layers.iter().find(|((p, _), _)| *p == part) {
+                return Err(bad(
+                    &lora.path,
+                    format!("LoRA layers for {what} are not supported ({})", l.key),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds the LoRAs' denoiser layers to a FLUX / SD 3 transformer's weights `w` (the
+    /// original layout's names). A layer is found by its own name in that layout (kohya's and
+    /// ComfyUI's files: `double_blocks_0_img_attn_qkv`) or, through `plan`, by its diffusers
+    /// module (PEFT files: `transformer_blocks.0.attn.to_q`), which may be a row range of a
+    /// joined matrix (q of `qkv`) or a modulation with its halves exchanged. The changes to one
+    /// matrix are gathered into one `up · down` ([`WeightMap::add_low_rank`]).
+    pub fn apply(&self, w: &mut WeightMap, plan: &[Joined]) -> Result<(), DiffusionError> {
+        let own: HashMap<String, String> = w
+            .names()
+            .filter_map(|n| n.strip_suffix(".weight"))
+            .map(|m| (m.replace('.', "_"), m.to_owned()))
+            .collect();
+        let mut by_diffusers: HashMap<String, (usize, usize)> = HashMap::new();
+        for (j, joined) in plan.iter().enumerate() {
+            for (k, src) in joined.srcs.iter().enumerate() {
+                by_diffusers.insert(src.replace('.', "_"), (j, k));
+            }
+        }
+        let mut changes: BTreeMap<String, (Vec<Tensor>, Vec<Tensor>)> = BTreeMap::new();
+        for (i, (lora, spec)) in self.loras.iter().enumerate() {
+            let mut layers: Vec<_> = lora
+                .layers
+                .iter()
+                .filter(|((p, _), _)| *p == Part::Unet)
+                .collect();
+            layers.sort_by(|a, b| a.0.cmp(b.0));
+            for ((part, flat), layer) in layers {
+                let (module, joined, k) = if let Some(m) = own.get(flat) {
+                    (m.clone(), None, 0)
+                } else if let Some(&(j, k)) = by_diffusers.get(flat) {
+                    (plan[j].dst.clone(), Some(&plan[j]), k)
+                } else {
+                    continue; // `check` names it
+                };
+                let name = format!("{module}.weight");
+                let Some(dims) = w.dims_of(&name) else {
+                    continue;
+                };
+                let fit = |e: candle::Error| {
+                    bad(
+                        &lora.path,
+                        format!(
+                            "{} does not fit the model's {name} {dims:?}: {e}",
+                            layer.key
+                        ),
+                    )
+                };
+                let (up, down) =
+                    transformer_factors(layer, joined, k, &dims, spec.unet).map_err(fit)?;
+                self.used.lock().unwrap_or_else(|e| e.into_inner()).insert((
+                    i,
+                    *part,
+                    flat.clone(),
+                ));
+                let entry = changes.entry(name).or_default();
+                entry.0.push(up);
+                entry.1.push(down);
+            }
+        }
+        for (name, (ups, downs)) in changes {
+            let up = Tensor::cat(&ups, 1);
+            let down = Tensor::cat(&downs, 0);
+            up.and_then(|up| w.add_low_rank(&name, up, down?))
+                .map_err(|e| DiffusionError::Model(format!("LoRA on {name}: {e}")))?;
+        }
+        Ok(())
     }
 
     /// Every layer of every LoRA found its weight; else which did not (the LoRA is for another
@@ -566,6 +711,63 @@ impl Merge {
         }
         Ok(())
     }
+}
+
+/// One LoRA layer as `up` (`[out, r]`, scaled by the multiplier and the layer's scale, zero
+/// outside the rows it changes) and `down` (`[r, in]`) for a matrix of `dims`; `joined` and `k`
+/// say where a diffusers module sits in it.
+fn transformer_factors(
+    layer: &Layer,
+    joined: Option<&Joined>,
+    k: usize,
+    dims: &[usize],
+    multiplier: f32,
+) -> candle::Result<(Tensor, Tensor)> {
+    let r = layer.down.dim(0)?;
+    let out = dims[0];
+    let inputs: usize = dims[1..].iter().product();
+    let down = layer.down.to_dtype(DType::F32)?.reshape((r, ()))?;
+    let up = layer
+        .up
+        .to_dtype(DType::F32)?
+        .reshape((layer.up.dim(0)?, ()))?;
+    if up.dim(1)? != r || down.dim(1)? != inputs {
+        candle::bail!("{:?} × {:?}", layer.up.dims(), layer.down.dims());
+    }
+    let (start, len) = match joined {
+        Some(j) if j.srcs.len() > 1 => j.rows_of(k, (out, dims[1])),
+        _ => (0, out),
+    };
+    if up.dim(0)? != len || start + len > out {
+        candle::bail!(
+            "{:?} × {:?} for rows {start}..{}",
+            layer.up.dims(),
+            layer.down.dims(),
+            start + len
+        );
+    }
+    let up = if joined.is_some_and(|j| j.swap) {
+        let half = out / 2;
+        Tensor::cat(
+            &[up.narrow(0, half, out - half)?, up.narrow(0, 0, half)?],
+            0,
+        )?
+    } else {
+        let mut parts = Vec::new();
+        if start > 0 {
+            parts.push(Tensor::zeros((start, r), DType::F32, up.device())?);
+        }
+        parts.push(up);
+        if start + len < out {
+            parts.push(Tensor::zeros(
+                (out - start - len, r),
+                DType::F32,
+                &Device::Cpu,
+            )?);
+        }
+        Tensor::cat(&parts, 0)?
+    };
+    Ok(((up * f64::from(multiplier * layer.scale))?, down))
 }
 
 /// A weight source that adds the LoRAs' changes to the weights of one part of the model.
@@ -734,7 +936,7 @@ mod tests {
             })
             .collect();
         candle::safetensors::save(&t, &path).unwrap();
-        match Lora::read(&path, &sd15()) {
+        match Lora::read(&path, &Denoiser::Unet(sd15())) {
             Ok(l) => format!("read {} layers", l.len()),
             Err(e) => e.to_string(),
         }

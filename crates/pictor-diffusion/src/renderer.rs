@@ -308,27 +308,20 @@ impl DiffusionRenderer {
         }
         let started = std::time::Instant::now();
         let load = || -> Result<Engine, DiffusionError> {
+            let loras = &m.overrides.loras;
             if let ModelSource::Flux { dir, files } = &m.source {
-                if !m.overrides.loras.is_empty() {
-                    return Err(DiffusionError::Invalid(
-                        "LoRAs on FLUX models are not supported yet".into(),
-                    ));
-                }
-                return Ok(Engine::Flux(Box::new(FluxPipeline::load_diffusers(
+                return Ok(Engine::Flux(Box::new(FluxPipeline::load_with_loras(
                     dir,
                     files,
+                    loras,
                     &self.device,
                 )?)));
             }
             if let ModelSource::Sd3 { dir, files } = &m.source {
-                if !m.overrides.loras.is_empty() {
-                    return Err(DiffusionError::Invalid(
-                        "LoRAs on SD3 models are not supported yet".into(),
-                    ));
-                }
-                return Ok(Engine::Sd3(Box::new(Sd3Pipeline::load_diffusers(
+                return Ok(Engine::Sd3(Box::new(Sd3Pipeline::load_with_loras(
                     dir,
                     files,
+                    loras,
                     &self.device,
                 )?)));
             }
@@ -438,10 +431,20 @@ impl DiffusionRenderer {
         };
         let rgb = rgb.map_err(failed)?;
         self.note_time(&m.name, started);
+        let mut details = details;
+        details.loras = job_loras(spec);
         control.set_details(details);
         control.set_progress(1.0);
         to_picture(rgb, width, height, out_w, out_h)
     }
+}
+
+/// The job's LoRAs as the PNG's `Lora hashes` name them.
+fn job_loras(spec: &GenerateSpec) -> Vec<(String, String)> {
+    spec.loras
+        .iter()
+        .map(|u| (u.name.clone(), u.hash.clone()))
+        .collect()
 }
 
 /// How a FLUX.1 model made a picture, as Forge writes it: Euler, "Simple", CFG scale 1, and
@@ -711,11 +714,7 @@ impl Renderer for DiffusionRenderer {
             .map_err(failed)?;
         self.note_time(&m.name, started);
         let mut details = render_details(pipeline, &req, &m.name, &m.hash, kind, None);
-        details.loras = spec
-            .loras
-            .iter()
-            .map(|u| (u.name.clone(), u.hash.clone()))
-            .collect();
+        details.loras = job_loras(spec);
         control.set_details(details);
         control.set_progress(1.0);
         to_picture(rgb, width, height, out_w, out_h)

@@ -17,7 +17,7 @@ use pictor_diffusion::{NoControl, to_rgb8};
 use serde_json::Value;
 
 mod common;
-use common::{close, ids, max_diff, noise, relative};
+use common::{close, ids, lora_cases, max_diff, noise, relative};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/flux")
@@ -480,5 +480,152 @@ fn quantised_linear_error() {
         let (a, b) = (rel(&quant, &deq), rel(&deq, &float));
         println!("k {k}: activations {a:.2e}, weights {b:.2e}");
         assert!(a < 0.01 && b < 0.01, "k {k}: {a} {b}");
+    }
+}
+
+/// FLUX LoRAs as people have them — diffusers / PEFT / ai-toolkit files (`transformer.…lora_A`,
+/// q, k, v and the MLP input landing on row ranges of the joined `qkv` / `linear1`, the final
+/// modulation's halves exchanged, embedders, CLIP-L) and kohya / sd-scripts files under BFL's
+/// names (one `lora_down` for the joined q, k, v; float16 alphas) — alone at 0.7 and two at
+/// once (0.8, 0.6), against diffusers' `load_lora_weights` + `set_adapters` + `fuse_lora` on the
+/// tiny FLUX.1-dev: latents within 1e-3, pictures within 2/255. The same LoRAs on the BFL
+/// single file give the folder's latents, as does ComfyUI's spelling of the kohya file
+/// (`diffusion_model.…`); on the GGUF transformer (changes to quantised matrices applied beside
+/// them) they stay within Q8_0's tolerance.
+#[test]
+fn loras_match_diffusers_fuse_lora() {
+    use pictor_diffusion::lora::LoraSpec;
+    let lora_dir = root().join("../lora/flux");
+    let refs =
+        candle::safetensors::load(lora_dir.join("reference.safetensors"), &Device::Cpu).unwrap();
+    let dir = root().join("dev");
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(lora_dir.join("reference.json")).unwrap())
+            .unwrap();
+    let prompt = json["prompt"].as_str().unwrap();
+    let (steps, guidance) = (3, json["guidance"].as_f64().unwrap() as f32);
+    let seed = json["seed"].as_u64().unwrap();
+    let draw = |files: &flux::FluxFiles, loras: &[LoraSpec]| {
+        let mut pipe = FluxPipeline::load_with_loras(&dir, files, loras, &Device::Cpu).unwrap();
+        pipe.max_sequence_length = 24;
+        let cond = pipe.encode(prompt).unwrap();
+        let latents = pipe
+            .noise(&mut noise(seed) as &mut dyn NoiseSource, 64, 64)
+            .unwrap();
+        let latents = pipe
+            .denoise(&cond, latents, steps, guidance, (64, 64), &NoControl)
+            .unwrap();
+        let raw = pipe.decode_raw(&latents, 64, 64).unwrap();
+        (latents, to_rgb8(&raw).unwrap())
+    };
+    for (case, loras) in lora_cases(&lora_dir) {
+        let (latents, rgb) = draw(&flux::FluxFiles::default(), &loras);
+        close(
+            &format!("FLUX LoRA case {case} latents"),
+            &latents,
+            &refs[&format!("{case}_latents")],
+            1e-3,
+        );
+        let want: Vec<f32> = refs[&format!("{case}_image")]
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let worst = rgb
+            .iter()
+            .zip(&want)
+            .map(|(&g, &w)| (f32::from(g) - w * 255.0).abs())
+            .fold(0.0, f32::max);
+        println!("FLUX LoRA case {case} picture: max diff {worst:.2}/255");
+        assert!(worst <= 2.0, "{case}: {worst}/255");
+        if case != "ab" {
+            continue;
+        }
+        let single = flux::FluxFiles {
+            transformer: Some(dir.join("transformer_bfl.safetensors")),
+            ..Default::default()
+        };
+        close(
+            "LoRAs on the BFL single file",
+            &draw(&single, &loras).0,
+            &latents,
+            1e-5,
+        );
+        // ComfyUI's spelling of the kohya file: BFL's dotted names under `diffusion_model.`.
+        let tmp = tempfile::tempdir().unwrap();
+        let bfl = candle::safetensors::load(dir.join("transformer_bfl.safetensors"), &Device::Cpu)
+            .unwrap();
+        let dotted: HashMap<String, String> = bfl
+            .keys()
+            .filter_map(|k| k.strip_suffix(".weight"))
+            .map(|m| (m.replace('.', "_"), m.to_owned()))
+            .collect();
+        let kohya = candle::safetensors::load(&loras[1].path, &Device::Cpu).unwrap();
+        let comfy: HashMap<String, Tensor> = kohya
+            .into_iter()
+            .map(|(k, v)| match k.strip_prefix("lora_unet_") {
+                Some(rest) => {
+                    let (module, tail) = rest.split_once('.').unwrap();
+                    (format!("diffusion_model.{}.{tail}", dotted[module]), v)
+                }
+                None => (k, v),
+            })
+            .collect();
+        assert!(
+            comfy.contains_key("diffusion_model.double_blocks.0.img_attn.qkv.lora_down.weight")
+        );
+        let path = tmp.path().join("comfy.safetensors");
+        candle::safetensors::save(&comfy, &path).unwrap();
+        let mut renamed = loras.clone();
+        renamed[1].path = path;
+        close(
+            "ComfyUI-named kohya file",
+            &draw(&flux::FluxFiles::default(), &renamed).0,
+            &latents,
+            1e-6,
+        );
+        let gguf = flux::FluxFiles {
+            transformer: Some(dir.join("transformer.gguf")),
+            ..Default::default()
+        };
+        let (rms, max) = relative(&draw(&gguf, &loras).0, &latents);
+        println!("LoRAs on the GGUF transformer: relative RMS {rms:.2e}, max {max:.2e}");
+        assert!(rms <= Q8_RMS && max <= Q8_MAX, "{rms} {max}");
+    }
+}
+
+/// LoRAs for other models are refused with what is wrong, before anything is drawn.
+#[test]
+fn foreign_loras_are_refused() {
+    use pictor_diffusion::lora::LoraSpec;
+    let dir = root().join("dev");
+    let spec = |p: PathBuf| LoraSpec {
+        path: p,
+        unet: 1.0,
+        text: 1.0,
+    };
+    let lora = root().join("../lora");
+    for (file, says) in [
+        ("sd15/style_peft.safetensors", "not in this model"),
+        // SD 3's have layers for a second CLIP, which is T5's place in FLUX.
+        (
+            "sd3/style_peft.safetensors",
+            "T5 text encoder are not supported",
+        ),
+        (
+            "sd3/detail_kohya.safetensors",
+            "T5 text encoder are not supported",
+        ),
+    ] {
+        let e = FluxPipeline::load_with_loras(
+            &dir,
+            &flux::FluxFiles::default(),
+            &[spec(lora.join(file))],
+            &Device::Cpu,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(e.contains(says), "{file}: {e}");
     }
 }

@@ -17,6 +17,7 @@ use candle::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use serde_json::Value;
 
+use crate::lora::{Denoiser, LoraSpec, Merge, Part};
 use crate::net::clip::ClipTextTransformer;
 use crate::net::vae::AutoEncoderKL;
 use crate::noise::NoiseSource;
@@ -248,6 +249,21 @@ impl FluxPipeline {
         files: &FluxFiles,
         device: &Device,
     ) -> Result<FluxPipeline, DiffusionError> {
+        Self::load_with_loras(dir, files, &[], device)
+    }
+
+    /// [`load_diffusers`](Self::load_diffusers) with LoRAs on the transformer (merged into
+    /// float weights, applied beside quantised ones: [`crate::lora::Merge::apply`]) and on
+    /// CLIP-L; every layer of every LoRA must find its weight.
+    pub fn load_with_loras(
+        dir: &Path,
+        files: &FluxFiles,
+        loras: &[LoraSpec],
+        device: &Device,
+    ) -> Result<FluxPipeline, DiffusionError> {
+        let merge = Merge::read(loras, &Denoiser::Transformer)?;
+        merge.refuse(Part::Text(1), "the T5 text encoder")?;
+        merge.refuse(Part::Text(2), "a third text encoder")?;
         let transformer = files.transformer.as_deref();
         // CLIP-L: its pooled output only.
         let clip_json = crate::read_json(&dir.join("text_encoder/config.json"))?;
@@ -267,7 +283,7 @@ impl FluxPipeline {
         } else {
             vb.rename_f(|n: &str| n.strip_prefix("text_model.").unwrap_or(n).to_owned())
         };
-        let clip = ClipTextTransformer::new(vb, &clip_cfg, false)?;
+        let clip = ClipTextTransformer::new(merge.wrap(Part::Text(0), vb), &clip_cfg, false)?;
         let clip_tokenizer = ClipTokenizer::load(&dir.join("tokenizer"))?;
 
         let t5_json = dir.join("text_encoder_2/config.json");
@@ -307,8 +323,13 @@ impl FluxPipeline {
                 (cfg, w)
             }
         };
+        merge.apply(
+            &mut tw,
+            &weights::bfl_plan(cfg.depth, cfg.depth_single_blocks, cfg.guidance_embed),
+        )?;
         bytes += tw.resident_bytes();
         let transformer = Flux::new(&cfg, &mut tw)?;
+        merge.check()?;
 
         if !cfg.in_channels.is_multiple_of(4) {
             return Err(DiffusionError::Model(format!(

@@ -49,6 +49,9 @@ impl Weight {
 /// left at the end ([`WeightMap::check_used`]) is what the network did not expect.
 pub struct WeightMap {
     map: HashMap<String, Weight>,
+    /// LoRA changes to quantised weights, kept apart and applied in the product
+    /// ([`WeightMap::add_low_rank`]).
+    low_rank: HashMap<String, LowRank>,
     device: Device,
     /// For messages: where the weights came from.
     origin: String,
@@ -58,6 +61,7 @@ impl WeightMap {
     pub fn new(map: HashMap<String, Weight>, device: &Device, origin: String) -> WeightMap {
         WeightMap {
             map,
+            low_rank: HashMap::new(),
             device: device.clone(),
             origin,
         }
@@ -185,7 +189,12 @@ impl WeightMap {
 
     /// Bytes the weights take in memory.
     pub fn resident_bytes(&self) -> u64 {
-        self.map.values().map(Weight::resident_bytes).sum()
+        let low_rank: u64 = self
+            .low_rank
+            .values()
+            .map(|l| 4 * (l.up.elem_count() + l.down.elem_count()) as u64)
+            .sum();
+        self.map.values().map(Weight::resident_bytes).sum::<u64>() + low_rank
     }
 
     pub fn take(&mut self, name: &str) -> Result<Weight> {
@@ -209,7 +218,53 @@ impl WeightMap {
                 w.dims()
             );
         }
-        w.float(&self.device)
+        let t = w.float(&self.device)?;
+        match self.low_rank.remove(name) {
+            Some(lr) => {
+                let delta = lr.delta()?.reshape(t.shape())?;
+                t + delta
+            }
+            None => Ok(t),
+        }
+    }
+
+    /// Adds `up · down` (`[out, r]` · `[r, in]`, float32; a LoRA's change, its scale in `up`)
+    /// to the matrix `name` (`[out, in…]`): summed into a float weight now; for a quantised
+    /// weight kept as the two factors and applied in each product (`x·downᵀ·upᵀ` beside the
+    /// quantised `x·Wᵀ`), which is exact, costs `r·(in + out)` per row against the layer's
+    /// `in·out`, and spares requantising (another rounding, and minutes for a whole model).
+    pub fn add_low_rank(&mut self, name: &str, up: Tensor, down: Tensor) -> Result<()> {
+        let Some(w) = self.map.get_mut(name) else {
+            candle::bail!("{}: no tensor `{name}`", self.origin);
+        };
+        let dims = w.dims();
+        let inputs: usize = dims[1..].iter().product();
+        if up.dims2()?.0 != dims[0] || down.dims2()?.1 != inputs || up.dim(1)? != down.dim(0)? {
+            candle::bail!(
+                "{}: a change of {:?} × {:?} does not fit `{name}` {dims:?}",
+                self.origin,
+                up.dims(),
+                down.dims()
+            );
+        }
+        let (up, down) = (up.to_device(&self.device)?, down.to_device(&self.device)?);
+        match w {
+            Weight::Float(t) => {
+                let delta = up.matmul(&down)?.reshape(t.shape())?;
+                *t = (t.to_dtype(DType::F32)? + delta)?;
+            }
+            Weight::Quant(_) => {
+                let lr = match self.low_rank.remove(name) {
+                    None => LowRank { up, down },
+                    Some(prev) => LowRank {
+                        up: Tensor::cat(&[prev.up, up], 1)?,
+                        down: Tensor::cat(&[prev.down, down], 0)?,
+                    },
+                };
+                self.low_rank.insert(name.to_owned(), lr);
+            }
+        }
+        Ok(())
     }
 
     /// `prefix.weight` (`[out, in]`) and, when `bias`, `prefix.bias` (`[out]`).
@@ -234,12 +289,25 @@ impl WeightMap {
         } else {
             None
         };
-        QLinear::new(w, bias, &self.device)
+        Ok(match (w, self.low_rank.remove(&name)) {
+            (Weight::Quant(q), low_rank) => QLinear::Quant { q, bias, low_rank },
+            (Weight::Float(t), Some(lr)) => {
+                let t = (t.to_dtype(DType::F32)? + lr.delta()?.reshape(t.shape())?)?;
+                QLinear::new(Weight::Float(t), bias, &self.device)?
+            }
+            (w, None) => QLinear::new(w, bias, &self.device)?,
+        })
     }
 
     /// Fails when weights are left that the network did not take (a file of another shape of
     /// model: better refused than half used).
     pub fn check_used(&self) -> std::result::Result<(), DiffusionError> {
+        if let Some(name) = self.low_rank.keys().next() {
+            return Err(DiffusionError::Model(format!(
+                "{}: a LoRA change to `{name}` was not applied",
+                self.origin
+            )));
+        }
         if self.map.is_empty() {
             return Ok(());
         }
@@ -270,7 +338,30 @@ pub enum QLinear {
     Quant {
         q: Arc<QTensor>,
         bias: Option<Tensor>,
+        /// LoRA changes to the quantised matrix ([`WeightMap::add_low_rank`]).
+        low_rank: Option<LowRank>,
     },
+}
+
+/// A low-rank change `up · down` to a matrix (LoRAs', their scales in `up`).
+#[derive(Debug, Clone)]
+pub struct LowRank {
+    /// `[out, r]`.
+    pub up: Tensor,
+    /// `[r, in]`.
+    pub down: Tensor,
+}
+
+impl LowRank {
+    fn delta(&self) -> Result<Tensor> {
+        self.up.matmul(&self.down)
+    }
+
+    /// `x · downᵀ · upᵀ` for `x` of `[…, in]`.
+    fn apply(&self, x: &Tensor) -> Result<Tensor> {
+        let h = x.broadcast_matmul(&self.down.t()?)?;
+        h.broadcast_matmul(&self.up.t()?)
+    }
 }
 
 impl QLinear {
@@ -280,7 +371,11 @@ impl QLinear {
                 t.to_dtype(DType::F32)?.to_device(device)?,
                 bias,
             )?),
-            Weight::Quant(q) => QLinear::Quant { q, bias },
+            Weight::Quant(q) => QLinear::Quant {
+                q,
+                bias,
+                low_rank: None,
+            },
         })
     }
 }
@@ -346,12 +441,15 @@ impl Module for QLinear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         match self {
             QLinear::Float(l) => l.forward(x),
-            QLinear::Quant { q, bias } => {
-                let y = if x.device().is_cpu() {
+            QLinear::Quant { q, bias, low_rank } => {
+                let mut y = if x.device().is_cpu() {
                     quantised_matmul(q, &x.contiguous()?)?
                 } else {
                     QMatMul::from_arc(q.clone())?.forward(x)?
                 };
+                if let Some(lr) = low_rank {
+                    y = (y + lr.apply(x)?)?;
+                }
                 match bias {
                     Some(b) => y.broadcast_add(b),
                     None => Ok(y),
@@ -361,133 +459,217 @@ impl Module for QLinear {
     }
 }
 
+/// One layer of Black Forest Labs' / Stability AI's layout as made from diffusers' modules:
+/// `srcs` stacked by rows (q, k, v into `qkv`; q, k, v and the MLP input into `linear1`), or one
+/// module moved, its two halves exchanged when `swap` (diffusers' `AdaLayerNormContinuous`
+/// keeps scale, shift; the original layout shift, scale). The renamings ([`diffusers_to_bfl`],
+/// `diffusers_to_sai`) and the LoRAs named after diffusers' modules ([`crate::lora`]) read the
+/// same table.
+#[derive(Debug, Clone)]
+pub struct Joined {
+    pub dst: String,
+    pub srcs: Vec<String>,
+    pub swap: bool,
+}
+
+impl Joined {
+    pub fn moved(dst: impl Into<String>, src: impl Into<String>) -> Joined {
+        Joined {
+            dst: dst.into(),
+            srcs: vec![src.into()],
+            swap: false,
+        }
+    }
+
+    pub fn swapped(dst: impl Into<String>, src: impl Into<String>) -> Joined {
+        Joined {
+            swap: true,
+            ..Joined::moved(dst, src)
+        }
+    }
+
+    pub fn stacked(dst: impl Into<String>, srcs: Vec<String>) -> Joined {
+        Joined {
+            dst: dst.into(),
+            srcs,
+            swap: false,
+        }
+    }
+
+    /// The rows of `dst` that source `k` fills, for a `dst` of `[out, in]`: every source but
+    /// the last has as many rows as the layer has inputs (q, k, v of a `hidden`-wide
+    /// attention), the last the rest (v, or the single blocks' MLP input).
+    pub fn rows_of(&self, k: usize, (out, inputs): (usize, usize)) -> (usize, usize) {
+        let start = k * inputs;
+        let len = if k + 1 == self.srcs.len() {
+            out.saturating_sub(start)
+        } else {
+            inputs
+        };
+        (start, len)
+    }
+}
+
+/// Carries out `plan` on the weights and biases (those present) of its modules.
+pub fn apply_plan(w: &mut WeightMap, plan: &[Joined]) -> Result<()> {
+    let dev = w.device().clone();
+    for j in plan {
+        for s in ["weight", "bias"] {
+            let names: Vec<String> = j.srcs.iter().map(|m| format!("{m}.{s}")).collect();
+            if s == "bias" && !names.iter().any(|n| w.contains(n)) {
+                continue;
+            }
+            let parts = names
+                .iter()
+                .map(|n| w.take(n))
+                .collect::<Result<Vec<_>>>()?;
+            let mut t = if parts.len() == 1 {
+                parts.into_iter().next().expect("one part")
+            } else {
+                cat_rows(parts, &dev)?
+            };
+            if j.swap {
+                let half = t.dims()[0] / 2;
+                t = cat_rows(
+                    vec![rows(&t, half, half, &dev)?, rows(&t, 0, half, &dev)?],
+                    &dev,
+                )?;
+            }
+            w.insert(format!("{}.{s}", j.dst), t);
+        }
+    }
+    Ok(())
+}
+
+/// FLUX's layers in BFL's layout from diffusers' `FluxTransformer2DModel` modules (`guidance`:
+/// FLUX.1-dev's guidance embedder).
+pub fn bfl_plan(double: usize, single: usize, guidance: bool) -> Vec<Joined> {
+    let mut plan = Vec::new();
+    for (dst, src) in [
+        ("time_in", "time_text_embed.timestep_embedder"),
+        ("vector_in", "time_text_embed.text_embedder"),
+        ("guidance_in", "time_text_embed.guidance_embedder"),
+    ] {
+        if dst == "guidance_in" && !guidance {
+            continue;
+        }
+        plan.push(Joined::moved(
+            format!("{dst}.in_layer"),
+            format!("{src}.linear_1"),
+        ));
+        plan.push(Joined::moved(
+            format!("{dst}.out_layer"),
+            format!("{src}.linear_2"),
+        ));
+    }
+    plan.push(Joined::moved("txt_in", "context_embedder"));
+    plan.push(Joined::moved("img_in", "x_embedder"));
+    plan.push(Joined::moved("final_layer.linear", "proj_out"));
+    plan.push(Joined::swapped(
+        "final_layer.adaLN_modulation.1",
+        "norm_out.linear",
+    ));
+    for i in 0..double {
+        let (d, b) = (
+            format!("double_blocks.{i}"),
+            format!("transformer_blocks.{i}"),
+        );
+        for (dst, src) in [
+            ("img_mod.lin", "norm1.linear"),
+            ("txt_mod.lin", "norm1_context.linear"),
+            ("img_mlp.0", "ff.net.0.proj"),
+            ("img_mlp.2", "ff.net.2"),
+            ("txt_mlp.0", "ff_context.net.0.proj"),
+            ("txt_mlp.2", "ff_context.net.2"),
+            ("img_attn.proj", "attn.to_out.0"),
+            ("txt_attn.proj", "attn.to_add_out"),
+        ] {
+            plan.push(Joined::moved(format!("{d}.{dst}"), format!("{b}.{src}")));
+        }
+        plan.push(Joined::stacked(
+            format!("{d}.img_attn.qkv"),
+            ["q", "k", "v"].map(|x| format!("{b}.attn.to_{x}")).to_vec(),
+        ));
+        plan.push(Joined::stacked(
+            format!("{d}.txt_attn.qkv"),
+            ["q", "k", "v"]
+                .map(|x| format!("{b}.attn.add_{x}_proj"))
+                .to_vec(),
+        ));
+    }
+    for i in 0..single {
+        let (d, b) = (
+            format!("single_blocks.{i}"),
+            format!("single_transformer_blocks.{i}"),
+        );
+        plan.push(Joined::moved(
+            format!("{d}.modulation.lin"),
+            format!("{b}.norm.linear"),
+        ));
+        plan.push(Joined::moved(
+            format!("{d}.linear2"),
+            format!("{b}.proj_out"),
+        ));
+        plan.push(Joined::stacked(
+            format!("{d}.linear1"),
+            vec![
+                format!("{b}.attn.to_q"),
+                format!("{b}.attn.to_k"),
+                format!("{b}.attn.to_v"),
+                format!("{b}.proj_mlp"),
+            ],
+        ));
+    }
+    plan
+}
+
 /// Renames a diffusers `FluxTransformer2DModel` state dict to Black Forest Labs' names, the
 /// inverse of diffusers' `convert_flux_transformer_checkpoint_to_diffusers`: q, k, v (and the
 /// single blocks' MLP input) concatenated into `qkv` / `linear1`, the final modulation's halves
-/// swapped (diffusers keeps scale, shift; BFL shift, scale).
+/// swapped (diffusers keeps scale, shift; BFL shift, scale). See [`bfl_plan`].
 pub fn diffusers_to_bfl(
     w: &mut WeightMap,
     double: usize,
     single: usize,
 ) -> std::result::Result<(), DiffusionError> {
-    let dev = w.device().clone();
-    let cat = |w: &mut WeightMap, dst: String, src: &[String]| -> Result<()> {
-        let parts = src.iter().map(|s| w.take(s)).collect::<Result<Vec<_>>>()?;
-        let joined = cat_rows(parts, &dev)?;
-        w.insert(dst, joined);
-        Ok(())
-    };
-    let mv = |w: &mut WeightMap, dst: &str, src: &str| -> Result<()> {
-        let t = w.take(src)?;
-        w.insert(dst.to_string(), t);
-        Ok(())
-    };
-    let err = |e: candle::Error| DiffusionError::Model(format!("FLUX transformer: {e}"));
+    let guidance = w.contains("time_text_embed.guidance_embedder.linear_1.weight");
     let run = |w: &mut WeightMap| -> Result<()> {
-        for s in ["weight", "bias"] {
+        apply_plan(w, &bfl_plan(double, single, guidance))?;
+        let mv = |w: &mut WeightMap, dst: String, src: String| -> Result<()> {
+            let t = w.take(&src)?;
+            w.insert(dst, t);
+            Ok(())
+        };
+        for i in 0..double {
+            let (d, b) = (
+                format!("double_blocks.{i}"),
+                format!("transformer_blocks.{i}"),
+            );
             for (dst, src) in [
-                ("time_in", "time_text_embed.timestep_embedder"),
-                ("vector_in", "time_text_embed.text_embedder"),
-                ("guidance_in", "time_text_embed.guidance_embedder"),
+                ("img_attn.norm.query_norm.scale", "attn.norm_q.weight"),
+                ("img_attn.norm.key_norm.scale", "attn.norm_k.weight"),
+                ("txt_attn.norm.query_norm.scale", "attn.norm_added_q.weight"),
+                ("txt_attn.norm.key_norm.scale", "attn.norm_added_k.weight"),
             ] {
-                if dst == "guidance_in" && !w.contains(&format!("{src}.linear_1.{s}")) {
-                    continue;
-                }
+                mv(w, format!("{d}.{dst}"), format!("{b}.{src}"))?;
+            }
+        }
+        for i in 0..single {
+            let (d, b) = (
+                format!("single_blocks.{i}"),
+                format!("single_transformer_blocks.{i}"),
+            );
+            for (dst, src) in [("query_norm", "norm_q"), ("key_norm", "norm_k")] {
                 mv(
                     w,
-                    &format!("{dst}.in_layer.{s}"),
-                    &format!("{src}.linear_1.{s}"),
-                )?;
-                mv(
-                    w,
-                    &format!("{dst}.out_layer.{s}"),
-                    &format!("{src}.linear_2.{s}"),
+                    format!("{d}.norm.{dst}.scale"),
+                    format!("{b}.attn.{src}.weight"),
                 )?;
             }
-            mv(w, &format!("txt_in.{s}"), &format!("context_embedder.{s}"))?;
-            mv(w, &format!("img_in.{s}"), &format!("x_embedder.{s}"))?;
-            mv(
-                w,
-                &format!("final_layer.linear.{s}"),
-                &format!("proj_out.{s}"),
-            )?;
-            for i in 0..double {
-                let (d, b) = (
-                    format!("double_blocks.{i}"),
-                    format!("transformer_blocks.{i}"),
-                );
-                for (dst, src) in [
-                    ("img_mod.lin", "norm1.linear"),
-                    ("txt_mod.lin", "norm1_context.linear"),
-                    ("img_mlp.0", "ff.net.0.proj"),
-                    ("img_mlp.2", "ff.net.2"),
-                    ("txt_mlp.0", "ff_context.net.0.proj"),
-                    ("txt_mlp.2", "ff_context.net.2"),
-                    ("img_attn.proj", "attn.to_out.0"),
-                    ("txt_attn.proj", "attn.to_add_out"),
-                ] {
-                    mv(w, &format!("{d}.{dst}.{s}"), &format!("{b}.{src}.{s}"))?;
-                }
-                let img: Vec<_> = ["q", "k", "v"]
-                    .iter()
-                    .map(|x| format!("{b}.attn.to_{x}.{s}"))
-                    .collect();
-                cat(w, format!("{d}.img_attn.qkv.{s}"), &img)?;
-                let txt: Vec<_> = ["q", "k", "v"]
-                    .iter()
-                    .map(|x| format!("{b}.attn.add_{x}_proj.{s}"))
-                    .collect();
-                cat(w, format!("{d}.txt_attn.qkv.{s}"), &txt)?;
-                if s == "weight" {
-                    for (dst, src) in [
-                        ("img_attn.norm.query_norm.scale", "attn.norm_q.weight"),
-                        ("img_attn.norm.key_norm.scale", "attn.norm_k.weight"),
-                        ("txt_attn.norm.query_norm.scale", "attn.norm_added_q.weight"),
-                        ("txt_attn.norm.key_norm.scale", "attn.norm_added_k.weight"),
-                    ] {
-                        mv(w, &format!("{d}.{dst}"), &format!("{b}.{src}"))?;
-                    }
-                }
-            }
-            for i in 0..single {
-                let (d, b) = (
-                    format!("single_blocks.{i}"),
-                    format!("single_transformer_blocks.{i}"),
-                );
-                mv(
-                    w,
-                    &format!("{d}.modulation.lin.{s}"),
-                    &format!("{b}.norm.linear.{s}"),
-                )?;
-                mv(w, &format!("{d}.linear2.{s}"), &format!("{b}.proj_out.{s}"))?;
-                let parts = [
-                    format!("{b}.attn.to_q.{s}"),
-                    format!("{b}.attn.to_k.{s}"),
-                    format!("{b}.attn.to_v.{s}"),
-                    format!("{b}.proj_mlp.{s}"),
-                ];
-                cat(w, format!("{d}.linear1.{s}"), &parts)?;
-                if s == "weight" {
-                    for (dst, src) in [("query_norm", "norm_q"), ("key_norm", "norm_k")] {
-                        mv(
-                            w,
-                            &format!("{d}.norm.{dst}.scale"),
-                            &format!("{b}.attn.{src}.weight"),
-                        )?;
-                    }
-                }
-            }
-            let t = w.take(&format!("norm_out.linear.{s}"))?;
-            let half = t.dims()[0] / 2;
-            let swapped = cat_rows(
-                vec![rows(&t, half, half, &dev)?, rows(&t, 0, half, &dev)?],
-                &dev,
-            )?;
-            w.insert(format!("final_layer.adaLN_modulation.1.{s}"), swapped);
         }
         Ok(())
     };
-    run(w).map_err(err)
+    run(w).map_err(|e| DiffusionError::Model(format!("FLUX transformer: {e}")))
 }
 
 /// Weights stacked along their first dimension. Quantised matrices of one type and width are
@@ -585,6 +767,89 @@ pub fn t5_gguf_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A LoRA change to a quantised matrix is applied beside it, exactly: the product with the
+    /// change minus the product without is `x·downᵀ·upᵀ` (both from one activation rounding,
+    /// which cancels), for 40 rows (tiles) and 1 row (plain kernels); two changes to one matrix
+    /// add. A float matrix gets the change summed in; a change that does not fit is refused.
+    #[test]
+    fn low_rank_changes_to_quantised_weights_are_exact() {
+        let dev = Device::Cpu;
+        let w = Tensor::randn(0f32, 0.1, (64, 96), &dev).unwrap();
+        let bias = Tensor::randn(0f32, 0.1, 64, &dev).unwrap();
+        let up = Tensor::randn(0f32, 0.1, (64, 3), &dev).unwrap();
+        let down = Tensor::randn(0f32, 0.1, (3, 96), &dev).unwrap();
+        let up2 = Tensor::randn(0f32, 0.1, (64, 2), &dev).unwrap();
+        let down2 = Tensor::randn(0f32, 0.1, (2, 96), &dev).unwrap();
+        let q = Arc::new(QTensor::quantize(&w, GgmlDType::Q8_0).unwrap());
+        let map = |w: Weight| {
+            let mut m = HashMap::new();
+            m.insert("l.weight".to_string(), w);
+            m.insert("l.bias".to_string(), Weight::Float(bias.clone()));
+            WeightMap::new(m, &dev, "test".into())
+        };
+        let mut plain = map(Weight::Quant(q.clone()));
+        let plain = plain.linear("l", 96, 64, true).unwrap();
+        let mut changed = map(Weight::Quant(q.clone()));
+        changed
+            .add_low_rank("l.weight", up.clone(), down.clone())
+            .unwrap();
+        changed
+            .add_low_rank("l.weight", up2.clone(), down2.clone())
+            .unwrap();
+        let lin = changed.linear("l", 96, 64, true).unwrap();
+        changed.check_used().unwrap();
+        let delta = (up.matmul(&down).unwrap() + up2.matmul(&down2).unwrap()).unwrap();
+        for rows in [40, 1] {
+            let x = Tensor::randn(0f32, 1.0, (1, rows, 96), &dev).unwrap();
+            let got = (lin.forward(&x).unwrap() - plain.forward(&x).unwrap()).unwrap();
+            let want = x.broadcast_matmul(&delta.t().unwrap()).unwrap();
+            let d: f32 = (got - want)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .max(0)
+                .unwrap()
+                .to_scalar()
+                .unwrap();
+            assert!(d < 1e-5, "{rows} rows: {d}");
+        }
+        // Float: summed into the weight.
+        let mut float = map(Weight::Float(w.clone()));
+        float
+            .add_low_rank("l.weight", up.clone(), down.clone())
+            .unwrap();
+        let t = float.tensor("l.weight", &[64, 96]).unwrap();
+        let want = (&w + up.matmul(&down).unwrap()).unwrap();
+        let d: f32 = (t - want)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar()
+            .unwrap();
+        assert!(d < 1e-6, "{d}");
+        // Wrong shapes are refused; an unapplied change fails the census.
+        let mut m = map(Weight::Quant(q));
+        assert!(
+            m.add_low_rank("l.weight", up.t().unwrap(), down.clone())
+                .is_err()
+        );
+        assert!(
+            m.add_low_rank("nope.weight", up.clone(), down.clone())
+                .is_err()
+        );
+        m.add_low_rank("l.weight", up, down).unwrap();
+        m.take("l.weight").unwrap();
+        m.take("l.bias").unwrap();
+        let e = m.check_used().unwrap_err().to_string();
+        assert!(e.contains("not applied"), "{e}");
+    }
 
     /// Hostile GGUF headers are refused with a message, not a panic: a zero alignment (candle
     /// divides by it), dimensions whose product overflows, a tensor past the end of the file,

@@ -19,6 +19,7 @@ use candle_nn::VarBuilder;
 use crate::flux::FlowSchedule;
 use crate::flux::t5::{T5Config, T5Encoder, T5Tokenizer};
 use crate::flux::weights::WeightMap;
+use crate::lora::{Denoiser, LoraSpec, Merge, Part};
 use crate::net::clip::ClipTextTransformer;
 use crate::net::vae::AutoEncoderKL;
 use crate::noise::NoiseSource;
@@ -84,8 +85,9 @@ pub struct Sd3Pipeline {
 /// A CLIP text encoder with its projection from `dir/sub` and its tokenizer from `dir/tok`.
 fn load_clip(
     dir: &Path,
-    sub: &str,
-    tok: &str,
+    (sub, tok): (&str, &str),
+    merge: &Merge,
+    part: Part,
     device: &Device,
 ) -> Result<(ClipPart, u64), DiffusionError> {
     let json = crate::read_json(&dir.join(sub).join("config.json"))?;
@@ -116,7 +118,7 @@ fn load_clip(
             }
         })
     };
-    let model = ClipTextTransformer::new(vb, &cfg, true)?;
+    let model = ClipTextTransformer::new(merge.wrap(part, vb), &cfg, true)?;
     let tokenizer = ClipTokenizer::load(&dir.join(tok))?;
     Ok((ClipPart { model, tokenizer }, bytes))
 }
@@ -143,8 +145,23 @@ impl Sd3Pipeline {
         files: &Sd3Files,
         device: &Device,
     ) -> Result<Sd3Pipeline, DiffusionError> {
-        let (clip_l, b1) = load_clip(dir, "text_encoder", "tokenizer", device)?;
-        let (clip_g, b2) = load_clip(dir, "text_encoder_2", "tokenizer_2", device)?;
+        Self::load_with_loras(dir, files, &[], device)
+    }
+
+    /// [`load_diffusers`](Self::load_diffusers) with LoRAs on the transformer (merged into
+    /// float weights, applied beside quantised ones) and on the two CLIP encoders; every layer
+    /// of every LoRA must find its weight.
+    pub fn load_with_loras(
+        dir: &Path,
+        files: &Sd3Files,
+        loras: &[LoraSpec],
+        device: &Device,
+    ) -> Result<Sd3Pipeline, DiffusionError> {
+        let merge = Merge::read(loras, &Denoiser::Transformer)?;
+        merge.refuse(Part::Text(2), "the T5 text encoder")?;
+        let clip = |names, part| load_clip(dir, names, &merge, part, device);
+        let (clip_l, b1) = clip(("text_encoder", "tokenizer"), Part::Text(0))?;
+        let (clip_g, b2) = clip(("text_encoder_2", "tokenizer_2"), Part::Text(1))?;
         let mut bytes = b1 + b2;
         let flux_files = files.as_flux();
 
@@ -191,8 +208,10 @@ impl Sd3Pipeline {
                 (cfg, w)
             }
         };
+        merge.apply(&mut tw, &model::sai_plan(&cfg))?;
         bytes += tw.resident_bytes();
         let transformer = Mmdit::new(&cfg, &mut tw)?;
+        merge.check()?;
 
         if cfg.out_channels != cfg.in_channels {
             return Err(DiffusionError::Model(format!(

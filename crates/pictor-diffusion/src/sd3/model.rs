@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::DiffusionError;
 use crate::flux::model::{RmsNorm, timestep_embedding_scaled};
-use crate::flux::weights::{QLinear, Weight, WeightMap, cat_rows, rows};
+use crate::flux::weights::{Joined, QLinear, Weight, WeightMap, apply_plan};
 use crate::net::norm::modulated_layer_norm;
 
 /// The transformer's shape.
@@ -291,129 +291,116 @@ pub fn sai_shapes(cfg: &Sd3Config) -> Vec<(String, Vec<usize>)> {
     s
 }
 
+/// SD 3's layers in Stability AI's layout from diffusers' `SD3Transformer2DModel` modules: q, k,
+/// v joined into `qkv`, the halves of the final modulation and of the last block's context
+/// modulation swapped.
+pub fn sai_plan(cfg: &Sd3Config) -> Vec<Joined> {
+    let mut plan = vec![Joined::moved("x_embedder.proj", "pos_embed.proj")];
+    for (a, b) in [
+        ("t_embedder", "timestep_embedder"),
+        ("y_embedder", "text_embedder"),
+    ] {
+        for (x, y) in [("0", "1"), ("2", "2")] {
+            plan.push(Joined::moved(
+                format!("{a}.mlp.{x}"),
+                format!("time_text_embed.{b}.linear_{y}"),
+            ));
+        }
+    }
+    plan.push(Joined::moved("context_embedder", "context_embedder"));
+    plan.push(Joined::moved("final_layer.linear", "proj_out"));
+    plan.push(Joined::swapped(
+        "final_layer.adaLN_modulation.1",
+        "norm_out.linear",
+    ));
+    for i in 0..cfg.depth {
+        let (j, b) = (
+            format!("joint_blocks.{i}"),
+            format!("transformer_blocks.{i}"),
+        );
+        let qkv = |pre: &str, post: &str| {
+            ["q", "k", "v"]
+                .map(|x| format!("{b}.{pre}{x}{post}"))
+                .to_vec()
+        };
+        plan.push(Joined::stacked(
+            format!("{j}.x_block.attn.qkv"),
+            qkv("attn.to_", ""),
+        ));
+        plan.push(Joined::stacked(
+            format!("{j}.context_block.attn.qkv"),
+            qkv("attn.add_", "_proj"),
+        ));
+        let mut moves = vec![
+            ("x_block.attn.proj", "attn.to_out.0"),
+            ("x_block.adaLN_modulation.1", "norm1.linear"),
+            ("x_block.mlp.fc1", "ff.net.0.proj"),
+            ("x_block.mlp.fc2", "ff.net.2"),
+        ];
+        if i + 1 == cfg.depth {
+            plan.push(Joined::swapped(
+                format!("{j}.context_block.adaLN_modulation.1"),
+                format!("{b}.norm1_context.linear"),
+            ));
+        } else {
+            moves.extend([
+                ("context_block.adaLN_modulation.1", "norm1_context.linear"),
+                ("context_block.attn.proj", "attn.to_add_out"),
+                ("context_block.mlp.fc1", "ff_context.net.0.proj"),
+                ("context_block.mlp.fc2", "ff_context.net.2"),
+            ]);
+        }
+        if cfg.dual_layers.contains(&i) {
+            plan.push(Joined::stacked(
+                format!("{j}.x_block.attn2.qkv"),
+                qkv("attn2.to_", ""),
+            ));
+            moves.push(("x_block.attn2.proj", "attn2.to_out.0"));
+        }
+        for (dst, src) in moves {
+            plan.push(Joined::moved(format!("{j}.{dst}"), format!("{b}.{src}")));
+        }
+    }
+    plan
+}
+
 /// Renames a diffusers `SD3Transformer2DModel` state dict to Stability AI's names, the inverse
-/// of diffusers' `convert_sd3_transformer_checkpoint_to_diffusers`: q, k, v joined into `qkv`,
-/// the halves of the final modulation and of the last block's context modulation swapped
-/// (diffusers' `AdaLayerNormContinuous` keeps scale, shift; Stability AI shift, scale).
+/// of diffusers' `convert_sd3_transformer_checkpoint_to_diffusers` ([`sai_plan`], the position
+/// table and the q/k norms).
 pub fn diffusers_to_sai(
     w: &mut WeightMap,
     cfg: &Sd3Config,
 ) -> std::result::Result<(), DiffusionError> {
-    let dev = w.device().clone();
     let mv = |w: &mut WeightMap, dst: String, src: String| -> Result<()> {
         let t = w.take(&src)?;
         w.insert(dst, t);
         Ok(())
     };
-    let cat = |w: &mut WeightMap, dst: String, src: [String; 3]| -> Result<()> {
-        let parts = src.iter().map(|s| w.take(s)).collect::<Result<Vec<_>>>()?;
-        let joined = cat_rows(parts, &dev)?;
-        w.insert(dst, joined);
-        Ok(())
-    };
-    let swap = |w: &mut WeightMap, dst: String, src: String| -> Result<()> {
-        let t = w.take(&src)?;
-        let half = t.dims()[0] / 2;
-        let swapped = cat_rows(
-            vec![rows(&t, half, half, &dev)?, rows(&t, 0, half, &dev)?],
-            &dev,
-        )?;
-        w.insert(dst, swapped);
-        Ok(())
-    };
     let run = |w: &mut WeightMap| -> Result<()> {
         mv(w, "pos_embed".into(), "pos_embed.pos_embed".into())?;
-        for s in ["weight", "bias"] {
-            mv(
-                w,
-                format!("x_embedder.proj.{s}"),
-                format!("pos_embed.proj.{s}"),
-            )?;
-            for (a, b) in [
-                ("t_embedder", "timestep_embedder"),
-                ("y_embedder", "text_embedder"),
-            ] {
-                for (x, y) in [("0", "1"), ("2", "2")] {
+        apply_plan(w, &sai_plan(cfg))?;
+        if !cfg.qk_norm {
+            return Ok(());
+        }
+        for i in 0..cfg.depth {
+            let (j, b) = (
+                format!("joint_blocks.{i}"),
+                format!("transformer_blocks.{i}"),
+            );
+            let mut norms = vec![
+                ("x_block.attn", "attn.norm_"),
+                ("context_block.attn", "attn.norm_added_"),
+            ];
+            if cfg.dual_layers.contains(&i) {
+                norms.push(("x_block.attn2", "attn2.norm_"));
+            }
+            for (dst, src) in norms {
+                for x in ["q", "k"] {
                     mv(
                         w,
-                        format!("{a}.mlp.{x}.{s}"),
-                        format!("time_text_embed.{b}.linear_{y}.{s}"),
+                        format!("{j}.{dst}.ln_{x}.weight"),
+                        format!("{b}.{src}{x}.weight"),
                     )?;
-                }
-            }
-            mv(
-                w,
-                format!("final_layer.linear.{s}"),
-                format!("proj_out.{s}"),
-            )?;
-            swap(
-                w,
-                format!("final_layer.adaLN_modulation.1.{s}"),
-                format!("norm_out.linear.{s}"),
-            )?;
-            for i in 0..cfg.depth {
-                let (j, b) = (
-                    format!("joint_blocks.{i}"),
-                    format!("transformer_blocks.{i}"),
-                );
-                let last = i + 1 == cfg.depth;
-                let qkv = |pre: &str, post: &str| {
-                    ["q", "k", "v"].map(|x| format!("{b}.{pre}{x}{post}.{s}"))
-                };
-                cat(w, format!("{j}.x_block.attn.qkv.{s}"), qkv("attn.to_", ""))?;
-                cat(
-                    w,
-                    format!("{j}.context_block.attn.qkv.{s}"),
-                    qkv("attn.add_", "_proj"),
-                )?;
-                let mut moves = vec![
-                    ("x_block.attn.proj", "attn.to_out.0"),
-                    ("x_block.adaLN_modulation.1", "norm1.linear"),
-                    ("x_block.mlp.fc1", "ff.net.0.proj"),
-                    ("x_block.mlp.fc2", "ff.net.2"),
-                ];
-                if last {
-                    swap(
-                        w,
-                        format!("{j}.context_block.adaLN_modulation.1.{s}"),
-                        format!("{b}.norm1_context.linear.{s}"),
-                    )?;
-                } else {
-                    moves.extend([
-                        ("context_block.adaLN_modulation.1", "norm1_context.linear"),
-                        ("context_block.attn.proj", "attn.to_add_out"),
-                        ("context_block.mlp.fc1", "ff_context.net.0.proj"),
-                        ("context_block.mlp.fc2", "ff_context.net.2"),
-                    ]);
-                }
-                if cfg.dual_layers.contains(&i) {
-                    cat(
-                        w,
-                        format!("{j}.x_block.attn2.qkv.{s}"),
-                        qkv("attn2.to_", ""),
-                    )?;
-                    moves.push(("x_block.attn2.proj", "attn2.to_out.0"));
-                }
-                for (dst, src) in moves {
-                    mv(w, format!("{j}.{dst}.{s}"), format!("{b}.{src}.{s}"))?;
-                }
-                if s == "weight" && cfg.qk_norm {
-                    let mut norms = vec![
-                        ("x_block.attn", "attn.norm_"),
-                        ("context_block.attn", "attn.norm_added_"),
-                    ];
-                    if cfg.dual_layers.contains(&i) {
-                        norms.push(("x_block.attn2", "attn2.norm_"));
-                    }
-                    for (dst, src) in norms {
-                        for x in ["q", "k"] {
-                            mv(
-                                w,
-                                format!("{j}.{dst}.ln_{x}.weight"),
-                                format!("{b}.{src}{x}.weight"),
-                            )?;
-                        }
-                    }
                 }
             }
         }

@@ -65,3 +65,31 @@ pub fn ids(t: &Tensor) -> Vec<u32> {
 pub fn noise(seed: u64) -> TorchCpu {
     TorchCpu::with_fill(seed, TorchFill::Portable)
 }
+
+/// The LoRA fixtures' cases (`tools/sd-fixtures/transformer_lora.py`): name → [(file, weight)].
+pub fn lora_cases(dir: &std::path::Path) -> Vec<(String, Vec<pictor_diffusion::lora::LoraSpec>)> {
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
+            .unwrap();
+    meta["cases"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(case, loras)| {
+            let specs = loras
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| {
+                    let w = l[1].as_f64().unwrap() as f32;
+                    pictor_diffusion::lora::LoraSpec {
+                        path: dir.join(l[0].as_str().unwrap()),
+                        unet: w,
+                        text: w,
+                    }
+                })
+                .collect();
+            (case.clone(), specs)
+        })
+        .collect()
+}

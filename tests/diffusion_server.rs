@@ -1073,7 +1073,30 @@ async fn flux_models_are_installed_mapped_and_draw() {
         None,
     );
 
-    let key = common::cli_user_key(&d, "f@example.com", 50);
+    // LoRAs for FLUX: the family read off the layers (kohya's BFL names, diffusers' single
+    // blocks); an SD 1.x LoRA stays one.
+    let loras = flux.parent().unwrap().parent().unwrap().join("lora");
+    for (name, file, arch, given) in [
+        ("flux-style", "flux/style_peft.safetensors", "flux", None),
+        ("flux-detail", "flux/detail_kohya.safetensors", "flux", None),
+        (
+            "sd-style",
+            "sd15/style_peft.safetensors",
+            "sd1",
+            Some("sd1"),
+        ),
+    ] {
+        let path = loras.join(file);
+        let mut args = vec!["models", "add", name, path.to_str().unwrap(), "--json"];
+        if let Some(a) = given {
+            args.extend(["--for", a]);
+        }
+        let added = cli_json(&d, &args, None);
+        assert_eq!(added["model"]["kind"], "lora", "{added}");
+        assert_eq!(added["model"]["arch"], arch, "{added}");
+    }
+
+    let key = common::cli_user_key(&d, "f@example.com", 80);
     let server = spawn_server(&d, &[]);
     let a = generate(&server, &key, "fast", 7).await;
     let b = generate(&server, &key, "fast", 7).await;
@@ -1115,6 +1138,40 @@ async fn flux_models_are_installed_mapped_and_draw() {
     let models: Value = json_of(server.http().get(server.url("/api/pictor/v1/models"))).await;
     assert!(models.to_string().contains("diffusion:flux"), "{models}");
 
+    // LoRAs on FLUX, by prompt tag and by `loras`, on the float transformer and (applied beside
+    // the quantised matrices) on the GGUF one: other pictures, the same again for the same
+    // request, recorded in the PNG as AUTOMATIC1111 does.
+    let tagged = json!({"model": "fast", "seed": 7,
+                        "prompt": "a photo of a red car <lora:flux-style:0.8>"});
+    let la = generate_with(&server, &key, tagged.clone()).await;
+    assert_ne!(pixels(&la), pixels(&a), "the LoRA changes the picture");
+    assert_eq!(
+        pixels(&generate_with(&server, &key, tagged).await),
+        pixels(&la),
+        "the same LoRA, the same picture"
+    );
+    let params = pictor::render::encode::read_parameters(&la).unwrap();
+    assert!(params.contains("Lora hashes: \"flux-style: "), "{params}");
+    let both = generate_with(
+        &server,
+        &key,
+        json!({"model": "artist", "seed": 7,
+               "loras": [{"name": "flux-style", "weight": 0.8}, {"name": "flux-detail", "weight": 0.6}]}),
+    )
+    .await;
+    assert_ne!(pixels(&both), pixels(&q), "LoRAs on the GGUF transformer");
+    let r = server
+        .generate(
+            &key,
+            json!({"prompt": "x <lora:sd-style:1>", "model": "fast"}),
+        )
+        .await;
+    common::assert_error(&r, 400, "invalid_request");
+    assert!(
+        r.1["error"].as_str().unwrap().contains("is for SD 1.x"),
+        "{r:?}"
+    );
+
     // `pictor render` by installed name with the GGUF transformer.
     let out = d.join("flux.png");
     let (code, _, err) = run_cli(
@@ -1144,6 +1201,29 @@ async fn flux_models_are_installed_mapped_and_draw() {
         params.contains("Distilled CFG Scale: 3.5") && params.contains("Model: flux"),
         "{params}"
     );
+    // … and with a LoRA from the prompt's tag.
+    let (code, _, err) = run_cli(
+        &d,
+        &[
+            "render",
+            "--model",
+            "flux",
+            "--prompt",
+            "a photo of a red car <lora:flux-detail:0.6>",
+            "--steps",
+            "2",
+            "--width",
+            "64",
+            "--height",
+            "64",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let params = pictor::render::encode::read_parameters(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(params.contains("Lora hashes: \"flux-detail: "), "{params}");
     let (code, _, err) = run_cli(
         &d,
         &[

@@ -367,7 +367,8 @@ pub enum ModelsCommand {
         name: String,
         /// A diffusers folder or a .safetensors file (a checkpoint, or a LoRA).
         path: PathBuf,
-        /// For a LoRA whose file does not tell: the model family it is for (sd1, sd2, sdxl).
+        /// For a LoRA whose file does not tell: the model family it is for (sd1, sd2, sdxl,
+        /// flux, sd3).
         #[arg(long = "for", value_name = "ARCH")]
         lora_for: Option<String>,
         /// Print JSON (for scripts) instead of text.
@@ -796,7 +797,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
                 .as_deref()
                 .map(|a| {
                     crate::models::Arch::parse(a)
-                        .with_context(|| format!("--for {a}: use sd1, sd2 or sdxl"))
+                        .with_context(|| format!("--for {a}: use sd1, sd2, sdxl, flux or sd3"))
                 })
                 .transpose()?;
             let path = std::fs::canonicalize(path)

@@ -470,7 +470,8 @@ async fn diffuse(
     // (a Turbo model runs 1 step without guidance, not 20 at CFG 7).
     let defaults = mapped.cloned().or(preset).unwrap_or_default();
     if matches!(source, ModelSource::Flux { .. } | ModelSource::Sd3 { .. }) {
-        return diffuse_transformer(args, name, source, hash, &defaults).await;
+        return diffuse_transformer(args, (name, source, hash), &defaults, from_png, data_dir)
+            .await;
     }
     let default_str = |k: &str| defaults.get(k).and_then(|v| v.as_str()).map(str::to_owned);
     let sampler_name = args.sampler.clone().or_else(|| default_str("sampler"));
@@ -708,15 +709,15 @@ async fn diffuse(
 }
 
 /// A picture from a FLUX.1 or SD 3 model: its family's steps and guidance unless given, the
-/// flow-matching Euler sampler; SD 3 takes a negative prompt, FLUX none. Edits, LoRAs and other
-/// samplers are refused before anything loads.
+/// flow-matching Euler sampler; SD 3 takes a negative prompt, FLUX none; LoRAs from the
+/// prompt's tags. Edits and other samplers are refused before anything loads.
 #[cfg(feature = "diffusion")]
 async fn diffuse_transformer(
     args: &RenderArgs,
-    name: String,
-    mut source: crate::render::diffusion::ModelSource,
-    hash: String,
+    (name, mut source, hash): (String, crate::render::diffusion::ModelSource, String),
     defaults: &serde_json::Value,
+    from_png: Option<&Infotext>,
+    data_dir: &Path,
 ) -> anyhow::Result<(render::Picture, PngParameters)> {
     use crate::catalog::NoiseKind;
     use crate::render::diffusion::ModelSource;
@@ -731,11 +732,17 @@ async fn diffuse_transformer(
     );
     let prompt = args.prompt.clone().unwrap_or_default();
     anyhow::ensure!(!prompt.trim().is_empty(), "--prompt is required");
+    // `<lora:name:weight>` tags: installed LoRAs applied to the transformer and CLIP.
     let (words, tags) = render::lora_tags::parse(&prompt).map_err(anyhow::Error::msg)?;
-    anyhow::ensure!(
-        tags.is_empty(),
-        "LoRAs on {family} models are not supported yet"
-    );
+    let loras = installed_loras(&tags, from_png, data_dir).await?;
+    let lora_specs: Vec<_> = loras
+        .iter()
+        .map(|u| crate::render::diffusion::lora::LoraSpec {
+            path: u.path.clone(),
+            unet: u.unet,
+            text: u.text,
+        })
+        .collect();
     if let Some(s) = &args.sampler {
         anyhow::ensure!(
             s.eq_ignore_ascii_case("euler"),
@@ -825,8 +832,11 @@ async fn diffuse_transformer(
         let who = (name.as_str(), hash.as_str());
         let made = match &source {
             ModelSource::Flux { dir, files } => {
-                let f = crate::render::diffusion::flux::FluxPipeline::load_diffusers(
-                    dir, files, &device,
+                let f = crate::render::diffusion::flux::FluxPipeline::load_with_loras(
+                    dir,
+                    files,
+                    &lora_specs,
+                    &device,
                 )?;
                 let rgb = f.txt2img(
                     &words,
@@ -843,8 +853,11 @@ async fn diffuse_transformer(
                 )
             }
             ModelSource::Sd3 { dir, files } => {
-                let f = crate::render::diffusion::sd3::Sd3Pipeline::load_diffusers(
-                    dir, files, &device,
+                let f = crate::render::diffusion::sd3::Sd3Pipeline::load_with_loras(
+                    dir,
+                    files,
+                    &lora_specs,
+                    &device,
                 )?;
                 let rgb = f.txt2img(
                     &words,
@@ -870,7 +883,11 @@ async fn diffuse_transformer(
     .await?
     .map(|((rgb, details), name)| (rgb, (details, name)))
     .context("rendering")?;
-    let (details, name) = details;
+    let (mut details, name) = details;
+    details.loras = loras
+        .iter()
+        .map(|u| (u.name.clone(), u.hash.clone()))
+        .collect();
     let picture = to_picture(rgb, width, height, width as u32, height as u32)?;
     eprintln!(
         "{name}: {width}x{height}, Euler {steps} steps, seed {seed}, {kind} noise, {:.1} s",

@@ -1103,14 +1103,25 @@ fn inspect_lora(
             )));
         }
     }
-    if header
-        .keys()
-        .any(|k| k.starts_with("transformer.") || k.contains("double_blocks"))
-    {
-        return Err(invalid(format!(
-            "{}: a LoRA for a transformer model (FLUX / SD 3); Pictor's LoRAs are for SD 1.x, 2.x and SDXL",
-            path.display()
-        )));
+    if let Some(told) = transformer_lora_arch(&header) {
+        let arch = match (told, lora_for) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(invalid(format!(
+                    "{}: a LoRA for {}, not {}",
+                    path.display(),
+                    a.title(),
+                    b.title()
+                )));
+            }
+            (Some(a), _) | (None, Some(a)) => a,
+            (None, None) => {
+                return Err(invalid(format!(
+                    "{}: a LoRA for a transformer model whose layers do not tell FLUX from SD 3; say which with --for flux or sd3",
+                    path.display()
+                )));
+            }
+        };
+        return Ok(Some(lora_info(arch, len, header.len())));
     }
     let down_width = |pred: &dyn Fn(&str) -> bool| {
         header.iter().find_map(|(k, t)| {
@@ -1148,7 +1159,11 @@ fn inspect_lora(
             )));
         }
     };
-    Ok(Some(ModelInfo {
+    Ok(Some(lora_info(arch, len, header.len())))
+}
+
+fn lora_info(arch: Arch, len: u64, tensors: usize) -> ModelInfo {
+    ModelInfo {
         layout: Layout::SingleFile,
         kind: Kind::Lora,
         arch,
@@ -1156,9 +1171,45 @@ fn inspect_lora(
         prediction: None,
         role: Role::Text,
         weight_bytes: len,
-        tensors: header.len(),
+        tensors,
         guidance_distilled: false,
-    }))
+    }
+}
+
+/// Whether a LoRA's layers are a transformer model's (FLUX's or SD 3's), and if so which one
+/// when they tell: `None` for a UNet's LoRA, `Some(None)` when only the width could say and it
+/// is not a known one.
+fn transformer_lora_arch(header: &BTreeMap<String, TensorInfo>) -> Option<Option<Arch>> {
+    let has = |s: &str| header.keys().any(|k| k.contains(s));
+    // Original layouts' names (kohya, ComfyUI) and FLUX's single blocks under diffusers' names.
+    if has("double_blocks") || has("single_blocks") || has("single_transformer_blocks") {
+        return Some(Some(Arch::Flux));
+    }
+    if has("joint_blocks") {
+        return Some(Some(Arch::Sd3));
+    }
+    let diffusers = header.keys().any(|k| {
+        k.starts_with("transformer.")
+            || k.starts_with("diffusion_model.")
+            || k.starts_with("lora_transformer_")
+    });
+    if !diffusers {
+        return None;
+    }
+    // SD 3 has a second CLIP (FLUX's second text encoder is T5).
+    if has("text_encoder_2.") || has("lora_te2_") {
+        return Some(Some(Arch::Sd3));
+    }
+    // The attention's width: FLUX.1 3072; SD 3.5 Medium 1536, Large 2432.
+    let width = header.iter().find_map(|(k, t)| {
+        let down = k.contains("lora_A") || k.contains("lora_down");
+        (down && k.contains("attn.to_q")).then(|| t.shape.get(1).copied())?
+    });
+    Some(match width {
+        Some(3072) => Some(Arch::Flux),
+        Some(1536 | 2432) => Some(Arch::Sd3),
+        _ => None,
+    })
 }
 
 /// AUTOMATIC1111's and kohya's hash of a `.safetensors` LoRA (the "addnet" hash): SHA-256 of
@@ -1458,8 +1509,42 @@ mod lora_tests {
                 &[4, 8],
             )],
         );
+        let info = inspect(&p).unwrap();
+        assert_eq!((info.kind, info.arch), (Kind::Lora, Arch::Flux));
+        let e = inspect_as(&p, Some(Arch::Sd3)).unwrap_err().to_string();
+        assert!(e.contains("a LoRA for FLUX.1, not SD 3"), "{e}");
+        for (key, arch) in [
+            (
+                "lora_unet_double_blocks_0_img_attn_qkv.lora_down.weight",
+                Arch::Flux,
+            ),
+            (
+                "diffusion_model.single_blocks.0.linear1.lora_A.weight",
+                Arch::Flux,
+            ),
+            (
+                "lora_unet_joint_blocks_0_x_block_attn_qkv.lora_down.weight",
+                Arch::Sd3,
+            ),
+            (
+                "text_encoder_2.encoder.layers.0.self_attn.q_proj.lora_A.weight",
+                Arch::Sd3,
+            ),
+        ] {
+            let extra = "transformer.transformer_blocks.0.attn.to_k.lora_A.weight";
+            let p = file(dir.path(), &[(key, &[4, 8]), (extra, &[4, 8])]);
+            assert_eq!(inspect(&p).unwrap().arch, arch, "{key}");
+        }
+        // Diffusers' names shared by FLUX and SD 3: the width tells, else --for must.
+        let q = "transformer.transformer_blocks.0.attn.to_q.lora_A.weight";
+        let p = file(dir.path(), &[(q, &[4, 3072])]);
+        assert_eq!(inspect(&p).unwrap().arch, Arch::Flux);
+        let p = file(dir.path(), &[(q, &[4, 1536])]);
+        assert_eq!(inspect(&p).unwrap().arch, Arch::Sd3);
+        let p = file(dir.path(), &[(q, &[4, 8])]);
         let e = inspect(&p).unwrap_err().to_string();
-        assert!(e.contains("FLUX"), "{e}");
+        assert!(e.contains("--for flux or sd3"), "{e}");
+        assert_eq!(inspect_as(&p, Some(Arch::Sd3)).unwrap().arch, Arch::Sd3);
         let p = file(dir.path(), &[("lora_unet_x.hada_w1_a", &[4, 8])]);
         let e = inspect(&p).unwrap_err().to_string();
         assert!(e.contains("LoHa"), "{e}");

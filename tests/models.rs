@@ -656,6 +656,179 @@ async fn an_unreachable_hub_says_what_to_do_instead() {
     );
 }
 
+/// The tiny FLUX fixture's T5 as city96's T5 GGUFs are written (llama.cpp's names; float32
+/// here, which the loader reads like the quantised types).
+fn t5_gguf(folder: &Path) -> Vec<u8> {
+    use pictor::render::diffusion::candle::{
+        Device,
+        quantized::{GgmlDType, QTensor, gguf_file},
+    };
+    let st = pictor::render::diffusion::candle::safetensors::load(
+        folder.join("text_encoder_2/model.safetensors"),
+        &Device::Cpu,
+    )
+    .unwrap();
+    let rename = |n: &str| {
+        [
+            ("encoder.final_layer_norm", "enc.output_norm"),
+            ("shared", "token_embd"),
+            ("encoder.", "enc."),
+            (".block.", ".blk."),
+            (
+                "layer.0.SelfAttention.relative_attention_bias",
+                "attn_rel_b",
+            ),
+            ("layer.0.SelfAttention.q", "attn_q"),
+            ("layer.0.SelfAttention.k", "attn_k"),
+            ("layer.0.SelfAttention.v", "attn_v"),
+            ("layer.0.SelfAttention.o", "attn_o"),
+            ("layer.0.layer_norm", "attn_norm"),
+            ("layer.1.DenseReluDense.wi_0", "ffn_gate"),
+            ("layer.1.DenseReluDense.wi_1", "ffn_up"),
+            ("layer.1.DenseReluDense.wo", "ffn_down"),
+            ("layer.1.layer_norm", "ffn_norm"),
+        ]
+        .iter()
+        .fold(n.to_string(), |s, (a, b)| s.replace(a, b))
+    };
+    let tensors: Vec<(String, QTensor)> = st
+        .iter()
+        .filter(|(n, _)| n.as_str() != "encoder.embed_tokens.weight")
+        .map(|(n, t)| (rename(n), QTensor::quantize(t, GgmlDType::F32).unwrap()))
+        .collect();
+    let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let mut out = std::io::Cursor::new(Vec::new());
+    gguf_file::write(&mut out, &[], &refs).unwrap();
+    out.into_inner()
+}
+
+/// FLUX.1-schnell from the catalogue comes from three repositories: Black Forest Labs' for the
+/// configurations, tokenizers, CLIP and VAE (not its 24 GB transformer nor its 9.5 GB T5),
+/// city96's Q4_K transformer GGUF and Q8_0 T5 GGUF, each put into its component's folder. The
+/// download record names each file's repository and commit, so a damaged GGUF is found and
+/// fetched again from its own repository; the installed model draws with `pictor render`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flux_is_pulled_from_three_repositories_and_draws() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/pictor-diffusion/tests/fixtures/diffusion/flux/dev");
+    let base = folder_files(&fixtures);
+    let gguf = std::fs::read(fixtures.join("transformer.gguf")).unwrap();
+    let t5 = t5_gguf(&fixtures);
+    let mut extra = BTreeMap::new();
+    extra.insert("black-forest-labs/FLUX.1-schnell".to_string(), base.clone());
+    let one = |name: &str, bytes: &Vec<u8>| {
+        let mut m = BTreeMap::new();
+        m.insert(name.to_string(), (bytes.clone(), true));
+        m.insert(
+            "README.md".to_string(),
+            (b"GGUF conversions".to_vec(), false),
+        );
+        m
+    };
+    extra.insert(
+        "city96/FLUX.1-schnell-gguf".to_string(),
+        one("flux1-schnell-Q4_K_S.gguf", &gguf),
+    );
+    extra.insert(
+        "city96/t5-v1_1-xxl-encoder-gguf".to_string(),
+        one("t5-v1_1-xxl-encoder-Q8_0.gguf", &t5),
+    );
+    let state = Arc::new(HubState {
+        extra,
+        ..HubState::default()
+    });
+    let (endpoint, _task) = fake_hub(state.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let env = [("HF_ENDPOINT", endpoint.as_str())];
+    let (code, out, err) = cli(&data, &["models", "pull", "flux1-schnell", "--json"], &env).await;
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["model"]["arch"], "flux", "{v}");
+    let folder = data.join("models/flux1-schnell");
+    let placed = folder.join("transformer/flux1-schnell-Q4_K_S.gguf");
+    assert!(std::fs::read(&placed).unwrap() == gguf);
+    assert!(
+        std::fs::read(folder.join("text_encoder_2/t5-v1_1-xxl-encoder-Q8_0.gguf")).unwrap() == t5
+    );
+    for (path, (bytes, _)) in &base {
+        let got = std::fs::read(folder.join(path)).ok();
+        let float_part = path.starts_with("transformer/diffusion_pytorch_model")
+            || path.starts_with("text_encoder_2/model");
+        let config_or_weights = [".json", ".txt", ".safetensors"]
+            .iter()
+            .any(|x| path.ends_with(x));
+        let fetched =
+            path == "model_index.json" || path.contains('/') && config_or_weights && !float_part;
+        if fetched {
+            assert!(got.as_ref() == Some(bytes), "{path} fetched as it is");
+        } else {
+            assert!(got.is_none(), "{path} should not be fetched");
+        }
+    }
+    let log: Vec<String> = state
+        .storage_log
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(p, _, _)| p.clone())
+        .collect();
+    assert!(
+        log.contains(&"flux1-schnell-Q4_K_S.gguf".to_string()),
+        "fetched under its own repository's name: {log:?}"
+    );
+    let source: Value =
+        serde_json::from_slice(&std::fs::read(folder.join("pictor-source.json")).unwrap()).unwrap();
+    let files = source["files"].as_array().unwrap();
+    let record = files
+        .iter()
+        .find(|f| f["path"] == "transformer/flux1-schnell-Q4_K_S.gguf")
+        .unwrap();
+    assert_eq!(record["repo"], "city96/FLUX.1-schnell-gguf", "{record}");
+    assert_eq!(record["file"], "flux1-schnell-Q4_K_S.gguf", "{record}");
+
+    // A damaged GGUF: found by the check, fetched again from city96's repository.
+    let n = pictor::models::hub::verify(&folder).unwrap();
+    assert_eq!(n, files.len());
+    let mut bad = gguf.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    std::fs::write(&placed, &bad).unwrap();
+    let e = pictor::models::hub::verify(&folder).unwrap_err();
+    assert!(e.contains("flux1-schnell-Q4_K_S.gguf"), "{e}");
+    let fixed = pictor::models::hub::repair(&endpoint, None, &folder, None)
+        .await
+        .unwrap();
+    assert_eq!(fixed, 1);
+    assert!(std::fs::read(&placed).unwrap() == gguf, "repaired");
+
+    // It draws: the GGUF transformer and T5 from their folders.
+    let png = dir.path().join("flux.png");
+    let (code, _, err) = cli(
+        &data,
+        &[
+            "render",
+            "--model",
+            "flux1-schnell",
+            "--prompt",
+            "a red car",
+            "--steps",
+            "1",
+            "--width",
+            "64",
+            "--height",
+            "64",
+            "--out",
+            png.to_str().unwrap(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let img = image::open(&png).unwrap();
+    assert_eq!((img.width(), img.height()), (64, 64));
+}
+
 /// The files of a fixture folder as a hub repository (`.safetensors` through LFS).
 fn folder_files(dir: &Path) -> BTreeMap<String, (Vec<u8>, bool)> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (Vec<u8>, bool)>) {

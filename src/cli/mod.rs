@@ -1049,6 +1049,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
                 progress: !*json,
                 approve: Some(approve),
                 sink: None,
+                extras: crate::models::hub::extras_for(repo),
             };
             let report = crate::models::hub::pull(&pull).await?;
             let source = format!("{}@{}", report.repo, report.commit);

@@ -27,13 +27,16 @@ use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
 /// Folders of a diffusers pipeline that are fetched.
-const COMPONENTS: [&str; 7] = [
+const COMPONENTS: [&str; 10] = [
     "unet",
+    "transformer",
     "vae",
     "text_encoder",
     "text_encoder_2",
+    "text_encoder_3",
     "tokenizer",
     "tokenizer_2",
+    "tokenizer_3",
     "scheduler",
 ];
 /// Tries per file before giving up (each resumes where the last stopped).
@@ -108,6 +111,44 @@ pub struct Pull {
     pub approve: Option<std::sync::Arc<dyn Fn(u64, usize) -> bool + Send + Sync>>,
     /// Progress and cancellation for a pull run by the server.
     pub sink: Option<std::sync::Arc<PullProgress>>,
+    /// Files from other repositories put into the folder (FLUX's / SD 3's quantised
+    /// transformer and T5 from city96's GGUF repositories); the base repository's weights of
+    /// the folders they land in are not fetched.
+    pub extras: Vec<Extra>,
+}
+
+/// A file of another repository (at its `main`) placed at `dest` in the pulled folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extra {
+    pub repo: String,
+    pub file: String,
+    /// Its path in the folder (`transformer/flux1-schnell-Q4_K_S.gguf`).
+    pub dest: String,
+}
+
+/// The files the catalogue's entry for `repo` takes from other repositories (none for a
+/// repository the catalogue does not know).
+pub fn extras_for(repo: &str) -> Vec<Extra> {
+    crate::models::known(repo)
+        .filter(|k| k.repo.eq_ignore_ascii_case(repo))
+        .map(|k| {
+            k.extras
+                .iter()
+                .map(|e| Extra {
+                    repo: e.repo.into(),
+                    file: e.file.into(),
+                    dest: e.dest.into(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Extra {
+    /// The component folder it fills.
+    fn folder(&self) -> &str {
+        self.dest.split_once('/').map_or("", |(f, _)| f)
+    }
 }
 
 /// What a pull did.
@@ -145,12 +186,22 @@ struct Lfs {
     size: u64,
 }
 
-/// A file to fetch: its path in the repository and what it must hash to.
+/// A file to fetch: its path in the folder (and the base repository) and what it must hash to.
 #[derive(Debug, Clone)]
 struct Wanted {
     path: String,
     size: u64,
     check: Check,
+    /// Where it comes from when not from the base repository at the base commit.
+    origin: Option<Origin>,
+}
+
+/// Another repository's file: repository, commit, path there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Origin {
+    repo: String,
+    commit: String,
+    file: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -221,11 +272,19 @@ impl Sibling {
             path: self.rfilename.clone(),
             size,
             check,
+            origin: None,
         })
     }
 }
 
-fn select(siblings: &[Sibling], variant: Option<&str>) -> Result<Vec<Wanted>, PullError> {
+/// The files of a diffusers pipeline to fetch: `model_index.json`, each component's
+/// configuration and tokenizer files, and one weight variant per component — except the
+/// weights of the `skip` folders (which other repositories' files fill).
+fn select(
+    siblings: &[Sibling],
+    variant: Option<&str>,
+    skip: &[&str],
+) -> Result<Vec<Wanted>, PullError> {
     let mut out = Vec::new();
     let mut weights: std::collections::BTreeMap<&str, Vec<&Sibling>> = Default::default();
     for s in siblings {
@@ -243,6 +302,9 @@ fn select(siblings: &[Sibling], variant: Option<&str>) -> Result<Vec<Wanted>, Pu
             continue;
         };
         if !COMPONENTS.contains(&folder) || name.contains('/') {
+            continue;
+        }
+        if skip.contains(&folder) && (name.ends_with(".safetensors") || name.contains(".index.")) {
             continue;
         }
         if name.ends_with(".safetensors") {
@@ -281,12 +343,13 @@ fn select(siblings: &[Sibling], variant: Option<&str>) -> Result<Vec<Wanted>, Pu
             out.push(s.wanted()?);
         }
     }
-    if !out
-        .iter()
-        .any(|w| w.path.starts_with("unet/") && w.path.ends_with(".safetensors"))
-    {
+    let denoiser = |w: &Wanted| {
+        (w.path.starts_with("unet/") || w.path.starts_with("transformer/"))
+            && w.path.ends_with(".safetensors")
+    };
+    if !out.iter().any(denoiser) && !skip.contains(&"transformer") {
         return Err(PullError::Invalid(
-            "the repository has no .safetensors weights for its unet (pickle .bin weights are not downloaded)".into(),
+            "the repository has no .safetensors weights for its unet or transformer (pickle .bin weights are not downloaded)".into(),
         ));
     }
     Ok(out)
@@ -494,20 +557,10 @@ fn http_error(what: &str, resp: &reqwest::Response) -> PullError {
 }
 
 /// Fetches `p.repo` at `p.revision` into `p.dest`.
-pub async fn pull(p: &Pull) -> Result<PullReport, PullError> {
-    check_repo(&p.repo)?;
-    if p.revision.is_empty() || p.revision.contains("..") || p.revision.starts_with('/') {
-        return Err(PullError::Invalid(format!("bad revision {:?}", p.revision)));
-    }
-    if p.dest.exists() {
-        return Err(PullError::Invalid(format!(
-            "{} already exists: remove the model first (`pictor models remove NAME --delete-files`)",
-            p.dest.display()
-        )));
-    }
-    let client = Client::new(p)?;
-    let rev = url_escape(&p.revision);
-    let info_url = client.url(&format!("/api/models/{}/revision/{rev}?blobs=true", p.repo))?;
+/// A repository's listing at a revision: its commit and files (with sizes and checksums).
+async fn listing(client: &Client, repo: &str, revision: &str) -> Result<RepoInfo, PullError> {
+    let rev = url_escape(revision);
+    let info_url = client.url(&format!("/api/models/{repo}/revision/{rev}?blobs=true"))?;
     let resp = client
         .auth(client.http.get(info_url.clone()), &info_url)
         .send()
@@ -521,10 +574,7 @@ pub async fn pull(p: &Pull) -> Result<PullReport, PullError> {
             ))
         })?;
     if !resp.status().is_success() {
-        return Err(http_error(
-            &format!("listing {}@{}", p.repo, p.revision),
-            &resp,
-        ));
+        return Err(http_error(&format!("listing {repo}@{revision}"), &resp));
     }
     // Read within a cap: a mirror that streams without end must not fill the memory.
     let info: RepoInfo =
@@ -537,7 +587,47 @@ pub async fn pull(p: &Pull) -> Result<PullReport, PullError> {
             info.sha
         )));
     }
-    let wanted = select(&info.siblings, p.variant.as_deref())?;
+    Ok(info)
+}
+
+pub async fn pull(p: &Pull) -> Result<PullReport, PullError> {
+    check_repo(&p.repo)?;
+    if p.revision.is_empty() || p.revision.contains("..") || p.revision.starts_with('/') {
+        return Err(PullError::Invalid(format!("bad revision {:?}", p.revision)));
+    }
+    if p.dest.exists() {
+        return Err(PullError::Invalid(format!(
+            "{} already exists: remove the model first (`pictor models remove NAME --delete-files`)",
+            p.dest.display()
+        )));
+    }
+    let client = Client::new(p)?;
+    let info = listing(&client, &p.repo, &p.revision).await?;
+    let skip: Vec<&str> = p.extras.iter().map(Extra::folder).collect();
+    let mut wanted = select(&info.siblings, p.variant.as_deref(), &skip)?;
+    for e in &p.extras {
+        check_repo(&e.repo)?;
+        let safe = |f: &str| {
+            !f.is_empty() && !f.contains("..") && !f.starts_with('/') && !f.contains('\\')
+        };
+        if !safe(&e.file) || !safe(&e.dest) || e.folder().is_empty() {
+            return Err(PullError::Invalid(format!("bad extra file {e:?}")));
+        }
+        let other = listing(&client, &e.repo, "main").await?;
+        let sibling = other
+            .siblings
+            .iter()
+            .find(|s| s.rfilename == e.file)
+            .ok_or_else(|| PullError::Invalid(format!("{} has no file {}", e.repo, e.file)))?;
+        let mut w = sibling.wanted()?;
+        w.path = e.dest.clone();
+        w.origin = Some(Origin {
+            repo: e.repo.clone(),
+            commit: other.sha.clone(),
+            file: e.file.clone(),
+        });
+        wanted.push(w);
+    }
     let total = wanted
         .iter()
         .try_fold(0u64, |n, w| n.checked_add(w.size))
@@ -623,12 +713,20 @@ pub async fn pull(p: &Pull) -> Result<PullReport, PullError> {
         "revision": p.revision,
         "commit": info.sha,
         "endpoint": client.endpoint.as_str(),
-        "files": wanted.iter().map(|w| serde_json::json!({
-            "path": w.path,
-            "size": w.size,
-            match &w.check { Check::Sha256(_) => "sha256", Check::GitBlob(_) => "git_blob" }:
-                match &w.check { Check::Sha256(h) | Check::GitBlob(h) => h },
-        })).collect::<Vec<_>>(),
+        "files": wanted.iter().map(|w| {
+            let mut f = serde_json::json!({
+                "path": w.path,
+                "size": w.size,
+                match &w.check { Check::Sha256(_) => "sha256", Check::GitBlob(_) => "git_blob" }:
+                    match &w.check { Check::Sha256(h) | Check::GitBlob(h) => h },
+            });
+            if let Some(o) = &w.origin {
+                f["repo"] = o.repo.clone().into();
+                f["commit"] = o.commit.clone().into();
+                f["file"] = o.file.clone().into();
+            }
+            f
+        }).collect::<Vec<_>>(),
     });
     std::fs::write(
         tmp.join("pictor-source.json"),
@@ -692,10 +790,28 @@ fn recorded(dir: &Path) -> Result<Recorded, String> {
             (None, Some(h)) => Check::GitBlob(h.to_ascii_lowercase()),
             _ => return Err(bad(&format!("{path} has no checksum"))),
         };
+        let origin = match (f["repo"].as_str(), f["commit"].as_str(), f["file"].as_str()) {
+            (None, None, None) => None,
+            (Some(repo), Some(commit), Some(file)) => {
+                check_repo(repo).map_err(|e| bad(&e.to_string()))?;
+                let hex = commit.len() >= 7 && commit.bytes().all(|b| b.is_ascii_hexdigit());
+                let safe = !file.is_empty() && !file.contains("..") && !file.starts_with('/');
+                if !hex || !safe {
+                    return Err(bad(&format!("{path} has a bad origin")));
+                }
+                Some(Origin {
+                    repo: repo.into(),
+                    commit: commit.into(),
+                    file: file.into(),
+                })
+            }
+            _ => return Err(bad(&format!("{path} has half an origin"))),
+        };
         files.push(Wanted {
             path: path.to_string(),
             size: f["size"].as_u64().unwrap_or(0),
             check,
+            origin,
         });
     }
     Ok(Recorded {
@@ -773,6 +889,7 @@ pub async fn repair(
         progress: false,
         approve: None,
         sink: None,
+        extras: Vec::new(),
     })?;
     let total = broken
         .iter()
@@ -835,9 +952,13 @@ async fn fetch_file(
         return Ok(w.size);
     }
     let part = dir.join(format!("{}.part", w.path));
+    let (repo, commit, remote) = match &w.origin {
+        Some(o) => (o.repo.as_str(), o.commit.as_str(), o.file.as_str()),
+        None => (repo, commit, w.path.as_str()),
+    };
     let resolve = client.url(&format!(
         "/{repo}/resolve/{commit}/{}",
-        w.path
+        remote
             .split('/')
             .map(url_escape)
             .collect::<Vec<_>>()
@@ -1036,7 +1157,7 @@ mod tests {
             sib("safety_checker/model.safetensors", true),
             sib("v1-5-pruned.ckpt", true),
         ];
-        let plain: Vec<String> = select(&files, None)
+        let plain: Vec<String> = select(&files, None, &[])
             .unwrap()
             .into_iter()
             .map(|w| w.path)
@@ -1049,18 +1170,80 @@ mod tests {
         );
         // Only an fp16 VAE exists: that one.
         assert!(plain.contains(&"vae/diffusion_pytorch_model.fp16.safetensors".to_string()));
-        let fp16: Vec<String> = select(&files, Some("fp16"))
+        let fp16: Vec<String> = select(&files, Some("fp16"), &[])
             .unwrap()
             .into_iter()
             .map(|w| w.path)
             .collect();
         assert!(fp16.contains(&"unet/diffusion_pytorch_model.fp16.safetensors".to_string()));
         assert!(!fp16.contains(&"unet/diffusion_pytorch_model.safetensors".to_string()));
-        assert!(select(&[sib("../x", false)], None).is_err());
+        assert!(select(&[sib("../x", false)], None, &[]).is_err());
         assert!(
-            select(&[sib("unet/a.safetensors", true)], None).is_err(),
+            select(&[sib("unet/a.safetensors", true)], None, &[]).is_err(),
             "no model_index.json"
         );
+    }
+
+    /// FLUX.1-schnell's repository with its transformer and T5 taken from GGUF repositories:
+    /// their folders' configurations and tokenizers come, their float weights (and shard
+    /// indexes) do not, nor the all-in-one files at the top.
+    #[test]
+    fn a_transformer_pipeline_without_the_weights_others_give() {
+        let files = [
+            sib("model_index.json", false),
+            sib("flux1-schnell.safetensors", true),
+            sib("ae.safetensors", true),
+            sib("scheduler/scheduler_config.json", false),
+            sib("transformer/config.json", false),
+            sib(
+                "transformer/diffusion_pytorch_model-00001-of-00003.safetensors",
+                true,
+            ),
+            sib(
+                "transformer/diffusion_pytorch_model.safetensors.index.json",
+                false,
+            ),
+            sib("text_encoder/config.json", false),
+            sib("text_encoder/model.safetensors", true),
+            sib("text_encoder_2/config.json", false),
+            sib("text_encoder_2/model-00001-of-00002.safetensors", true),
+            sib("text_encoder_2/model.safetensors.index.json", false),
+            sib("tokenizer_2/tokenizer.json", false),
+            sib("vae/diffusion_pytorch_model.safetensors", true),
+        ];
+        let got: Vec<String> = select(&files, None, &["transformer", "text_encoder_2"])
+            .unwrap()
+            .into_iter()
+            .map(|w| w.path)
+            .collect();
+        let mut want = vec![
+            "model_index.json",
+            "scheduler/scheduler_config.json",
+            "text_encoder/config.json",
+            "text_encoder/model.safetensors",
+            "text_encoder_2/config.json",
+            "tokenizer_2/tokenizer.json",
+            "transformer/config.json",
+            "vae/diffusion_pytorch_model.safetensors",
+        ];
+        let mut got = got;
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+        // Without the GGUFs, the float transformer is fetched.
+        let all = select(&files, None, &[]).unwrap();
+        assert!(
+            all.iter()
+                .any(|w| w.path.starts_with("transformer/diffusion_pytorch_model-"))
+        );
+        // The catalogue's FLUX entry names its GGUFs.
+        let extras = extras_for("black-forest-labs/FLUX.1-schnell");
+        assert_eq!(extras.len(), 2);
+        assert_eq!(
+            extras.iter().map(Extra::folder).collect::<Vec<_>>(),
+            ["transformer", "text_encoder_2"]
+        );
+        assert!(extras_for("someone/else").is_empty());
     }
 
     #[test]
@@ -1072,7 +1255,7 @@ mod tests {
             sib("README.md", false),
             sib("images/example.png", true),
         ];
-        let got: Vec<String> = select(&files, None)
+        let got: Vec<String> = select(&files, None, &[])
             .unwrap()
             .into_iter()
             .map(|w| w.path)

@@ -266,6 +266,7 @@ impl Pulls {
             progress: false,
             approve: None,
             sink: Some(entry.progress.clone()),
+            extras: hub::extras_for(&r.repo),
         };
         let outcome = match std::fs::create_dir_all(&models_dir) {
             Ok(()) => hub::pull(&pull).await,

@@ -36,7 +36,24 @@ pub struct KnownModel {
     pub ram_bytes: u64,
     pub licence: Licence,
     pub summary: &'static str,
+    /// Files of other repositories that take the place of some of `repo`'s (quantised
+    /// transformer and T5 GGUFs), put into the folder; `repo`'s weights of those folders are
+    /// not fetched.
+    pub extras: &'static [ExtraFile],
 }
+
+/// A file of another hub repository (at `main`) and where it goes in the model's folder.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ExtraFile {
+    pub repo: &'static str,
+    pub file: &'static str,
+    pub dest: &'static str,
+}
+
+/// city96's T5-XXL encoder in Q8_0 (5.06 GB), for FLUX's `text_encoder_2` and SD 3's
+/// `text_encoder_3`.
+const T5_Q8: &str = "t5-v1_1-xxl-encoder-Q8_0.gguf";
+const T5_REPO: &str = "city96/t5-v1_1-xxl-encoder-gguf";
 
 const GB: u64 = 1_000_000_000;
 const MB: u64 = 1_000_000;
@@ -66,6 +83,58 @@ pub fn known_models() -> Vec<KnownModel> {
                 commercial: false,
             },
             summary: "A picture in one step: the quickest real pictures on a CPU (512×512).",
+            extras: &[],
+        },
+        KnownModel {
+            id: "flux1-schnell",
+            title: "FLUX.1-schnell (GGUF Q4_K)",
+            repo: "black-forest-labs/FLUX.1-schnell",
+            variant: None,
+            kind: Kind::Pipeline,
+            family: Some(Family::FluxSchnell),
+            arch: Arch::Flux,
+            download_bytes: 12_300 * MB,
+            ram_bytes: 13 * GB,
+            licence: Licence {
+                name: "Apache-2.0",
+                url: "https://huggingface.co/black-forest-labs/FLUX.1-schnell/blob/main/README.md",
+                commercial: true,
+            },
+            summary: "Black Forest Labs' 12B model in 4 steps: pictures that follow long prompts and draw text; the permissive licence. Transformer in Q4_K and T5 in Q8_0 (city96's GGUFs). Slow on a CPU: minutes per picture.",
+            extras: &[
+                ExtraFile {
+                    repo: "city96/FLUX.1-schnell-gguf",
+                    file: "flux1-schnell-Q4_K_S.gguf",
+                    dest: "transformer/flux1-schnell-Q4_K_S.gguf",
+                },
+                ExtraFile {
+                    repo: T5_REPO,
+                    file: T5_Q8,
+                    dest: "text_encoder_2/t5-v1_1-xxl-encoder-Q8_0.gguf",
+                },
+            ],
+        },
+        KnownModel {
+            id: "sd35-medium",
+            title: "Stable Diffusion 3.5 Medium",
+            repo: "stabilityai/stable-diffusion-3.5-medium",
+            variant: None,
+            kind: Kind::Pipeline,
+            family: Some(Family::Sd3),
+            arch: Arch::Sd3,
+            download_bytes: 11_700 * MB,
+            ram_bytes: 20 * GB,
+            licence: Licence {
+                name: "Stability AI Community License",
+                url: "https://huggingface.co/stabilityai/stable-diffusion-3.5-medium/blob/main/LICENSE.md",
+                commercial: true,
+            },
+            summary: "Stability's 2.5B MMDiT with three text encoders, 40 steps with guidance. Commercial use is free below US$1M yearly revenue (see the licence); the repository is gated: accept its licence on the hub and set HF_TOKEN. T5 in Q8_0 (city96's GGUF).",
+            extras: &[ExtraFile {
+                repo: T5_REPO,
+                file: T5_Q8,
+                dest: "text_encoder_3/t5-v1_1-xxl-encoder-Q8_0.gguf",
+            }],
         },
         KnownModel {
             id: "sdxl-turbo",
@@ -83,6 +152,7 @@ pub fn known_models() -> Vec<KnownModel> {
                 commercial: false,
             },
             summary: "SDXL quality in one step; best with a GPU.",
+            extras: &[],
         },
         KnownModel {
             id: "sd15",
@@ -96,6 +166,7 @@ pub fn known_models() -> Vec<KnownModel> {
             ram_bytes: 5 * GB,
             licence: OPENRAIL_M,
             summary: "The classic: thousands of fine-tunes and LoRAs are made for it. 25 steps.",
+            extras: &[],
         },
         KnownModel {
             id: "dreamshaper-8",
@@ -109,6 +180,7 @@ pub fn known_models() -> Vec<KnownModel> {
             ram_bytes: 5 * GB,
             licence: OPENRAIL_M,
             summary: "A popular SD 1.5 fine-tune for illustration and portraits.",
+            extras: &[],
         },
         KnownModel {
             id: "sdxl-base",
@@ -126,6 +198,7 @@ pub fn known_models() -> Vec<KnownModel> {
                 commercial: true,
             },
             summary: "Stability's 1024×1024 model: detailed, slow on a CPU.",
+            extras: &[],
         },
         KnownModel {
             id: "instruct-pix2pix",
@@ -143,6 +216,7 @@ pub fn known_models() -> Vec<KnownModel> {
                 commercial: true,
             },
             summary: "For the edit tier: does what an instruction says (\"make it winter\", \"add fireworks\") and keeps the rest of the photo. SD 1.5-sized, runs on a CPU.",
+            extras: &[],
         },
         KnownModel {
             id: "sd15-inpainting",
@@ -156,6 +230,7 @@ pub fn known_models() -> Vec<KnownModel> {
             ram_bytes: 5 * GB,
             licence: OPENRAIL_M,
             summary: "For the edit tier with masks: repaints the masked area to match the rest of the photo.",
+            extras: &[],
         },
         KnownModel {
             id: "taesd",
@@ -173,6 +248,7 @@ pub fn known_models() -> Vec<KnownModel> {
                 commercial: true,
             },
             summary: "Decodes SD 1.x/2.x pictures in about a sixth of the time, a little less detail.",
+            extras: &[],
         },
         KnownModel {
             id: "taesdxl",
@@ -190,6 +266,7 @@ pub fn known_models() -> Vec<KnownModel> {
                 commercial: true,
             },
             summary: "The tiny decoder for SDXL and SDXL-Turbo.",
+            extras: &[],
         },
     ]
 }

@@ -875,16 +875,64 @@ fn inspect_diffusers(dir: &Path) -> Result<ModelInfo, ModelError> {
 fn present_weights(dir: &Path, components: &[&str]) -> Result<(u64, usize), ModelError> {
     let (mut bytes, mut tensors) = (0u64, 0usize);
     for c in components {
-        if !dir.join(c).is_dir() {
+        let sub = dir.join(c);
+        if !sub.is_dir() {
             continue;
         }
-        for w in component_weights(&dir.join(c))? {
+        // A GGUF in the component's folder stands for its weights (what `pictor models pull`
+        // fetches for FLUX / SD 3: city96's quantised transformer and T5).
+        if let Some(g) = component_gguf(&sub)? {
+            bytes = bytes.saturating_add(std::fs::metadata(&g).map_err(io(&g))?.len());
+            continue;
+        }
+        // A component left out (its weights come as a file named in the mapping).
+        let has_weights = std::fs::read_dir(&sub)
+            .map_err(io(&sub))?
+            .filter_map(Result::ok)
+            .any(|e| {
+                e.path()
+                    .extension()
+                    .is_some_and(|x| x != "json" && x != "txt")
+            });
+        if !has_weights {
+            continue;
+        }
+        for w in component_weights(&sub)? {
             let header = safetensors_header(&w)?;
             tensors += header.len();
             bytes = bytes.saturating_add(std::fs::metadata(&w).map_err(io(&w))?.len());
         }
     }
     Ok((bytes, tensors))
+}
+
+/// The GGUF file that holds a FLUX / SD 3 component's weights in its folder
+/// (`transformer/flux1-schnell-Q4_K_S.gguf`, `text_encoder_2/t5-v1_1-xxl-encoder-Q8_0.gguf`),
+/// if there is one; two are refused (which one would be meant?).
+pub fn component_gguf(dir: &Path) -> Result<Option<PathBuf>, ModelError> {
+    if !dir.is_dir() {
+        return Ok(None);
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io(dir))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_file()
+                && p.extension()
+                    .is_some_and(|x| x.eq_ignore_ascii_case("gguf"))
+        })
+        .collect();
+    found.sort();
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop()),
+        _ => Err(invalid(format!(
+            "{} holds {} GGUF files; keep the one to use",
+            dir.display(),
+            found.len()
+        ))),
+    }
 }
 
 /// A diffusers FLUX.1 folder (`FluxPipeline`): CLIP-L, T5 (`text_encoder_2`, which may be

@@ -264,7 +264,8 @@ impl FluxPipeline {
         let merge = Merge::read(loras, &Denoiser::Transformer)?;
         merge.refuse(Part::Text(1), "the T5 text encoder")?;
         merge.refuse(Part::Text(2), "a third text encoder")?;
-        let transformer = files.transformer.as_deref();
+        let in_folder = component_gguf(dir, "transformer")?;
+        let transformer = files.transformer.as_deref().or(in_folder.as_deref());
         // CLIP-L: its pooled output only.
         let clip_json = crate::read_json(&dir.join("text_encoder/config.json"))?;
         let (clip_cfg, _) = load::clip_config(&clip_json)?;
@@ -535,12 +536,22 @@ pub(crate) fn t5_weights(
             let q = files.quantise(WeightMap::f32_bytes(&[p])?);
             WeightMap::safetensors(&[p], device, |n| n.to_string(), q)
         }
-        None => {
-            let paths = weight_files(dir, sub, "model.safetensors")?;
-            let q = files.quantise(WeightMap::f32_bytes(&paths)?);
-            WeightMap::safetensors(&paths, device, |n| n.to_string(), q)
-        }
+        None => match component_gguf(dir, sub)? {
+            Some(p) => WeightMap::gguf(&p, device, weights::t5_gguf_name),
+            None => {
+                let paths = weight_files(dir, sub, "model.safetensors")?;
+                let q = files.quantise(WeightMap::f32_bytes(&paths)?);
+                WeightMap::safetensors(&paths, device, |n| n.to_string(), q)
+            }
+        },
     }
+}
+
+/// A GGUF holding the weights of `dir/sub` in that folder (what `pictor models pull` fetches
+/// for FLUX / SD 3 in place of the float files), if any.
+pub(crate) fn component_gguf(dir: &Path, sub: &str) -> Result<Option<PathBuf>, DiffusionError> {
+    pictor_core::models::component_gguf(&dir.join(sub))
+        .map_err(|e| DiffusionError::Model(e.to_string()))
 }
 
 /// A FLUX transformer in one file under BFL's names: safetensors (ComfyUI's

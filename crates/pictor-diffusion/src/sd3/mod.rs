@@ -183,7 +183,8 @@ impl Sd3Pipeline {
             None
         };
 
-        let (cfg, mut tw) = match files.transformer.as_deref() {
+        let in_folder = crate::flux::component_gguf(dir, "transformer")?;
+        let (cfg, mut tw) = match files.transformer.as_deref().or(in_folder.as_deref()) {
             None => {
                 let cfg = Sd3Config::from_diffusers(&crate::read_json(
                     &dir.join("transformer/config.json"),

@@ -846,14 +846,31 @@ pub fn estimate_seconds(
         if gflops <= 0.0 {
             return None;
         }
+        let r = f64::from(size.max(64)) / 512.0;
+        // The transformers, from docs/models.md's full-size runs at 512² on the build machine:
+        // FLUX.1 with its Q4_K transformer (53.1 s an evaluation; T5 in Q8_0 10.7 s; VAE
+        // 7.2 s), SD 3.5 Medium in float32 (12.5 s an evaluation; three encoders 12 s). Their
+        // cost grows a little faster than the pixels (attention over 4× the tokens).
+        let transformer = match arch {
+            Arch::Flux => Some((10.7, 53.1)),
+            Arch::Sd3 => Some((12.0, 12.53)),
+            _ => None,
+        };
+        if let Some((text, eval512)) = transformer {
+            let evaluations = if arch == Arch::Sd3 && guidance > 1.0 {
+                2.0
+            } else {
+                1.0
+            };
+            let seconds =
+                text + f64::from(steps) * evaluations * eval512 * r.powf(2.2) + 7.2 * r.powf(2.5);
+            return Some(seconds * REFERENCE_GFLOPS / gflops);
+        }
         let (text, step512) = match arch {
             Arch::Sd1 => (0.15, 9.00),
             Arch::Sd2 => (0.53, 8.64),
-            Arch::Sdxl => (1.09, 12.30),
-            // No FLUX figures on the build machine yet.
-            Arch::Flux | Arch::Sd3 => return None,
+            _ => (1.09, 12.30),
         };
-        let r = f64::from(size.max(64)) / 512.0;
         // Fitted to the 512² and 1024² SDXL steps (12.3 s, 62.4 s) and decodes (23.9 s, 135 s).
         let step = step512 * r.powf(2.34);
         let evaluations = if guidance > 1.0 { 2.0 } else { 1.0 };
@@ -891,4 +908,33 @@ pub fn estimate_for(settings: &toml::Table, record: &ModelRecord) -> Option<f64>
         size,
         settings.contains_key("tiny_vae"),
     )
+}
+
+#[cfg(all(test, feature = "diffusion", not(feature = "cuda")))]
+mod estimate_tests {
+    use super::*;
+
+    /// The transformers have estimates now, scaled like the UNets': FLUX.1-schnell's 4 steps
+    /// at 512² cost about as the measured evaluations add up; SD 3's guidance doubles them.
+    #[test]
+    fn transformer_models_have_estimates() {
+        let sd1 = estimate_seconds(Arch::Sd1, 1, 0.0, 512, false).unwrap();
+        let flux = estimate_seconds(Arch::Flux, 4, 0.0, 512, false).unwrap();
+        let sd3 = estimate_seconds(Arch::Sd3, 4, 4.5, 512, false).unwrap();
+        let sd3_no_cfg = estimate_seconds(Arch::Sd3, 4, 1.0, 512, false).unwrap();
+        // Ratios to SD 1.x's one step (the machine's speed cancels).
+        let sd1_seconds = 0.15 + 9.0 + 23.85;
+        for (got, seconds) in [
+            (flux, 10.7 + 4.0 * 53.1 + 7.2),
+            (sd3, 12.0 + 8.0 * 12.53 + 7.2),
+            (sd3_no_cfg, 12.0 + 4.0 * 12.53 + 7.2),
+        ] {
+            let (r, want) = (got / sd1, seconds / sd1_seconds);
+            assert!((r / want - 1.0).abs() < 1e-9, "{r} vs {want}");
+        }
+        assert!(
+            estimate_seconds(Arch::Flux, 4, 0.0, 1024, false).unwrap() > 4.0 * flux * 0.9,
+            "1024² costs about four times 512²"
+        );
+    }
 }

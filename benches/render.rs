@@ -114,6 +114,7 @@ fn benches(c: &mut Criterion) {
                         instruction: instruction.into(),
                         seed: 1,
                         mask: None,
+                        loras: Vec::new(),
                     })
                     .unwrap();
                 black_box(finish(pic, true, &params(Model::Fast)).unwrap())
@@ -141,6 +142,7 @@ fn benches(c: &mut Criterion) {
                         instruction: instruction.into(),
                         seed: 1,
                         mask: None,
+                        loras: Vec::new(),
                     })
                     .unwrap();
                 black_box(finish(pic, true, &params(Model::Fast)).unwrap())

@@ -927,6 +927,71 @@ async fn loras_are_installed_and_asked_for_per_picture() {
         "{done}"
     );
 
+    // Edits read the instruction's tags too, for the model that draws the edit tier: the
+    // LoRA merged into it, the job and the PNG naming it; one for another family is refused
+    // before the upload is stored, and nothing is charged.
+    cli_json(
+        &d,
+        &["models", "map", "edit", "tiny", "--steps", "2", "--json"],
+        None,
+    );
+    let source = {
+        let img = image::RgbImage::from_fn(64, 64, |x, y| {
+            image::Rgb([(x * 3) as u8, (y * 3) as u8, 90])
+        });
+        let mut out = Vec::new();
+        img.write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png)
+            .unwrap();
+        out
+    };
+    let form = |instruction: &str| {
+        reqwest::multipart::Form::new()
+            .text("prompt", instruction.to_string())
+            .part(
+                "image",
+                reqwest::multipart::Part::bytes(source.clone())
+                    .file_name("s.png")
+                    .mime_str("image/png")
+                    .unwrap(),
+            )
+    };
+    let (s, r) = server
+        .edit_form(&key, form("make it a sunny day <lora:style:0.8>"))
+        .await;
+    assert_eq!(s, 202, "{r}");
+    let done = server.finish(&key, r["job_id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], "done", "{done}");
+    assert_eq!(
+        done["loras"],
+        json!([{"name": "style", "weight": 0.8, "text_weight": 0.8}]),
+        "{done}"
+    );
+    let params = pictor::render::encode::read_parameters(
+        &server.fetch(done["photo_url"].as_str().unwrap()).await,
+    )
+    .unwrap();
+    for want in [
+        format!("Lora hashes: \"style: {}\"", hashes["style"]),
+        "Denoising strength".to_string(),
+        "<lora:style:0.8>".to_string(),
+    ] {
+        assert!(params.contains(&want), "{want:?} in {params}");
+    }
+    let before = balance(server.me(&key).await);
+    let sources =
+        |d: &std::path::Path| std::fs::read_dir(d.join("sources")).map_or(0, |r| r.count());
+    let stored = sources(&d);
+    let r = server
+        .edit_form(&key, form("make it a sunny day <lora:xl:1>"))
+        .await;
+    assert_error(&r, 400, "invalid_request");
+    assert!(
+        r.1["error"].as_str().unwrap().contains("is for SDXL"),
+        "{r:?}"
+    );
+    assert_eq!(balance(server.me(&key).await), before, "nothing charged");
+    assert_eq!(sources(&d), stored, "nothing stored");
+
     // `pictor render` reads the tags too, and re-renders the PNG it wrote from its parameters.
     let out = d.join("lora.png");
     let (code, _, err) = run_cli(
@@ -1172,18 +1237,15 @@ async fn flux_models_are_installed_mapped_and_draw() {
         "{r:?}"
     );
 
-    // `pictor render` by installed name with the GGUF transformer.
+    // `pictor render` by installed name with the GGUF transformer, and with a LoRA's tag.
     let out = d.join("flux.png");
-    let (code, _, err) = run_cli(
-        &d,
-        &[
+    let render = |prompt: &str, extra: &[&str]| {
+        let mut args = vec![
             "render",
             "--model",
             "flux",
             "--prompt",
-            "a photo of a red car",
-            "--transformer",
-            gguf.to_str().unwrap(),
+            prompt,
             "--steps",
             "2",
             "--width",
@@ -1192,37 +1254,21 @@ async fn flux_models_are_installed_mapped_and_draw() {
             "64",
             "--out",
             out.to_str().unwrap(),
-        ],
-        None,
+        ];
+        args.extend(extra);
+        let (code, _, err) = run_cli(&d, &args, None);
+        assert_eq!(code, 0, "{err}");
+        pictor::render::encode::read_parameters(&std::fs::read(&out).unwrap()).unwrap()
+    };
+    let params = render(
+        "a photo of a red car",
+        &["--transformer", gguf.to_str().unwrap()],
     );
-    assert_eq!(code, 0, "{err}");
-    let params = pictor::render::encode::read_parameters(&std::fs::read(&out).unwrap()).unwrap();
     assert!(
         params.contains("Distilled CFG Scale: 3.5") && params.contains("Model: flux"),
         "{params}"
     );
-    // … and with a LoRA from the prompt's tag.
-    let (code, _, err) = run_cli(
-        &d,
-        &[
-            "render",
-            "--model",
-            "flux",
-            "--prompt",
-            "a photo of a red car <lora:flux-detail:0.6>",
-            "--steps",
-            "2",
-            "--width",
-            "64",
-            "--height",
-            "64",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        None,
-    );
-    assert_eq!(code, 0, "{err}");
-    let params = pictor::render::encode::read_parameters(&std::fs::read(&out).unwrap()).unwrap();
+    let params = render("a photo of a red car <lora:flux-detail:0.6>", &[]);
     assert!(params.contains("Lora hashes: \"flux-detail: "), "{params}");
     let (code, _, err) = run_cli(
         &d,

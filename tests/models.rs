@@ -668,29 +668,7 @@ fn t5_gguf(folder: &Path) -> Vec<u8> {
         &Device::Cpu,
     )
     .unwrap();
-    let rename = |n: &str| {
-        [
-            ("encoder.final_layer_norm", "enc.output_norm"),
-            ("shared", "token_embd"),
-            ("encoder.", "enc."),
-            (".block.", ".blk."),
-            (
-                "layer.0.SelfAttention.relative_attention_bias",
-                "attn_rel_b",
-            ),
-            ("layer.0.SelfAttention.q", "attn_q"),
-            ("layer.0.SelfAttention.k", "attn_k"),
-            ("layer.0.SelfAttention.v", "attn_v"),
-            ("layer.0.SelfAttention.o", "attn_o"),
-            ("layer.0.layer_norm", "attn_norm"),
-            ("layer.1.DenseReluDense.wi_0", "ffn_gate"),
-            ("layer.1.DenseReluDense.wi_1", "ffn_up"),
-            ("layer.1.DenseReluDense.wo", "ffn_down"),
-            ("layer.1.layer_norm", "ffn_norm"),
-        ]
-        .iter()
-        .fold(n.to_string(), |s, (a, b)| s.replace(a, b))
-    };
+    let rename = pictor::render::diffusion::flux::weights::t5_name_in_gguf;
     let tensors: Vec<(String, QTensor)> = st
         .iter()
         .filter(|(n, _)| n.as_str() != "encoder.embed_tokens.weight")

@@ -224,6 +224,7 @@ async fn edit(r: Arc<Router>) -> Result<Picture, RenderError> {
             instruction: "make it a watercolor".into(),
             seed: 2,
             mask: None,
+            loras: Vec::new(),
         })
     })
     .await

@@ -562,6 +562,7 @@ async fn comfyui_img2img_uploads_the_source() {
         instruction: "make it autumn".into(),
         seed: 99,
         mask: None,
+        loras: Vec::new(),
     };
     let img = tokio::task::spawn_blocking(move || r.edit(&spec).map(|p| p.as_rgba().clone()))
         .await

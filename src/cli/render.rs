@@ -391,6 +391,7 @@ fn paint(args: &RenderArgs, model: Model) -> anyhow::Result<(render::Picture, Pn
             instruction: instruction.clone(),
             seed,
             mask,
+            loras: Vec::new(),
         })?;
         let params = PngParameters {
             prompt: instruction,

@@ -891,6 +891,7 @@ fn render_job(
                 instruction: job.prompt.clone(),
                 seed: job.seed,
                 mask: upload.mask,
+                loras: job.loras.clone(),
             },
             control,
         ),

@@ -110,7 +110,12 @@ pub async fn create_generate(
     input: Generate,
 ) -> Result<JobRecord, JobError> {
     let webhook_url = check_webhook(state, input.webhook_url.as_deref())?;
-    let (text, loras) = resolve_loras(state, input.model, &input.prompt, &input.loras)?;
+    let (text, loras) = resolve_loras(
+        state,
+        JobModel::Generate(input.model),
+        &input.prompt,
+        &input.loras,
+    )?;
     let enhanced_prompt = if input.enhance {
         // The enhancer sees the words, not the `<lora:…>` tags (already taken out above).
         let (prompt, seed) = (text, input.seed);
@@ -146,7 +151,7 @@ pub async fn create_generate(
 /// diffusion model (the built-in painter takes none).
 pub fn resolve_loras(
     state: &AppState,
-    model: Model,
+    model: JobModel,
     prompt: &str,
     requested: &[(String, f32)],
 ) -> Result<(String, Vec<render::LoraUse>), JobError> {
@@ -242,6 +247,9 @@ pub async fn create_edit(
     webhook_url: Option<String>,
 ) -> Result<JobRecord, JobError> {
     let webhook_url = check_webhook(state, webhook_url.as_deref())?;
+    // The instruction's `<lora:…>` tags, for the model that draws the edit tier (checked
+    // before the upload is stored: a refused request leaves nothing behind).
+    let (_, loras) = resolve_loras(state, JobModel::Edit, &prompt, &[])?;
     let ((bytes, mask), checked) = state
         .decode_pool
         .spawn(move || {
@@ -301,7 +309,7 @@ pub async fn create_edit(
         enhanced_prompt: None,
         seed: random_seed(),
         noise: None,
-        loras: Vec::new(),
+        loras,
         webhook_url,
         client,
         masked,

@@ -90,6 +90,8 @@ pub struct EditSpec {
     pub seed: u64,
     /// The mask as uploaded (checked: [`decode::mask`]): the area to change.
     pub mask: Option<Vec<u8>>,
+    /// LoRAs merged into the edit model (the instruction's `<lora:…>` tags, resolved).
+    pub loras: Vec<LoraUse>,
 }
 
 impl fmt::Debug for EditSpec {
@@ -99,6 +101,7 @@ impl fmt::Debug for EditSpec {
             .field("instruction", &self.instruction)
             .field("seed", &self.seed)
             .field("mask_len", &self.mask.as_ref().map(Vec::len))
+            .field("loras", &self.loras.len())
             .finish()
     }
 }

@@ -1152,23 +1152,9 @@ fn inspect_lora(
         }
     }
     if let Some(told) = transformer_lora_arch(&header) {
-        let arch = match (told, lora_for) {
-            (Some(a), Some(b)) if a != b => {
-                return Err(invalid(format!(
-                    "{}: a LoRA for {}, not {}",
-                    path.display(),
-                    a.title(),
-                    b.title()
-                )));
-            }
-            (Some(a), _) | (None, Some(a)) => a,
-            (None, None) => {
-                return Err(invalid(format!(
-                    "{}: a LoRA for a transformer model whose layers do not tell FLUX from SD 3; say which with --for flux or sd3",
-                    path.display()
-                )));
-            }
-        };
+        let arch = settle_lora_arch(path, told, lora_for, || {
+            "whose layers do not tell FLUX from SD 3; say which with --for flux or sd3".into()
+        })?;
         return Ok(Some(lora_info(arch, len, header.len())));
     }
     let down_width = |pred: &dyn Fn(&str) -> bool| {
@@ -1188,26 +1174,34 @@ fn inspect_lora(
             _ => None,
         }
     };
-    let arch = match (told, lora_for) {
-        (Some(a), Some(b)) if a != b => {
-            return Err(invalid(format!(
-                "{}: a LoRA for {}, not {}",
-                path.display(),
-                a.title(),
-                b.title()
-            )));
-        }
-        (Some(a), _) | (None, Some(a)) => a,
-        (None, None) => {
-            return Err(invalid(format!(
-                "{}: a LoRA whose layers do not tell which model family it is for (cross-attention {}, text encoder {}); say which with --for sd1, sd2 or sdxl",
-                path.display(),
-                context.map_or("absent".into(), |w| format!("{w} wide")),
-                text.map_or("absent".into(), |w| format!("{w} wide")),
-            )));
-        }
-    };
+    let arch = settle_lora_arch(path, told, lora_for, || {
+        format!(
+            "whose layers do not tell which model family it is for (cross-attention {}, text encoder {}); say which with --for sd1, sd2 or sdxl",
+            context.map_or("absent".into(), |w| format!("{w} wide")),
+            text.map_or("absent".into(), |w| format!("{w} wide")),
+        )
+    })?;
     Ok(Some(lora_info(arch, len, header.len())))
+}
+
+/// The family a LoRA is for: what its layers tell (`told`), checked against `--for`, or `--for`
+/// when they tell nothing (else the error `untold` describes).
+fn settle_lora_arch(
+    path: &Path,
+    told: Option<Arch>,
+    lora_for: Option<Arch>,
+    untold: impl FnOnce() -> String,
+) -> Result<Arch, ModelError> {
+    match (told, lora_for) {
+        (Some(a), Some(b)) if a != b => Err(invalid(format!(
+            "{}: a LoRA for {}, not {}",
+            path.display(),
+            a.title(),
+            b.title()
+        ))),
+        (Some(a), _) | (None, Some(a)) => Ok(a),
+        (None, None) => Err(invalid(format!("{}: a LoRA {}", path.display(), untold()))),
+    }
 }
 
 fn lora_info(arch: Arch, len: u64, tensors: usize) -> ModelInfo {

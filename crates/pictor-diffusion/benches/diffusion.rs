@@ -57,6 +57,7 @@ mod bench {
         ("sdxl", "vae", 1024, "f32-tiled"),
         ("flux", "t5", 512, "q8_0"),
         ("flux", "step", 512, "q4k"),
+        ("flux", "step", 512, "q4k-lora16"),
         ("flux", "step", 512, "q8_0"),
         ("flux", "vae16", 512, "f32"),
         ("sd35m", "step", 512, "f32"),
@@ -132,7 +133,7 @@ mod bench {
     }
 
     fn quant(variant: &str) -> GgmlDType {
-        match variant {
+        match variant.split('-').next().unwrap_or(variant) {
             "q4k" => GgmlDType::Q4K,
             "q5k" => GgmlDType::Q5K,
             "q8_0" => GgmlDType::Q8_0,
@@ -322,6 +323,23 @@ mod bench {
                 // `variant` blocks (city96's flux1-schnell-Q4_K_S / -Q8_0 GGUFs).
                 let cfg = flux::model::FluxConfig::flux1(false);
                 let mut w = random_quantised(flux::model::bfl_shapes(&cfg), quant(variant));
+                if variant.ends_with("-lora16") {
+                    // A rank-16 LoRA on every matrix of every block (qkv, projections, MLPs,
+                    // modulations, linear1/2: 8 + 4 per block, 266 in all), kept beside the
+                    // quantised weights and applied in each product, as Pictor applies them.
+                    let names: Vec<String> = w
+                        .names()
+                        .filter(|n| n.contains("blocks.") && n.ends_with(".weight"))
+                        .filter(|n| w.dims_of(n).is_some_and(|d| d.len() == 2))
+                        .cloned()
+                        .collect();
+                    for n in names {
+                        let d = w.dims_of(&n).unwrap();
+                        let up = randn(&[d[0], 16], DType::F32);
+                        let down = randn(&[16, d[1]], DType::F32);
+                        w.add_low_rank(&n, up, down).unwrap();
+                    }
+                }
                 let model = flux::model::Flux::new(&cfg, &mut w).unwrap();
                 let grid = side / 16;
                 let img = randn(&[1, grid * grid, 64], DType::F32);

@@ -441,10 +441,29 @@ impl DiffusionRenderer {
 
 /// The job's LoRAs as the PNG's `Lora hashes` name them.
 fn job_loras(spec: &GenerateSpec) -> Vec<(String, String)> {
-    spec.loras
+    lora_hashes(&spec.loras)
+}
+
+fn lora_hashes(loras: &[pictor_core::LoraUse]) -> Vec<(String, String)> {
+    loras
         .iter()
         .map(|u| (u.name.clone(), u.hash.clone()))
         .collect()
+}
+
+/// A mapping with a job's LoRAs: a pipeline of its own, merged at load and kept like any other
+/// (the load key has them), so the next job with the same set starts at once.
+fn with_job_loras(m: &ModelMapping, loras: &[pictor_core::LoraUse]) -> ModelMapping {
+    let mut l = m.clone();
+    l.overrides.loras = loras
+        .iter()
+        .map(|u| super::lora::LoraSpec {
+            path: u.path.clone(),
+            unet: u.unet,
+            text: u.text,
+        })
+        .collect();
+    l
 }
 
 /// How a FLUX.1 model made a picture, as Forge writes it: Euler, "Simple", CFG scale 1, and
@@ -662,17 +681,7 @@ impl Renderer for DiffusionRenderer {
         let m = if spec.loras.is_empty() {
             m
         } else {
-            let mut l = m.clone();
-            l.overrides.loras = spec
-                .loras
-                .iter()
-                .map(|u| super::lora::LoraSpec {
-                    path: u.path.clone(),
-                    unet: u.unet,
-                    text: u.text,
-                })
-                .collect();
-            with_loras = l;
+            with_loras = with_job_loras(m, &spec.loras);
             &with_loras
         };
         let engine = self.pipeline(m)?;
@@ -724,6 +733,29 @@ impl Renderer for DiffusionRenderer {
         let mappings = self.current();
         let Some(m) = &mappings.edit else {
             return self.fallback.edit_with(spec, control);
+        };
+        // The instruction without its `<lora:…>` tags (the filters and the model read words),
+        // and the edit's LoRAs merged into a pipeline of their own, as for generations.
+        let stripped;
+        let spec = match pictor_core::lora_tags::parse(&spec.instruction) {
+            Ok((text, tags)) if !tags.is_empty() => {
+                stripped = EditSpec {
+                    instruction: text,
+                    source: spec.source.clone(),
+                    mask: spec.mask.clone(),
+                    seed: spec.seed,
+                    loras: spec.loras.clone(),
+                };
+                &stripped
+            }
+            _ => spec,
+        };
+        let with_loras;
+        let m = if spec.loras.is_empty() {
+            m
+        } else {
+            with_loras = with_job_loras(m, &spec.loras);
+            &with_loras
         };
         // What the instruction filters do exactly (rotate, crop, black and white…) stays theirs
         // (inside the mask, when there is one); what changes the content (add, remove, recolour,
@@ -777,6 +809,7 @@ impl Renderer for DiffusionRenderer {
             .apply_exact(picture, &spec.instruction, spec.seed)?;
         let mut details = render_details(pipeline, &req, &m.name, &m.hash, m.noise, made.strength);
         details.edit_mode = Some(made.mode);
+        details.loras = lora_hashes(&spec.loras);
         details.image_guidance = made.image_guidance;
         details.exact = exact;
         control.set_details(details);

@@ -17,7 +17,7 @@ use pictor_diffusion::{NoControl, to_rgb8};
 use serde_json::Value;
 
 mod common;
-use common::{close, ids, lora_cases, max_diff, noise, relative};
+use common::{close, ids, lora_cases, max_diff, noise, picture_diff, relative};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/flux")
@@ -181,13 +181,7 @@ fn pictures_match_diffusers() {
             )
             .unwrap();
         assert_eq!(rgb, to_rgb8(&raw).unwrap(), "txt2img is the steps above");
-        let want: Vec<f32> = f.t["image"].flatten_all().unwrap().to_vec1().unwrap();
-        let worst = rgb
-            .iter()
-            .zip(&want)
-            .map(|(&g, &w)| (f32::from(g) - w * 255.0).abs())
-            .fold(0.0, f32::max);
-        println!("{variant} picture: max diff {worst:.2}/255");
+        let worst = picture_diff(variant, &rgb, &f.t["image"]);
         assert!(worst <= 2.0, "{variant} picture: {worst}/255");
     }
 }
@@ -391,29 +385,7 @@ fn t5_gguf_matches() {
     let dir = root().join("dev");
     let st = candle::safetensors::load(dir.join("text_encoder_2/model.safetensors"), &Device::Cpu)
         .unwrap();
-    let to_gguf = |n: &str| {
-        [
-            ("encoder.final_layer_norm", "enc.output_norm"),
-            ("shared", "token_embd"),
-            ("encoder.", "enc."),
-            (".block.", ".blk."),
-            (
-                "layer.0.SelfAttention.relative_attention_bias",
-                "attn_rel_b",
-            ),
-            ("layer.0.SelfAttention.q", "attn_q"),
-            ("layer.0.SelfAttention.k", "attn_k"),
-            ("layer.0.SelfAttention.v", "attn_v"),
-            ("layer.0.SelfAttention.o", "attn_o"),
-            ("layer.0.layer_norm", "attn_norm"),
-            ("layer.1.DenseReluDense.wi_0", "ffn_gate"),
-            ("layer.1.DenseReluDense.wi_1", "ffn_up"),
-            ("layer.1.DenseReluDense.wo", "ffn_down"),
-            ("layer.1.layer_norm", "ffn_norm"),
-        ]
-        .iter()
-        .fold(n.to_string(), |s, (a, b)| s.replace(a, b))
-    };
+    let to_gguf = flux::weights::t5_name_in_gguf;
     let t = candle::safetensors::load(dir.join("reference.safetensors"), &Device::Cpu).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     // kind: 0 = float32, 1 = Q8_0 matrices, 2 = those Q8_0 matrices dequantised to float32
@@ -526,17 +498,8 @@ fn loras_match_diffusers_fuse_lora() {
             &refs[&format!("{case}_latents")],
             1e-3,
         );
-        let want: Vec<f32> = refs[&format!("{case}_image")]
-            .flatten_all()
-            .unwrap()
-            .to_vec1()
-            .unwrap();
-        let worst = rgb
-            .iter()
-            .zip(&want)
-            .map(|(&g, &w)| (f32::from(g) - w * 255.0).abs())
-            .fold(0.0, f32::max);
-        println!("FLUX LoRA case {case} picture: max diff {worst:.2}/255");
+        let what = format!("FLUX LoRA case {case}");
+        let worst = picture_diff(&what, &rgb, &refs[&format!("{case}_image")]);
         assert!(worst <= 2.0, "{case}: {worst}/255");
         if case != "ab" {
             continue;

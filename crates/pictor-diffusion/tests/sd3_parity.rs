@@ -18,7 +18,7 @@ use pictor_diffusion::{NoControl, to_rgb8};
 use serde_json::Value;
 
 mod common;
-use common::{close, ids, lora_cases, max_diff, noise, relative};
+use common::{close, ids, lora_cases, max_diff, noise, picture_diff, relative};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/sd3")
@@ -254,13 +254,7 @@ fn pictures_match_diffusers() {
             )
             .unwrap();
         assert_eq!(rgb, to_rgb8(&raw).unwrap(), "txt2img is the steps above");
-        let want: Vec<f32> = f.t["image"].flatten_all().unwrap().to_vec1().unwrap();
-        let worst = rgb
-            .iter()
-            .zip(&want)
-            .map(|(&g, &w)| (f32::from(g) - w * 255.0).abs())
-            .fold(0.0, f32::max);
-        println!("{variant} picture: max diff {worst:.2}/255");
+        let worst = picture_diff(variant, &rgb, &f.t["image"]);
         assert!(worst <= 2.0, "{variant} picture: {worst}/255");
     }
 }
@@ -340,17 +334,8 @@ fn loras_match_diffusers_fuse_lora() {
             &refs[&format!("{case}_latents")],
             1e-3,
         );
-        let want: Vec<f32> = refs[&format!("{case}_image")]
-            .flatten_all()
-            .unwrap()
-            .to_vec1()
-            .unwrap();
-        let worst = rgb
-            .iter()
-            .zip(&want)
-            .map(|(&g, &w)| (f32::from(g) - w * 255.0).abs())
-            .fold(0.0, f32::max);
-        println!("SD 3 LoRA case {case} picture: max diff {worst:.2}/255");
+        let what = format!("SD 3 LoRA case {case}");
+        let worst = picture_diff(&what, &rgb, &refs[&format!("{case}_image")]);
         assert!(worst <= 2.0, "{case}: {worst}/255");
         if case == "ab" {
             let single = Sd3Files {

@@ -1190,6 +1190,7 @@ mod tests {
                 instruction: "make it black and white and rotate it 90 degrees".to_owned(),
                 seed: 1,
                 mask: None,
+                loras: Vec::new(),
             })
             .unwrap();
         assert_eq!((pic.width(), pic.height()), (20, 30));
@@ -1203,6 +1204,7 @@ mod tests {
             instruction: "blur".to_owned(),
             seed: 1,
             mask: None,
+            loras: Vec::new(),
         });
         assert!(matches!(bad_image, Err(RenderError::InvalidImage(_))));
         let bad_text = ProceduralRenderer.edit(&EditSpec {
@@ -1210,6 +1212,7 @@ mod tests {
             instruction: "qwerty".to_owned(),
             seed: 1,
             mask: None,
+            loras: Vec::new(),
         });
         assert!(matches!(bad_text, Err(RenderError::EditNotUnderstood(_))));
     }

@@ -42,6 +42,7 @@ fn try_edit(source: &[u8], instruction: &str) -> Result<RgbaImage, RenderError> 
         instruction: instruction.into(),
         seed: 3,
         mask: None,
+        loras: Vec::new(),
     })?;
     let params = PngParameters {
         prompt: instruction.into(),

@@ -43,6 +43,7 @@ fn try_edit(instruction: &str) -> Result<image::RgbaImage, RenderError> {
         instruction: instruction.into(),
         seed: 1,
         mask: None,
+        loras: Vec::new(),
     })?;
     // Round-trip through the public encoder to get at the pixels.
     let params = render::PngParameters {
@@ -224,6 +225,7 @@ fn jpeg_and_webp_uploads_are_edited_too() {
                 instruction: "rotate 90".into(),
                 seed: 1,
                 mask: None,
+                loras: Vec::new(),
             })
             .unwrap();
         assert_eq!((pic.width(), pic.height()), (80, 120), "{format:?}");

@@ -224,6 +224,7 @@ fn a_decompression_bomb_is_refused_before_decoding() {
             instruction: "grayscale".into(),
             seed: 1,
             mask: None,
+            loras: Vec::new(),
         })
         .unwrap_err();
     // Refused by the header's size, before a pixel is decoded (3.6 gigapixels would take minutes

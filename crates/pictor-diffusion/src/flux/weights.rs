@@ -523,10 +523,11 @@ pub fn apply_plan(w: &mut WeightMap, plan: &[Joined]) -> Result<()> {
                 .iter()
                 .map(|n| w.take(n))
                 .collect::<Result<Vec<_>>>()?;
-            let mut t = if parts.len() == 1 {
-                parts.into_iter().next().expect("one part")
-            } else {
-                cat_rows(parts, &dev)?
+            let mut parts = parts.into_iter();
+            let mut t = match (parts.next(), parts.len()) {
+                (Some(one), 0) => one,
+                (Some(first), _) => cat_rows(std::iter::once(first).chain(parts).collect(), &dev)?,
+                (None, _) => candle::bail!("{}: no sources", j.dst),
             };
             if j.swap {
                 let half = t.dims()[0] / 2;
@@ -764,9 +765,56 @@ pub fn t5_gguf_name(name: &str) -> String {
     s
 }
 
+/// transformers' T5 encoder names to llama.cpp's, as city96's converter writes them (the
+/// inverse of [`t5_gguf_name`]; `encoder.embed_tokens`, a copy of `shared`, has no GGUF name).
+pub fn t5_name_in_gguf(name: &str) -> String {
+    const MAP: [(&str, &str); 14] = [
+        ("encoder.final_layer_norm", "enc.output_norm"),
+        ("shared", "token_embd"),
+        ("encoder.", "enc."),
+        (".block.", ".blk."),
+        (
+            "layer.0.SelfAttention.relative_attention_bias",
+            "attn_rel_b",
+        ),
+        ("layer.0.SelfAttention.q", "attn_q"),
+        ("layer.0.SelfAttention.k", "attn_k"),
+        ("layer.0.SelfAttention.v", "attn_v"),
+        ("layer.0.SelfAttention.o", "attn_o"),
+        ("layer.0.layer_norm", "attn_norm"),
+        ("layer.1.DenseReluDense.wi_0", "ffn_gate"),
+        ("layer.1.DenseReluDense.wi_1", "ffn_up"),
+        ("layer.1.DenseReluDense.wo", "ffn_down"),
+        ("layer.1.layer_norm", "ffn_norm"),
+    ];
+    MAP.iter()
+        .fold(name.to_string(), |s, (a, b)| s.replace(a, b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn t5_names_round_trip_through_llama_cpp_names() {
+        for n in [
+            "shared.weight",
+            "encoder.final_layer_norm.weight",
+            "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+            "encoder.block.11.layer.0.SelfAttention.q.weight",
+            "encoder.block.3.layer.1.DenseReluDense.wi_0.weight",
+            "encoder.block.3.layer.1.DenseReluDense.wo.weight",
+            "encoder.block.3.layer.1.layer_norm.weight",
+        ] {
+            let g = t5_name_in_gguf(n);
+            assert!(g.starts_with("enc.") || g.starts_with("token_embd"), "{g}");
+            assert_eq!(t5_gguf_name(&g), n);
+        }
+        assert_eq!(
+            t5_name_in_gguf("encoder.block.0.layer.0.SelfAttention.q.weight"),
+            "enc.blk.0.attn_q.weight"
+        );
+    }
 
     /// A LoRA change to a quantised matrix is applied beside it, exactly: the product with the
     /// change minus the product without is `x·downᵀ·upᵀ` (both from one activation rounding,
@@ -799,21 +847,17 @@ mod tests {
             .unwrap();
         let lin = changed.linear("l", 96, 64, true).unwrap();
         changed.check_used().unwrap();
+        let max_diff = |a: Tensor, b: Tensor| -> f32 {
+            (a - b)
+                .and_then(|d| d.abs()?.flatten_all()?.max(0)?.to_scalar())
+                .unwrap()
+        };
         let delta = (up.matmul(&down).unwrap() + up2.matmul(&down2).unwrap()).unwrap();
         for rows in [40, 1] {
             let x = Tensor::randn(0f32, 1.0, (1, rows, 96), &dev).unwrap();
             let got = (lin.forward(&x).unwrap() - plain.forward(&x).unwrap()).unwrap();
             let want = x.broadcast_matmul(&delta.t().unwrap()).unwrap();
-            let d: f32 = (got - want)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .max(0)
-                .unwrap()
-                .to_scalar()
-                .unwrap();
+            let d = max_diff(got, want);
             assert!(d < 1e-5, "{rows} rows: {d}");
         }
         // Float: summed into the weight.
@@ -822,17 +866,7 @@ mod tests {
             .add_low_rank("l.weight", up.clone(), down.clone())
             .unwrap();
         let t = float.tensor("l.weight", &[64, 96]).unwrap();
-        let want = (&w + up.matmul(&down).unwrap()).unwrap();
-        let d: f32 = (t - want)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_scalar()
-            .unwrap();
+        let d = max_diff(t, (&w + up.matmul(&down).unwrap()).unwrap());
         assert!(d < 1e-6, "{d}");
         // Wrong shapes are refused; an unapplied change fails the census.
         let mut m = map(Weight::Quant(q));

@@ -226,23 +226,22 @@ impl Sd3Pipeline {
         let schedule = FlowSchedule::from_json(&crate::read_json(
             &dir.join("scheduler/scheduler_config.json"),
         )?);
-        Ok(Sd3Pipeline {
+        let mut pipe = Self::from_parts(
             clip_l,
             clip_g,
             t5,
             transformer,
             vae,
-            vae_scale,
-            vae_shift,
+            (vae_scale, vae_shift),
             schedule,
-            max_sequence_length: 256,
-            device: device.clone(),
-            resident_bytes: bytes,
-        })
+            device,
+        );
+        pipe.resident_bytes = bytes;
+        Ok(pipe)
     }
 
-    /// A pipeline from parts already built (benchmarks that make full-size weights);
-    /// `resident_bytes` is left to the caller.
+    /// A pipeline from parts already built (the loader; benchmarks that make full-size
+    /// weights); `resident_bytes` is left to the caller.
     #[allow(clippy::too_many_arguments)]
     pub fn from_parts(
         clip_l: ClipPart,

@@ -93,3 +93,17 @@ pub fn lora_cases(dir: &std::path::Path) -> Vec<(String, Vec<pictor_diffusion::l
         })
         .collect()
 }
+
+/// The largest difference, in levels of 255, between a picture's bytes and a reference picture
+/// (0..1 floats, HWC, as diffusers' `output_type="np"`), printed under `what`.
+pub fn picture_diff(what: &str, rgb: &[u8], image: &Tensor) -> f32 {
+    let want: Vec<f32> = image.flatten_all().unwrap().to_vec1().unwrap();
+    assert_eq!(rgb.len(), want.len(), "{what}: picture sizes");
+    let worst = rgb
+        .iter()
+        .zip(&want)
+        .map(|(&g, &w)| (f32::from(g) - w * 255.0).abs())
+        .fold(0.0, f32::max);
+    println!("{what} picture: max diff {worst:.2}/255");
+    worst
+}

@@ -383,7 +383,8 @@ impl poem_openapi::types::Type for GenerateInput {
 pub struct EditRequest {
     /// The photo: PNG, JPEG or WebP, up to 20 MiB.
     pub image: Upload,
-    /// The edit instruction, 1 to 4000 characters (e.g. "make it black and white").
+    /// The edit instruction, 1 to 4000 characters (e.g. "make it black and white");
+    /// AUTOMATIC1111's `<lora:name:weight>` tags merge installed LoRAs into the edit model.
     #[oai(validator(
         min_length = 1,
         max_length = 4000,
@@ -444,7 +445,8 @@ pub struct EditForm {
     pub photo: Option<Upload>,
     /// Alternative name of `image`.
     pub file: Option<Upload>,
-    /// The edit instruction, 1 to 4000 characters (e.g. "make it black and white").
+    /// The edit instruction, 1 to 4000 characters (e.g. "make it black and white");
+    /// AUTOMATIC1111's `<lora:name:weight>` tags merge installed LoRAs into the edit model.
     pub prompt: Option<String>,
     /// The area to change.
     pub mask: Option<Upload>,
@@ -513,7 +515,8 @@ impl ImagesApi {
         &self,
         auth: GenerateAuth,
         state: poem::web::Data<&AppState>,
-        /// The edit instruction, 1 to 4000 characters (e.g. "make it black and white").
+        /// The edit instruction, 1 to 4000 characters (e.g. "make it black and white");
+        /// AUTOMATIC1111's `<lora:name:weight>` tags merge installed LoRAs into the edit model.
         prompt: Query<RequiredText<MAX_PROMPT_CHARS>>,
         /// *(added)* An http(s) URL to POST the finished job to, as for `/v1/generate`.
         #[oai(validator(max_length = 2048))]

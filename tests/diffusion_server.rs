@@ -1503,6 +1503,7 @@ async fn sd3_models_are_installed_mapped_and_draw() {
     )
     .await;
     let pa = image::load_from_memory(&plain).unwrap().to_rgb8();
+    let plain_pixels = pa.clone().into_raw();
     let out = d.join("sd3.png");
     let (code, _, err) = run_cli(
         &d,
@@ -1556,11 +1557,74 @@ async fn sd3_models_are_installed_mapped_and_draw() {
         pa.width(),
         pa.height()
     );
+    // An SD 3 LoRA (its family read off its second CLIP's layers), by tag in `pictor render`
+    // and in a job: another picture, named in the PNG.
+    let lora = medium
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("lora/sd3/style_peft.safetensors");
+    let added = cli_json(
+        &d,
+        &[
+            "models",
+            "add",
+            "sd3-style",
+            lora.to_str().unwrap(),
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(added["model"]["arch"], "sd3", "{added}");
+    let styled = generate_with(
+        &server,
+        &key,
+        json!({"model": "fast", "seed": 7, "enhance": false,
+               "prompt": "a photo of a red car <lora:sd3-style:0.7>"}),
+    )
+    .await;
+    assert_ne!(
+        image::load_from_memory(&styled)
+            .unwrap()
+            .to_rgb8()
+            .into_raw(),
+        plain_pixels,
+        "the LoRA changes the picture"
+    );
+    let params = pictor::render::encode::read_parameters(&styled).unwrap();
+    assert!(params.contains("Lora hashes: \"sd3-style: "), "{params}");
+    let (code, _, err) = run_cli(
+        &d,
+        &[
+            "render",
+            "--model",
+            medium.to_str().unwrap(),
+            "--prompt",
+            "a red car <lora:sd3-style:0.7>",
+            "--steps",
+            "1",
+            "--width",
+            "64",
+            "--height",
+            "64",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let params = pictor::render::encode::read_parameters(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(params.contains("Lora hashes: \"sd3-style: "), "{params}");
     // What SD 3 does not do is refused before anything loads.
     for (prompt, extra, why) in [
         ("a cat", vec!["--sampler", "dpm++_2m"], "one sampler"),
         ("a cat", vec!["--width", "72"], "multiple of 16"),
-        ("a cat <lora:ink:1>", vec![], "LoRAs"),
+        (
+            "a cat <lora:ink:1>",
+            vec![],
+            "no such LoRA is installed here",
+        ),
     ] {
         let mut args = vec![
             "render",

@@ -656,6 +656,7 @@ async fn an_unreachable_hub_says_what_to_do_instead() {
     );
 }
 
+#[cfg(feature = "diffusion")]
 /// The tiny FLUX fixture's T5 as city96's T5 GGUFs are written (llama.cpp's names; float32
 /// here, which the loader reads like the quantised types).
 fn t5_gguf(folder: &Path) -> Vec<u8> {
@@ -685,6 +686,7 @@ fn t5_gguf(folder: &Path) -> Vec<u8> {
 /// city96's Q4_K transformer GGUF and Q8_0 T5 GGUF, each put into its component's folder. The
 /// download record names each file's repository and commit, so a damaged GGUF is found and
 /// fetched again from its own repository; the installed model draws with `pictor render`.
+#[cfg(feature = "diffusion")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flux_is_pulled_from_three_repositories_and_draws() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -681,13 +681,25 @@ pub async fn pull(p: &Pull) -> Result<PullReport, PullError> {
     }
     std::fs::create_dir_all(&tmp).map_err(io(format!("cannot create {}", tmp.display())))?;
     // A partial download of another commit is of no use.
+    // (The other repositories' commits too: their files are taken from their `main`, which
+    // may have moved since an interrupted run.)
     let marker = tmp.join(".commit");
-    let previous = crate::bounded::read_text(&marker, 256, "a download marker").unwrap_or_default();
-    if !previous.is_empty() && previous.trim() != info.sha {
+    let stamp = std::iter::once(info.sha.clone())
+        .chain(
+            wanted
+                .iter()
+                .filter_map(|w| w.origin.as_ref())
+                .map(|o| format!("{}@{}", o.repo, o.commit)),
+        )
+        .collect::<Vec<_>>()
+        .join("\n");
+    let previous =
+        crate::bounded::read_text(&marker, 64 * 1024, "a download marker").unwrap_or_default();
+    if !previous.is_empty() && previous.trim() != stamp {
         std::fs::remove_dir_all(&tmp).map_err(io(format!("cannot clear {}", tmp.display())))?;
         std::fs::create_dir_all(&tmp).map_err(io(format!("cannot create {}", tmp.display())))?;
     }
-    std::fs::write(&marker, &info.sha).map_err(io("cannot write the download marker"))?;
+    std::fs::write(&marker, &stamp).map_err(io("cannot write the download marker"))?;
 
     let mut progress = Progress::new(p.progress, total);
     progress.sink = p.sink.clone();
@@ -795,7 +807,10 @@ fn recorded(dir: &Path) -> Result<Recorded, String> {
             (Some(repo), Some(commit), Some(file)) => {
                 check_repo(repo).map_err(|e| bad(&e.to_string()))?;
                 let hex = commit.len() >= 7 && commit.bytes().all(|b| b.is_ascii_hexdigit());
-                let safe = !file.is_empty() && !file.contains("..") && !file.starts_with('/');
+                let safe = !file.is_empty()
+                    && !file.contains("..")
+                    && !file.starts_with('/')
+                    && !file.contains('\\');
                 if !hex || !safe {
                     return Err(bad(&format!("{path} has a bad origin")));
                 }

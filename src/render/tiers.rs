@@ -826,6 +826,14 @@ pub mod engine {
     }
 }
 
+/// The speed on `measure_gflops` of the machine each of [`estimate_seconds`]' figures was
+/// measured on: the UNets' on the 2-core EPYC (62–100 over four runs), the transformers' on the
+/// 2-core Xeon that replaced it (60.6–63.5 over four runs, 2026-11-29).
+#[cfg(all(feature = "diffusion", not(feature = "cuda")))]
+const UNET_REFERENCE_GFLOPS: f64 = 80.0;
+#[cfg(all(feature = "diffusion", not(feature = "cuda")))]
+const TRANSFORMER_REFERENCE_GFLOPS: f64 = 62.0;
+
 /// Seconds per picture on this server, estimated: the benchmark's figures for each stage
 /// (docs/benchmarks.md: SD 1.5, SD 2.1 and SDXL at 512², SDXL at 1024², measured on the build
 /// machine, a 2-core AMD EPYC, float32) scaled by this machine's matrix-multiply speed against
@@ -839,48 +847,38 @@ pub fn estimate_seconds(
 ) -> Option<f64> {
     #[cfg(all(feature = "diffusion", not(feature = "cuda")))]
     {
-        /// The build machine's speed on `measure_gflops` (62–100 over four runs).
-        const REFERENCE_GFLOPS: f64 = 80.0;
         static SPEED: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
         let gflops = *SPEED.get_or_init(super::diffusion::measure_gflops);
         if gflops <= 0.0 {
             return None;
         }
         let r = f64::from(size.max(64)) / 512.0;
-        // The transformers, from docs/models.md's full-size runs at 512² on the build machine:
-        // FLUX.1 with its Q4_K transformer (53.1 s an evaluation; T5 in Q8_0 10.7 s; VAE
-        // 7.2 s), SD 3.5 Medium in float32 (12.5 s an evaluation; three encoders 12 s). Their
-        // cost grows a little faster than the pixels (attention over 4× the tokens).
-        let transformer = match arch {
-            Arch::Flux => Some((10.7, 53.1)),
-            Arch::Sd3 => Some((12.0, 12.53)),
-            _ => None,
+        // Seconds at 512²: the text encoders, one evaluation of the denoiser, the decode.
+        // UNets: fitted to the 512² and 1024² SDXL steps (12.3 s, 62.4 s) and decodes (23.9 s,
+        // 135 s). Transformers: docs/models.md's full-size runs — FLUX.1 with its Q4_K
+        // transformer (53.1 s an evaluation; T5 in Q8_0 10.7 s; VAE 7.2 s), SD 3.5 Medium in
+        // float32 (12.5 s; three encoders 12 s; Large is about three times Medium); their cost
+        // grows a little faster than the pixels (attention over 4× the tokens).
+        let (text, eval512, growth, decode512, reference) = match arch {
+            Arch::Sd1 => (0.15, 9.00, 2.34, 23.85, UNET_REFERENCE_GFLOPS),
+            Arch::Sd2 => (0.53, 8.64, 2.34, 23.85, UNET_REFERENCE_GFLOPS),
+            Arch::Sdxl => (1.09, 12.30, 2.34, 23.85, UNET_REFERENCE_GFLOPS),
+            Arch::Flux => (10.7, 53.1, 2.2, 7.2, TRANSFORMER_REFERENCE_GFLOPS),
+            Arch::Sd3 => (12.0, 12.53, 2.2, 7.2, TRANSFORMER_REFERENCE_GFLOPS),
         };
-        if let Some((text, eval512)) = transformer {
-            let evaluations = if arch == Arch::Sd3 && guidance > 1.0 {
-                2.0
-            } else {
-                1.0
-            };
-            let seconds =
-                text + f64::from(steps) * evaluations * eval512 * r.powf(2.2) + 7.2 * r.powf(2.5);
-            return Some(seconds * REFERENCE_GFLOPS / gflops);
-        }
-        let (text, step512) = match arch {
-            Arch::Sd1 => (0.15, 9.00),
-            Arch::Sd2 => (0.53, 8.64),
-            _ => (1.09, 12.30),
+        // FLUX's guidance is an input of the one evaluation; the others' guidance doubles it.
+        let evaluations = if guidance > 1.0 && arch != Arch::Flux {
+            2.0
+        } else {
+            1.0
         };
-        // Fitted to the 512² and 1024² SDXL steps (12.3 s, 62.4 s) and decodes (23.9 s, 135 s).
-        let step = step512 * r.powf(2.34);
-        let evaluations = if guidance > 1.0 { 2.0 } else { 1.0 };
         let decode = if tiny {
             3.87 * r * r
         } else {
-            23.85 * r.powf(2.5)
+            decode512 * r.powf(2.5)
         };
-        let seconds = text + f64::from(steps) * evaluations * step + decode;
-        Some(seconds * REFERENCE_GFLOPS / gflops)
+        let seconds = text + f64::from(steps) * evaluations * eval512 * r.powf(growth) + decode;
+        Some(seconds * reference / gflops)
     }
     #[cfg(not(all(feature = "diffusion", not(feature = "cuda"))))]
     {
@@ -923,13 +921,14 @@ mod estimate_tests {
         let sd3 = estimate_seconds(Arch::Sd3, 4, 4.5, 512, false).unwrap();
         let sd3_no_cfg = estimate_seconds(Arch::Sd3, 4, 1.0, 512, false).unwrap();
         // Ratios to SD 1.x's one step (the machine's speed cancels).
-        let sd1_seconds = 0.15 + 9.0 + 23.85;
+        let sd1_seconds = (0.15 + 9.0 + 23.85) * UNET_REFERENCE_GFLOPS;
         for (got, seconds) in [
             (flux, 10.7 + 4.0 * 53.1 + 7.2),
             (sd3, 12.0 + 8.0 * 12.53 + 7.2),
             (sd3_no_cfg, 12.0 + 4.0 * 12.53 + 7.2),
         ] {
-            let (r, want) = (got / sd1, seconds / sd1_seconds);
+            let want = seconds * TRANSFORMER_REFERENCE_GFLOPS / sd1_seconds;
+            let r = got / sd1;
             assert!((r / want - 1.0).abs() < 1e-9, "{r} vs {want}");
         }
         assert!(

@@ -1152,6 +1152,13 @@ fn inspect_lora(
         }
     }
     if let Some(told) = transformer_lora_arch(&header) {
+        if let Some(a) = lora_for.filter(|a| !a.is_transformer()) {
+            return Err(invalid(format!(
+                "{}: a LoRA for a transformer model (FLUX / SD 3), not {}",
+                path.display(),
+                a.title()
+            )));
+        }
         let arch = settle_lora_arch(path, told, lora_for, || {
             "whose layers do not tell FLUX from SD 3; say which with --for flux or sd3".into()
         })?;
@@ -1238,8 +1245,12 @@ fn transformer_lora_arch(header: &BTreeMap<String, TensorInfo>) -> Option<Option
     if !diffusers {
         return None;
     }
-    // SD 3 has a second CLIP (FLUX's second text encoder is T5).
-    if has("text_encoder_2.") || has("lora_te2_") {
+    // SD 3 has a second CLIP (FLUX's second text encoder is T5, whose layers are named
+    // `SelfAttention.q`, not `q_proj`).
+    let second_clip = header.keys().any(|k| {
+        (k.starts_with("text_encoder_2.") || k.starts_with("lora_te2_")) && k.contains("q_proj")
+    });
+    if second_clip {
         return Some(Some(Arch::Sd3));
     }
     // The attention's width: FLUX.1 3072; SD 3.5 Medium 1536, Large 2432.
@@ -1587,6 +1598,15 @@ mod lora_tests {
         let e = inspect(&p).unwrap_err().to_string();
         assert!(e.contains("--for flux or sd3"), "{e}");
         assert_eq!(inspect_as(&p, Some(Arch::Sd3)).unwrap().arch, Arch::Sd3);
+        let e = inspect_as(&p, Some(Arch::Sd1)).unwrap_err().to_string();
+        assert!(
+            e.contains("transformer model (FLUX / SD 3), not SD 1.x"),
+            "{e}"
+        );
+        // FLUX's text_encoder_2 is T5: its layers do not make the LoRA an SD 3 one.
+        let t5 = "text_encoder_2.encoder.block.0.layer.0.SelfAttention.q.lora_A.weight";
+        let p = file(dir.path(), &[(q, &[4, 3072]), (t5, &[4, 4096])]);
+        assert_eq!(inspect(&p).unwrap().arch, Arch::Flux);
         let p = file(dir.path(), &[("lora_unet_x.hada_w1_a", &[4, 8])]);
         let e = inspect(&p).unwrap_err().to_string();
         assert!(e.contains("LoHa"), "{e}");

@@ -215,6 +215,19 @@ impl Lora {
     }
 }
 
+/// A layer's `alpha / r` must be a number a weight can be multiplied by (a NaN, infinite or
+/// absurd alpha would turn the model's weights into garbage without an error).
+fn finite_scale(path: &Path, key: &str, scale: f32) -> Result<(), DiffusionError> {
+    if scale.is_finite() && scale.abs() <= 1e4 {
+        Ok(())
+    } else {
+        Err(bad(
+            path,
+            format!("{key} has an alpha giving the scale {scale}"),
+        ))
+    }
+}
+
 /// kohya's layer names: `lora_unet_<module>` etc., `.lora_down.weight` / `.lora_up.weight` /
 /// `.alpha`.
 fn kohya_layers(
@@ -272,6 +285,7 @@ fn kohya_layers(
         }
         // kohya: a missing (or zero) alpha is the rank, scale 1.
         let alpha = alpha.filter(|a| *a != 0.0).unwrap_or(r as f32);
+        finite_scale(path, &name, alpha / r as f32)?;
         let layer = Layer {
             down,
             up,
@@ -399,6 +413,8 @@ fn peft_layers(
         up: Option<Tensor>,
         alpha: Option<f32>,
         key: String,
+        /// The module's dotted path (PEFT's `alpha_pattern` matches at dots).
+        module: String,
     }
     let mut pairs: BTreeMap<(Part, String), Pair> = BTreeMap::new();
     for (key, t) in tensors {
@@ -455,6 +471,7 @@ fn peft_layers(
             .or_default();
         if pair.key.is_empty() {
             pair.key = key.clone();
+            pair.module = module.clone();
         }
         let slot = match role {
             Role::Down => &mut pair.down,
@@ -489,8 +506,11 @@ fn peft_layers(
             .as_object()
             .and_then(|pats| {
                 pats.iter().find_map(|(pat, a)| {
-                    let pat = pat.trim_start_matches('^').replace('.', "_");
-                    (flat == pat || flat.ends_with(&format!("_{pat}")))
+                    // As PEFT matches: the whole path, or a suffix starting at a dot (so
+                    // `transformer_blocks.0.attn.to_q` is not `single_transformer_blocks.0…`).
+                    let pat = pat.trim_start_matches('^');
+                    let m = &pair.module;
+                    (m == pat || m.ends_with(&format!(".{pat}")))
                         .then(|| a.as_f64())
                         .flatten()
                 })
@@ -506,6 +526,7 @@ fn peft_layers(
             Some(a) if rslora => a as f32 / (r as f32).sqrt(),
             Some(a) => a as f32 / r as f32,
         };
+        finite_scale(path, &pair.key, scale)?;
         layers.insert(
             (part, flat),
             Layer {
@@ -651,8 +672,8 @@ impl Merge {
                     continue; // `check` names it
                 };
                 let name = format!("{module}.weight");
-                let Some(dims) = w.dims_of(&name) else {
-                    continue;
+                let Some(dims) = w.dims_of(&name).filter(|d| d.len() >= 2) else {
+                    continue; // `check` names it (no matrix of that name)
                 };
                 let fit = |e: candle::Error| {
                     bad(
@@ -958,6 +979,89 @@ mod tests {
         assert!(e.contains("not a LoRA layer"), "{e}");
         let e = read_error(&["lora_unet_x.lora_down.weight", "lora_unet_x.lora_up.weight"]);
         assert_eq!(e, "read 1 layers");
+    }
+
+    /// A safetensors file of float32 tensors (name, shape, value) with `__metadata__`.
+    fn safetensors_with(tensors: &[(&str, &[usize], f32)], metadata: &str) -> Vec<u8> {
+        let mut header = serde_json::Map::new();
+        header.insert(
+            "__metadata__".into(),
+            serde_json::json!({"lora_adapter_metadata": metadata}),
+        );
+        let mut data = Vec::new();
+        for (name, shape, v) in tensors {
+            let n: usize = shape.iter().product::<usize>().max(1);
+            let start = data.len();
+            for _ in 0..n {
+                data.extend_from_slice(&v.to_le_bytes());
+            }
+            header.insert(
+                name.to_string(),
+                serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [start, data.len()]}),
+            );
+        }
+        let text = serde_json::Value::Object(header).to_string();
+        let mut out = (text.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(text.as_bytes());
+        out.extend_from_slice(&data);
+        out
+    }
+
+    /// PEFT's `alpha_pattern` matches a module at a dot boundary: the double block's `to_q`
+    /// pattern does not reach the single block's `to_q`; an absurd alpha is refused.
+    #[test]
+    fn alpha_patterns_match_whole_modules_and_alphas_are_sane() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = "transformer.transformer_blocks.0.attn.to_q";
+        let single = "transformer.single_transformer_blocks.0.attn.to_q";
+        let meta = r#"{"transformer.r": 2, "transformer.lora_alpha": 4, "transformer.alpha_pattern": {"transformer_blocks.0.attn.to_q": 8}}"#;
+        let path = dir.path().join("p.safetensors");
+        let tensors: Vec<(String, Vec<usize>)> = [q, single]
+            .iter()
+            .flat_map(|m| {
+                [
+                    (format!("{m}.lora_A.weight"), vec![2, 4]),
+                    (format!("{m}.lora_B.weight"), vec![4, 2]),
+                ]
+            })
+            .collect();
+        let refs: Vec<(&str, &[usize], f32)> = tensors
+            .iter()
+            .map(|(n, s)| (n.as_str(), s.as_slice(), 0.5))
+            .collect();
+        std::fs::write(&path, safetensors_with(&refs, meta)).unwrap();
+        let lora = Lora::read(&path, &Denoiser::Transformer).unwrap();
+        let scale = |m: &str| lora.layers[&(Part::Unet, m.to_string())].scale;
+        assert_eq!(
+            scale("transformer_blocks_0_attn_to_q"),
+            4.0,
+            "its pattern: 8 / 2"
+        );
+        assert_eq!(
+            scale("single_transformer_blocks_0_attn_to_q"),
+            2.0,
+            "lora_alpha: 4 / 2"
+        );
+
+        let k = "lora_unet_double_blocks_0_img_attn_qkv";
+        let down = format!("{k}.lora_down.weight");
+        let up = format!("{k}.lora_up.weight");
+        let alpha = format!("{k}.alpha");
+        for bad in [f32::INFINITY, f32::NAN, 1e9] {
+            let bytes = safetensors_with(
+                &[
+                    (&down, &[2, 4], 0.5),
+                    (&up, &[4, 2], 0.5),
+                    (&alpha, &[], bad),
+                ],
+                "{}",
+            );
+            std::fs::write(&path, bytes).unwrap();
+            let e = Lora::read(&path, &Denoiser::Transformer)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("alpha giving the scale"), "{bad}: {e}");
+        }
     }
 
     #[test]

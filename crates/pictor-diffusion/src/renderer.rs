@@ -306,6 +306,19 @@ impl DiffusionRenderer {
             l.last_used = self.tick();
             return Ok(l.pipeline.clone());
         }
+        // A pipeline of a model already loaded with other LoRAs is about as large: make room
+        // for it before loading, so the peak stays within the budget (a FLUX pipeline is
+        // 13 GB).
+        if let Ok(mut g) = self.loaded.lock() {
+            let like = g
+                .values()
+                .filter(|l| l.name == m.name)
+                .map(|l| l.pipeline.resident_bytes())
+                .max();
+            if let Some(bytes) = like {
+                self.make_room(&mut g, bytes);
+            }
+        }
         let started = std::time::Instant::now();
         let load = || -> Result<Engine, DiffusionError> {
             let loras = &m.overrides.loras;
@@ -340,21 +353,7 @@ impl DiffusionRenderer {
             .lock()
             .map_err(|_| RenderError::Failed("lock poisoned".into()))?;
         // Unload the least recently used models until this one fits (it always stays).
-        loop {
-            let used: u64 = g.values().map(|l| l.pipeline.resident_bytes()).sum();
-            if used + pipeline.resident_bytes() <= self.budget_bytes || g.is_empty() {
-                break;
-            }
-            let Some(oldest) = g
-                .iter()
-                .min_by_key(|(_, l)| l.last_used)
-                .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            tracing::info!(model = %oldest, "diffusion model unloaded (memory budget)");
-            g.remove(&oldest);
-        }
+        self.make_room(&mut g, pipeline.resident_bytes());
         g.insert(
             key.clone(),
             Loaded {
@@ -377,6 +376,26 @@ impl DiffusionRenderer {
 }
 
 impl DiffusionRenderer {
+    /// Unloads the least recently used pipelines until `bytes` more fit the memory budget (or
+    /// none is left).
+    fn make_room(&self, g: &mut HashMap<String, Loaded>, bytes: u64) {
+        loop {
+            let used: u64 = g.values().map(|l| l.pipeline.resident_bytes()).sum();
+            if used + bytes <= self.budget_bytes || g.is_empty() {
+                break;
+            }
+            let Some(oldest) = g
+                .iter()
+                .min_by_key(|(_, l)| l.last_used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            tracing::info!(model = %oldest, "diffusion model unloaded (memory budget)");
+            g.remove(&oldest);
+        }
+    }
+
     /// A picture from a FLUX.1 or SD 3 model (`engine` is one of them): the mapping's steps and
     /// guidance (FLUX.1-dev's guidance input; SD 3's classifier-free guidance, with the
     /// mapping's negative prompt), the flow-matching Euler sampler.

@@ -573,11 +573,11 @@ fn foreign_loras_are_refused() {
         // SD 3's have layers for a second CLIP, which is T5's place in FLUX.
         (
             "sd3/style_peft.safetensors",
-            "T5 text encoder are not supported",
+            "LoRA layers for the T5 text encoder",
         ),
         (
             "sd3/detail_kohya.safetensors",
-            "T5 text encoder are not supported",
+            "LoRA layers for the T5 text encoder",
         ),
     ] {
         let e = FluxPipeline::load_with_loras(

@@ -262,8 +262,9 @@ impl FluxPipeline {
         device: &Device,
     ) -> Result<FluxPipeline, DiffusionError> {
         let merge = Merge::read(loras, &Denoiser::Transformer)?;
-        merge.refuse(Part::Text(1), "the T5 text encoder")?;
-        merge.refuse(Part::Text(2), "a third text encoder")?;
+        // FLUX's second text encoder is T5 (diffusers' `text_encoder_2`; kohya's `lora_te3_`).
+        merge.refuse(Part::Text(1), "the T5 text encoder (text_encoder_2)")?;
+        merge.refuse(Part::Text(2), "the T5 text encoder (lora_te3_)")?;
         let in_folder = component_gguf(dir, "transformer")?;
         let transformer = files.transformer.as_deref().or(in_folder.as_deref());
         // CLIP-L: its pooled output only.

@@ -238,6 +238,9 @@ impl WeightMap {
             candle::bail!("{}: no tensor `{name}`", self.origin);
         };
         let dims = w.dims();
+        if dims.len() < 2 {
+            candle::bail!("{}: `{name}` {dims:?} is not a matrix", self.origin);
+        }
         let inputs: usize = dims[1..].iter().product();
         if up.dims2()?.0 != dims[0] || down.dims2()?.1 != inputs || up.dim(1)? != down.dim(0)? {
             candle::bail!(

@@ -17,7 +17,7 @@ use pictor_diffusion::{NoControl, to_rgb8};
 use serde_json::Value;
 
 mod common;
-use common::{close, ids, lora_cases, max_diff, noise, picture_diff, relative};
+use common::{all_in_one, close, ids, lora_cases, max_diff, noise, picture_diff, relative};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/flux")
@@ -591,4 +591,54 @@ fn foreign_loras_are_refused() {
         .to_string();
         assert!(e.contains(says), "{file}: {e}");
     }
+}
+
+/// An all-in-one FLUX file (the transformer under `model.diffusion_model.`, CLIP-L and T5 under
+/// `text_encoders.…transformer.`, a VAE tensor under `first_stage_model.`) as the mapping's
+/// transformer file, with a folder that keeps only the encoders' configurations: the bundled
+/// CLIP-L and T5 are used — the same conditioning and velocity as the folder's pipeline.
+#[test]
+fn all_in_one_single_files_bring_their_text_encoders() {
+    let f = fixture("dev", None);
+    let dir = root().join("dev");
+    let (_tmp, file, bare) = all_in_one(
+        &dir,
+        "transformer_bfl.safetensors",
+        &[
+            ("text_encoder", "text_encoders.clip_l.transformer."),
+            ("text_encoder_2", "text_encoders.t5xxl.transformer."),
+        ],
+        &[
+            "model_index.json",
+            "scheduler/scheduler_config.json",
+            "text_encoder/config.json",
+            "text_encoder_2/config.json",
+            "tokenizer/merges.txt",
+            "tokenizer/vocab.json",
+            "tokenizer/tokenizer_config.json",
+            "tokenizer_2/tokenizer.json",
+            "transformer/config.json",
+            "vae/config.json",
+            "vae/diffusion_pytorch_model.safetensors",
+        ],
+    );
+    let files = flux::FluxFiles {
+        transformer: Some(file),
+        ..Default::default()
+    };
+    let mut pipe = FluxPipeline::load_diffusers(&bare, &files, &Device::Cpu).unwrap();
+    pipe.max_sequence_length = f.pipe.max_sequence_length;
+    let prompt = f.json["prompt"].as_str().unwrap();
+    let (a, b) = (pipe.encode(prompt).unwrap(), f.pipe.encode(prompt).unwrap());
+    close("bundled T5", &a.t5, &b.t5, 1e-6);
+    close("bundled CLIP-L pooled", &a.pooled, &b.pooled, 1e-6);
+    let pe = pipe.positions(&a, 64, 64).unwrap();
+    let va = pipe
+        .velocity(&a, &f.t["noise_packed"], 0.75, 3.5, &pe)
+        .unwrap();
+    let vb = f
+        .pipe
+        .velocity(&b, &f.t["noise_packed"], 0.75, 3.5, &pe)
+        .unwrap();
+    close("transformer from the all-in-one file", &va, &vb, 1e-6);
 }

@@ -18,7 +18,7 @@ use pictor_diffusion::{NoControl, to_rgb8};
 use serde_json::Value;
 
 mod common;
-use common::{close, ids, lora_cases, max_diff, noise, picture_diff, relative};
+use common::{all_in_one, close, ids, lora_cases, max_diff, noise, picture_diff, relative};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/diffusion/sd3")
@@ -362,4 +362,75 @@ fn loras_match_diffusers_fuse_lora() {
         .unwrap()
         .to_string();
     assert!(e.contains("not in this model"), "{e}");
+}
+
+/// An all-in-one single file as ComfyUI and Stability AI bundle them (the MMDiT under
+/// `model.diffusion_model.`, CLIP-L / bigG / T5 under `text_encoders.…transformer.`, a VAE
+/// under `first_stage_model.`) as the mapping's transformer file, with a folder that keeps only
+/// the text encoders' configurations: the bundled encoders are used (the same conditioning and
+/// the same velocity as the folder's pipeline); the bundled VAE is left to the folder's. A T5 in
+/// ComfyUI's scaled float8 is refused with what to use instead.
+#[test]
+fn all_in_one_single_files_bring_their_text_encoders() {
+    let dir = root().join("medium");
+    let f = fixture("medium", None);
+    let (_tmp, aio, bare) = all_in_one(
+        &dir,
+        "transformer_sai.safetensors",
+        &[
+            ("text_encoder", "text_encoders.clip_l.transformer."),
+            ("text_encoder_2", "text_encoders.clip_g.transformer."),
+            ("text_encoder_3", "text_encoders.t5xxl.transformer."),
+        ],
+        &[
+            "model_index.json",
+            "scheduler/scheduler_config.json",
+            "text_encoder/config.json",
+            "text_encoder_2/config.json",
+            "text_encoder_3/config.json",
+            "tokenizer/merges.txt",
+            "tokenizer/vocab.json",
+            "tokenizer/tokenizer_config.json",
+            "tokenizer_2/merges.txt",
+            "tokenizer_2/vocab.json",
+            "tokenizer_2/tokenizer_config.json",
+            "tokenizer_3/tokenizer.json",
+            "transformer/config.json",
+            "vae/config.json",
+            "vae/diffusion_pytorch_model.safetensors",
+        ],
+    );
+    let files = Sd3Files {
+        transformer: Some(aio.clone()),
+        ..Default::default()
+    };
+    let mut pipe = Sd3Pipeline::load_diffusers(&bare, &files, &Device::Cpu).unwrap();
+    pipe.max_sequence_length = f.pipe.max_sequence_length;
+    let prompt = f.json["prompt"].as_str().unwrap();
+    let (a, b) = (pipe.encode(prompt).unwrap(), f.pipe.encode(prompt).unwrap());
+    close(
+        "bundled encoders' prompt embeddings",
+        &a.context,
+        &b.context,
+        1e-6,
+    );
+    close("bundled encoders' pooled", &a.pooled, &b.pooled, 1e-6);
+    let x = f.t["noise"].clone();
+    let va = pipe.velocity(&a, None, 1.0, &x, 750.0).unwrap();
+    let vb = f.pipe.velocity(&b, None, 1.0, &x, 750.0).unwrap();
+    close("transformer from the all-in-one file", &va, &vb, 1e-6);
+
+    // Scaled float8 T5 (ComfyUI's `t5xxl_fp8_e4m3fn_scaled`): refused by name.
+    let mut all = candle::safetensors::load(&aio, &Device::Cpu).unwrap();
+    all.insert(
+        "text_encoders.t5xxl.transformer.encoder.block.0.layer.0.SelfAttention.q.scale_weight"
+            .into(),
+        Tensor::ones(1, candle::DType::F32, &Device::Cpu).unwrap(),
+    );
+    candle::safetensors::save(&all, &aio).unwrap();
+    let e = Sd3Pipeline::load_diffusers(&bare, &files, &Device::Cpu)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("scaled float8"), "{e}");
 }

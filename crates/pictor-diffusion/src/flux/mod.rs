@@ -267,23 +267,31 @@ impl FluxPipeline {
         merge.refuse(Part::Text(2), "the T5 text encoder (lora_te3_)")?;
         let in_folder = component_gguf(dir, "transformer")?;
         let transformer = files.transformer.as_deref().or(in_folder.as_deref());
+        // An all-in-one transformer file's own text encoders come before the folder's.
+        let bundled = Bundled::of(files.transformer.as_deref())?;
         // CLIP-L: its pooled output only.
         let clip_json = crate::read_json(&dir.join("text_encoder/config.json"))?;
         let (clip_cfg, _) = load::clip_config(&clip_json)?;
-        let clip_files = weight_files(dir, "text_encoder", "model.safetensors")?;
-        let mut prefixed = false;
-        let mut bytes = 0u64;
-        for p in &clip_files {
-            let h = crate::checked_header(p)?;
-            prefixed |= h.keys().any(|k| k.starts_with("text_model."));
-            bytes += h.values().map(|t| t.f32_bytes()).sum::<u64>();
-        }
-        // SAFETY: mapped read-only (see Pipeline::load_diffusers).
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&clip_files, DType::F32, device)? };
-        let vb = if prefixed {
-            vb
+        let (vb, mut bytes) = if bundled.clip_l {
+            bundled.clip(Bundled::CLIP_L, device)?
         } else {
-            vb.rename_f(|n: &str| n.strip_prefix("text_model.").unwrap_or(n).to_owned())
+            let clip_files = weight_files(dir, "text_encoder", "model.safetensors")?;
+            let mut prefixed = false;
+            let mut bytes = 0u64;
+            for p in &clip_files {
+                let h = crate::checked_header(p)?;
+                prefixed |= h.keys().any(|k| k.starts_with("text_model."));
+                bytes += h.values().map(|t| t.f32_bytes()).sum::<u64>();
+            }
+            // SAFETY: mapped read-only (see Pipeline::load_diffusers).
+            let vb =
+                unsafe { VarBuilder::from_mmaped_safetensors(&clip_files, DType::F32, device)? };
+            let vb = if prefixed {
+                vb
+            } else {
+                vb.rename_f(|n: &str| n.strip_prefix("text_model.").unwrap_or(n).to_owned())
+            };
+            (vb, bytes)
         };
         let clip = ClipTextTransformer::new(merge.wrap(Part::Text(0), vb), &clip_cfg, false)?;
         let clip_tokenizer = ClipTokenizer::load(&dir.join("tokenizer"))?;
@@ -294,7 +302,12 @@ impl FluxPipeline {
         } else {
             T5Config::xxl()
         };
-        let mut t5_w = t5_weights(dir, "text_encoder_2", files, device)?;
+        // The mapping's T5 file, else the bundled T5, else the folder's.
+        let mut t5_w = if files.text_encoder_2.is_none() && bundled.t5 {
+            bundled.t5_weights(files, device)?
+        } else {
+            t5_weights(dir, "text_encoder_2", files, device)?
+        };
         bytes += t5_w.resident_bytes();
         let t5 = T5Encoder::new(&t5_cfg, &mut t5_w)
             .map_err(|e| DiffusionError::Model(format!("T5 text encoder: {e}")))?;
@@ -555,8 +568,11 @@ pub(crate) fn component_gguf(dir: &Path, sub: &str) -> Result<Option<PathBuf>, D
         .map_err(|e| DiffusionError::Model(e.to_string()))
 }
 
-/// A FLUX transformer in one file under BFL's names: safetensors (ComfyUI's
-/// `flux1-*.safetensors`, keys optionally under `model.diffusion_model.`) or GGUF.
+/// A FLUX or SD 3 transformer in one file under the original layout's names: safetensors
+/// (ComfyUI's `flux1-*.safetensors`, Stability AI's `sd3.5_medium.safetensors`, keys
+/// optionally under `model.diffusion_model.`) or GGUF. Of an all-in-one file (the text encoders
+/// under `text_encoders.`, the VAE under `first_stage_model.` beside the transformer under
+/// `model.diffusion_model.`), the transformer's tensors only ([`Bundled`] reads the rest).
 pub fn transformer_file(
     path: &Path,
     files: &FluxFiles,
@@ -568,9 +584,128 @@ pub fn transformer_file(
             .to_string()
     };
     if is_gguf(path) {
-        WeightMap::gguf(path, device, strip)
+        return WeightMap::gguf(path, device, strip);
+    }
+    let header = crate::checked_header(path)?;
+    let prefixed = header
+        .keys()
+        .any(|k| k.starts_with("model.diffusion_model."));
+    let bytes = header
+        .iter()
+        .filter(|(name, _)| transformer_name(name, prefixed).is_some())
+        .fold(0u64, |n, (_, t)| n.saturating_add(t.f32_bytes()));
+    let q = files.quantise(bytes);
+    WeightMap::safetensors_part(&[path], device, |n| transformer_name(n, prefixed), q)
+}
+
+/// The name of a transformer tensor of a single file (`prefixed`: the transformer is under
+/// `model.diffusion_model.`); `None` for another part of an all-in-one file.
+fn transformer_name(n: &str, prefixed: bool) -> Option<String> {
+    const OTHERS: [&str; 5] = [
+        "text_encoders.",
+        "first_stage_model.",
+        "vae.",
+        "cond_stage_model.",
+        "conditioner.",
+    ];
+    if prefixed {
+        n.strip_prefix("model.diffusion_model.").map(str::to_owned)
+    } else if OTHERS.iter().any(|o| n.starts_with(o)) {
+        None
     } else {
-        let q = files.quantise(WeightMap::f32_bytes(&[path])?);
-        WeightMap::safetensors(&[path], device, strip, q)
+        Some(n.to_owned())
+    }
+}
+
+/// The text encoders an all-in-one single file carries beside its transformer, as ComfyUI
+/// writes them (`text_encoders.clip_l.transformer.text_model.…`, `…clip_g…`,
+/// `text_encoders.t5xxl.transformer.encoder.…`).
+#[derive(Debug, Clone, Default)]
+pub struct Bundled {
+    pub file: Option<PathBuf>,
+    pub clip_l: bool,
+    pub clip_g: bool,
+    pub t5: bool,
+}
+
+impl Bundled {
+    pub const CLIP_L: &'static str = "text_encoders.clip_l.transformer.";
+    pub const CLIP_G: &'static str = "text_encoders.clip_g.transformer.";
+    pub const T5: &'static str = "text_encoders.t5xxl.transformer.";
+
+    /// What `transformer` (a mapping's transformer file) bundles; nothing for a GGUF or none.
+    pub fn of(transformer: Option<&Path>) -> Result<Bundled, DiffusionError> {
+        let Some(path) = transformer.filter(|p| !is_gguf(p)) else {
+            return Ok(Bundled::default());
+        };
+        let header = crate::checked_header(path)?;
+        let has = |p: &str| header.keys().any(|k| k.starts_with(p));
+        if let Some(k) = header
+            .keys()
+            .find(|k| k.starts_with(Self::T5) && k.ends_with(".scale_weight"))
+        {
+            return Err(DiffusionError::Model(format!(
+                "{}: its T5 is in ComfyUI's scaled float8 ({k}), which is not read; use a file with T5 in float16, or a T5 GGUF as the mapping's T5 file",
+                path.display()
+            )));
+        }
+        Ok(Bundled {
+            file: Some(path.to_owned()),
+            clip_l: has(Self::CLIP_L),
+            clip_g: has(Self::CLIP_G),
+            t5: has(Self::T5),
+        })
+    }
+
+    /// The bundled T5's weights under transformers' names.
+    pub fn t5_weights(
+        &self,
+        files: &FluxFiles,
+        device: &Device,
+    ) -> Result<WeightMap, DiffusionError> {
+        let path = self
+            .file
+            .as_deref()
+            .ok_or_else(|| DiffusionError::Model("no bundled T5".into()))?;
+        let header = crate::checked_header(path)?;
+        let bytes = header
+            .iter()
+            .filter(|(k, _)| k.starts_with(Self::T5))
+            .fold(0u64, |n, (_, t)| n.saturating_add(t.f32_bytes()));
+        WeightMap::safetensors_part(
+            &[path],
+            device,
+            |n| n.strip_prefix(Self::T5).map(str::to_owned),
+            files.quantise(bytes),
+        )
+    }
+
+    /// A weight source over the bundled CLIP under `prefix`, named as the folder's CLIP
+    /// (`text_model.…`, `text_projection.weight`); its float32 bytes.
+    pub fn clip(
+        &self,
+        prefix: &str,
+        device: &Device,
+    ) -> Result<(VarBuilder<'static>, u64), DiffusionError> {
+        let path = self
+            .file
+            .as_deref()
+            .ok_or_else(|| DiffusionError::Model("no bundled CLIP".into()))?;
+        let header = crate::checked_header(path)?;
+        let bytes = header
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .fold(0u64, |n, (_, t)| n.saturating_add(t.f32_bytes()));
+        let prefixed = header
+            .keys()
+            .any(|k| k.starts_with(&format!("{prefix}text_model.")));
+        // SAFETY: mapped read-only (see Pipeline::load_diffusers).
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[path], DType::F32, device)? };
+        let prefix = prefix.to_owned();
+        let vb = vb.rename_f(move |n: &str| match n.strip_prefix("text_model.") {
+            Some(rest) if !prefixed => format!("{prefix}{rest}"),
+            _ => format!("{prefix}{n}"),
+        });
+        Ok((vb, bytes))
     }
 }

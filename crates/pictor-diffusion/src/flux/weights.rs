@@ -77,6 +77,17 @@ impl WeightMap {
         rename: impl Fn(&str) -> String,
         quantise: Option<GgmlDType>,
     ) -> std::result::Result<WeightMap, DiffusionError> {
+        Self::safetensors_part(paths, device, |n| Some(rename(n)), quantise)
+    }
+
+    /// [`safetensors`](Self::safetensors) of the tensors `rename` gives a name (the others —
+    /// another part of an all-in-one file — are not read).
+    pub fn safetensors_part(
+        paths: &[impl AsRef<Path>],
+        device: &Device,
+        rename: impl Fn(&str) -> Option<String>,
+        quantise: Option<GgmlDType>,
+    ) -> std::result::Result<WeightMap, DiffusionError> {
         let mut map = HashMap::new();
         for p in paths {
             let p = p.as_ref();
@@ -84,6 +95,9 @@ impl WeightMap {
             // SAFETY: mapped read-only; Pictor never writes model files (see load_diffusers).
             let st = unsafe { candle::safetensors::MmapedSafetensors::new(p)? };
             for (name, _) in st.tensors() {
+                let Some(renamed) = rename(&name) else {
+                    continue;
+                };
                 let t = st.load(&name, &Device::Cpu)?.to_dtype(DType::F32)?;
                 let w = match quantise {
                     Some(q)
@@ -95,7 +109,7 @@ impl WeightMap {
                     }
                     _ => Weight::Float(t.to_device(device)?),
                 };
-                map.insert(rename(&name), w);
+                map.insert(renamed, w);
             }
         }
         let origin = paths

@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use candle::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 
-use crate::flux::FlowSchedule;
 use crate::flux::t5::{T5Config, T5Encoder, T5Tokenizer};
 use crate::flux::weights::WeightMap;
+use crate::flux::{Bundled, FlowSchedule};
 use crate::lora::{Denoiser, LoraSpec, Merge, Part};
 use crate::net::clip::ClipTextTransformer;
 use crate::net::vae::AutoEncoderKL;
@@ -82,12 +82,13 @@ pub struct Sd3Pipeline {
     pub resident_bytes: u64,
 }
 
-/// A CLIP text encoder with its projection from `dir/sub` and its tokenizer from `dir/tok`.
+/// A CLIP text encoder with its projection from `dir/sub` (its configuration; its weights
+/// there too unless `bundled` gives them) and its tokenizer from `dir/tok`.
 fn load_clip(
     dir: &Path,
     (sub, tok): (&str, &str),
-    merge: &Merge,
-    part: Part,
+    bundled: Option<(VarBuilder<'static>, u64)>,
+    (merge, part): (&Merge, Part),
     device: &Device,
 ) -> Result<(ClipPart, u64), DiffusionError> {
     let json = crate::read_json(&dir.join(sub).join("config.json"))?;
@@ -97,26 +98,26 @@ fn load_clip(
             "{sub}: SD3 needs CLIPTextModelWithProjection"
         )));
     }
-    let files = load::weights_in(&dir.join(sub), "model.safetensors")?;
-    let mut bytes = 0u64;
-    let mut prefixed = false;
-    for p in &files {
-        let h = crate::checked_header(p)?;
-        prefixed |= h.keys().any(|k| k.starts_with("text_model."));
-        bytes += h.values().map(|t| t.f32_bytes()).sum::<u64>();
-    }
-    // SAFETY: mapped read-only (see Pipeline::load_diffusers).
-    let vb = unsafe { VarBuilder::from_mmaped_safetensors(&files, DType::F32, device)? };
-    let vb = if prefixed {
-        vb
-    } else {
-        vb.rename_f(|n: &str| {
-            if n.starts_with("text_model.") {
-                n.strip_prefix("text_model.").unwrap_or(n).to_owned()
-            } else {
-                n.to_owned()
+    let (vb, bytes) = match bundled {
+        Some(b) => b,
+        None => {
+            let files = load::weights_in(&dir.join(sub), "model.safetensors")?;
+            let mut bytes = 0u64;
+            let mut prefixed = false;
+            for p in &files {
+                let h = crate::checked_header(p)?;
+                prefixed |= h.keys().any(|k| k.starts_with("text_model."));
+                bytes += h.values().map(|t| t.f32_bytes()).sum::<u64>();
             }
-        })
+            // SAFETY: mapped read-only (see Pipeline::load_diffusers).
+            let vb = unsafe { VarBuilder::from_mmaped_safetensors(&files, DType::F32, device)? };
+            let vb = if prefixed {
+                vb
+            } else {
+                vb.rename_f(|n: &str| n.strip_prefix("text_model.").unwrap_or(n).to_owned())
+            };
+            (vb, bytes)
+        }
     };
     let model = ClipTextTransformer::new(merge.wrap(part, vb), &cfg, true)?;
     let tokenizer = ClipTokenizer::load(&dir.join(tok))?;
@@ -159,29 +160,48 @@ impl Sd3Pipeline {
     ) -> Result<Sd3Pipeline, DiffusionError> {
         let merge = Merge::read(loras, &Denoiser::Transformer)?;
         merge.refuse(Part::Text(2), "the T5 text encoder")?;
-        let clip = |names, part| load_clip(dir, names, &merge, part, device);
-        let (clip_l, b1) = clip(("text_encoder", "tokenizer"), Part::Text(0))?;
-        let (clip_g, b2) = clip(("text_encoder_2", "tokenizer_2"), Part::Text(1))?;
+        // An all-in-one transformer file's own text encoders come before the folder's.
+        let bundled = Bundled::of(files.transformer.as_deref())?;
+        let from_file =
+            |has: bool, prefix: &str| has.then(|| bundled.clip(prefix, device)).transpose();
+        let clip = |names, weights, part| load_clip(dir, names, weights, (&merge, part), device);
+        let (clip_l, b1) = clip(
+            ("text_encoder", "tokenizer"),
+            from_file(bundled.clip_l, Bundled::CLIP_L)?,
+            Part::Text(0),
+        )?;
+        let (clip_g, b2) = clip(
+            ("text_encoder_2", "tokenizer_2"),
+            from_file(bundled.clip_g, Bundled::CLIP_G)?,
+            Part::Text(1),
+        )?;
         let mut bytes = b1 + b2;
         let flux_files = files.as_flux();
 
         let t5_dir = dir.join("text_encoder_3");
-        let t5 = if files.text_encoder_3.is_some() || t5_dir.join("config.json").is_file() {
-            let json = t5_dir.join("config.json");
-            let cfg = if json.is_file() {
-                T5Config::from_json(&crate::read_json(&json)?)?
+        let t5 =
+            if files.text_encoder_3.is_some() || bundled.t5 || t5_dir.join("config.json").is_file()
+            {
+                let json = t5_dir.join("config.json");
+                let cfg = if json.is_file() {
+                    T5Config::from_json(&crate::read_json(&json)?)?
+                } else {
+                    T5Config::xxl()
+                };
+                // The mapping's T5 file, else the bundled T5, else the folder's.
+                let mut w = if files.text_encoder_3.is_none() && bundled.t5 {
+                    bundled.t5_weights(&flux_files, device)?
+                } else {
+                    crate::flux::t5_weights(dir, "text_encoder_3", &flux_files, device)?
+                };
+                bytes += w.resident_bytes();
+                let enc = T5Encoder::new(&cfg, &mut w)
+                    .map_err(|e| DiffusionError::Model(format!("T5 text encoder: {e}")))?;
+                let tok = T5Tokenizer::load(&dir.join("tokenizer_3/tokenizer.json"))?;
+                Some((enc, tok))
             } else {
-                T5Config::xxl()
+                None
             };
-            let mut w = crate::flux::t5_weights(dir, "text_encoder_3", &flux_files, device)?;
-            bytes += w.resident_bytes();
-            let enc = T5Encoder::new(&cfg, &mut w)
-                .map_err(|e| DiffusionError::Model(format!("T5 text encoder: {e}")))?;
-            let tok = T5Tokenizer::load(&dir.join("tokenizer_3/tokenizer.json"))?;
-            Some((enc, tok))
-        } else {
-            None
-        };
 
         let in_folder = crate::flux::component_gguf(dir, "transformer")?;
         let (cfg, mut tw) = match files.transformer.as_deref().or(in_folder.as_deref()) {

@@ -107,3 +107,46 @@ pub fn picture_diff(what: &str, rgb: &[u8], image: &Tensor) -> f32 {
     println!("{what} picture: max diff {worst:.2}/255");
     worst
 }
+
+/// An all-in-one single file made of a fixture folder's parts, as ComfyUI bundles them: the
+/// transformer file's tensors under `model.diffusion_model.` (added when missing), each
+/// `(folder, prefix)` text encoder's under its prefix, and a stray VAE tensor under
+/// `first_stage_model.`; and a copy of the folder with only `keep` (its configurations,
+/// tokenizers, VAE). Returns (the temporary folder, the file, the bare folder).
+pub fn all_in_one(
+    dir: &std::path::Path,
+    transformer: &str,
+    encoders: &[(&str, &str)],
+    keep: &[&str],
+) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    use candle::Device;
+    let load = |p: &str| candle::safetensors::load(dir.join(p), &Device::Cpu).unwrap();
+    let mut all = std::collections::HashMap::new();
+    for (k, t) in load(transformer) {
+        let k = if k.starts_with("model.diffusion_model.") {
+            k
+        } else {
+            format!("model.diffusion_model.{k}")
+        };
+        all.insert(k, t);
+    }
+    for (sub, prefix) in encoders {
+        for (k, t) in load(&format!("{sub}/model.safetensors")) {
+            all.insert(format!("{prefix}{k}"), t);
+        }
+    }
+    all.insert(
+        "first_stage_model.decoder.conv_in.weight".to_string(),
+        Tensor::zeros((2, 2), DType::F32, &Device::Cpu).unwrap(),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("all_in_one.safetensors");
+    candle::safetensors::save(&all, &file).unwrap();
+    let bare = tmp.path().join("bare");
+    for rel in keep {
+        let to = bare.join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(dir.join(rel), to).unwrap();
+    }
+    (tmp, file, bare)
+}

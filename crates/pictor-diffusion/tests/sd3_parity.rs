@@ -420,6 +420,38 @@ fn all_in_one_single_files_bring_their_text_encoders() {
     let vb = f.pipe.velocity(&b, None, 1.0, &x, 750.0).unwrap();
     close("transformer from the all-in-one file", &va, &vb, 1e-6);
 
+    // A float8 (e4m3) T5, as `sd3_medium_incl_clips_t5xxlfp8.safetensors` holds it: read as
+    // the same weights rounded to float8 and widened (given as the mapping's T5 file, which
+    // comes before the bundled one).
+    let mut all = candle::safetensors::load(&aio, &Device::Cpu).unwrap();
+    let mut widened = HashMap::new();
+    for (k, t) in all.iter_mut() {
+        if let Some(rest) = k.strip_prefix("text_encoders.t5xxl.transformer.") {
+            let f8 = t.to_dtype(candle::DType::F8E4M3).unwrap();
+            widened.insert(rest.to_owned(), f8.to_dtype(candle::DType::F32).unwrap());
+            *t = f8;
+        }
+    }
+    let fp8 = aio.with_file_name("incl_clips_t5xxlfp8.safetensors");
+    candle::safetensors::save(&all, &fp8).unwrap();
+    let t5_file = aio.with_file_name("t5_rounded.safetensors");
+    candle::safetensors::save(&widened, &t5_file).unwrap();
+    let embed = |files: Sd3Files| {
+        let mut p = Sd3Pipeline::load_diffusers(&bare, &files, &Device::Cpu).unwrap();
+        p.max_sequence_length = f.pipe.max_sequence_length;
+        p.encode(prompt).unwrap().context
+    };
+    let from_fp8 = embed(Sd3Files {
+        transformer: Some(fp8),
+        ..Default::default()
+    });
+    let from_rounded = embed(Sd3Files {
+        transformer: Some(aio.clone()),
+        text_encoder_3: Some(t5_file),
+        ..Default::default()
+    });
+    close("bundled float8 T5", &from_fp8, &from_rounded, 1e-6);
+
     // Scaled float8 T5 (ComfyUI's `t5xxl_fp8_e4m3fn_scaled`): refused by name.
     let mut all = candle::safetensors::load(&aio, &Device::Cpu).unwrap();
     all.insert(

@@ -27,6 +27,7 @@ mod bench {
     use candle_nn::VarBuilder;
     use candle_nn::var_builder::SimpleBackend;
     use pictor_diffusion::net::clip::ClipTextTransformer;
+    use pictor_diffusion::net::linear::Weights;
     use pictor_diffusion::net::unet_2d::{TextTime, UNet2DConditionModel};
     use pictor_diffusion::net::vae::AutoEncoderKL;
     use pictor_diffusion::{flux, load, sd3};
@@ -46,14 +47,19 @@ mod bench {
         ("sd21", "turbo", 512, "f32"),
         ("sd21", "text", 512, "int8"),
         ("sd21", "turbo", 512, "int8"),
+        ("sd21", "unet", 512, "int8"),
+        ("sd21", "turbo", 512, "int8-all"),
         ("sd15", "text", 512, "f32"),
         ("sd15", "unet", 512, "f32"),
         ("sd15", "unet", 512, "f32-cfg"),
         ("sd15", "text", 512, "int8"),
+        ("sd15", "unet", 512, "int8-cfg"),
         ("sd15", "picture20", 512, "f32"),
+        ("sd15", "picture20", 512, "int8-all"),
         ("sdxl", "text", 1024, "f32"),
         ("sdxl", "unet", 512, "f32"),
         ("sdxl", "unet", 1024, "f32"),
+        ("sdxl", "unet", 1024, "int8"),
         ("sdxl", "vae", 1024, "f32-tiled"),
         ("flux", "t5", 512, "q8_0"),
         ("flux", "step", 512, "q4k"),
@@ -64,6 +70,16 @@ mod bench {
         ("sd35m", "step", 512, "q8_0"),
         ("sd35m", "picture2", 512, "f32"),
     ];
+
+    /// The UNet of `config`, its transformer layers in 8 bits for the `int8-all` variants (the
+    /// text encoders' too: `int8` alone is the text encoders only).
+    fn unet_for(config: &Value, vb: VarBuilder, variant: &str) -> UNet2DConditionModel {
+        let mut shape = load::unet_config(config).unwrap();
+        if variant == "int8-all" {
+            shape.config.weights = Weights::Int8;
+        }
+        UNet2DConditionModel::new(vb, 4, 4, shape.config).unwrap()
+    }
 
     fn root() -> PathBuf {
         PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
@@ -247,6 +263,11 @@ mod bench {
                 let mut shape = load::unet_config(&a[arch]["unet"]).unwrap();
                 if variant.ends_with("sliced") {
                     shape.config.sliced_attention_size = Some(1);
+                }
+                // `int8…`: the transformer layers in 8 bits (`unet_weights = "int8"`); torch
+                // runs the same case in float32.
+                if variant.starts_with("int8") {
+                    shape.config.weights = Weights::Int8;
                 }
                 let ctx_dim = shape.config.cross_attention_dim;
                 let sdxl = shape.config.text_time.is_some();
@@ -468,10 +489,9 @@ mod bench {
                 // A whole SD-Turbo picture: text encoding, one UNet step without guidance, the
                 // tiny decoder.
                 let (mut tc, proj) = load::clip_config(&a[arch]["text_encoders"][0]).unwrap();
-                tc.int8 = variant == "int8";
+                tc.int8 = variant.starts_with("int8");
                 let text = ClipTextTransformer::new(vb.pp("te"), &tc, proj).unwrap();
-                let shape = load::unet_config(&a[arch]["unet"]).unwrap();
-                let unet = UNet2DConditionModel::new(vb.pp("unet"), 4, 4, shape.config).unwrap();
+                let unet = unet_for(&a[arch]["unet"], vb.pp("unet"), variant);
                 let tiny =
                     pictor_diffusion::taesd::TinyDecoder::new(vb.pp("taesd"), &json!({})).unwrap();
                 let ids = Tensor::new(&[[49406u32; 77]], &dev).unwrap();
@@ -491,10 +511,9 @@ mod bench {
                 // The scheduler's arithmetic (a few element-wise operations) is left out on
                 // both sides.
                 let (mut tc, proj) = load::clip_config(&a[arch]["text_encoders"][0]).unwrap();
-                tc.int8 = variant == "int8";
+                tc.int8 = variant.starts_with("int8");
                 let text = ClipTextTransformer::new(vb.pp("te"), &tc, proj).unwrap();
-                let shape = load::unet_config(&a[arch]["unet"]).unwrap();
-                let unet = UNet2DConditionModel::new(vb.pp("unet"), 4, 4, shape.config).unwrap();
+                let unet = unet_for(&a[arch]["unet"], vb.pp("unet"), variant);
                 let (vc, _, vin, vout) = load::vae_config(&a["vae"]).unwrap();
                 let vae = AutoEncoderKL::new(vb.pp("vae"), vin, vout, vc).unwrap();
                 let ids = Tensor::new(&[[49406u32; 77]], &dev).unwrap();

@@ -252,6 +252,8 @@ pub struct Configs {
     pub model_index: Value,
     /// The text encoders' layers in 8-bit weights (`Overrides::int8_text`).
     pub int8_text: bool,
+    /// The UNet's transformer layers in 8 bits (`Overrides::int8_unet`).
+    pub int8_unet: bool,
 }
 
 /// Where a text encoder's tokenizer comes from.
@@ -304,6 +306,7 @@ impl Configs {
         }
         Ok(Configs {
             int8_text: false,
+            int8_unet: false,
             unet: read_json(&dir.join("unet/config.json"))?,
             vae: read_json(&dir.join("vae/config.json"))?,
             text,
@@ -318,6 +321,7 @@ impl Configs {
     /// Applies the per-model overrides (prediction type, timestep spacing, 8-bit text encoders).
     pub fn apply_overrides(&mut self, o: &single_file::Overrides) {
         self.int8_text = o.int8_text;
+        self.int8_unet = o.int8_unet;
         if let Some(obj) = self.scheduler.as_object_mut() {
             if let Some(p) = &o.prediction {
                 obj.insert("prediction_type".into(), Value::String(p.clone()));
@@ -382,6 +386,7 @@ impl Pipeline {
                 let c = single_file::infer_configs(&header, v_pred, overrides)?;
                 Configs {
                     int8_text: false,
+                    int8_unet: false,
                     unet: c.unet,
                     vae: c.vae,
                     text: c.text,
@@ -564,11 +569,21 @@ impl Pipeline {
                 model: ClipTextTransformer::new(vb, &c, projection)?,
             });
         }
+        let mut unet_config = unet_shape.config;
+        if configs.int8_unet {
+            if device.is_cpu() && net::linear_int8::available() {
+                unet_config.weights = net::linear::Weights::Int8;
+            } else {
+                tracing::warn!(
+                    "8-bit UNet weights need a CPU with AVX-512 VNNI: the UNet stays in float"
+                );
+            }
+        }
         let unet = UNet2DConditionModel::new(
             weights.unet,
             unet_shape.in_channels,
             unet_shape.out_channels,
-            unet_shape.config,
+            unet_config,
         )?;
         let vae = AutoEncoderKL::new(weights.vae, vae_in, vae_out, vae_cfg)?;
         let force_zeros_for_empty_prompt = configs

@@ -187,6 +187,7 @@ pub fn unet_config(v: &Value) -> Result<UNetShape, DiffusionError> {
             .get("use_linear_projection")
             .and_then(Value::as_bool)
             .unwrap_or(false),
+        weights: crate::net::linear::Weights::Float,
         text_time,
     };
     Ok(UNetShape {

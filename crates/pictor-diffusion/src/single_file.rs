@@ -409,6 +409,9 @@ pub struct Overrides {
     pub timestep_spacing: Option<String>,
     /// The text encoders' layers in 8-bit blocks on the CPU (`Q8_0`; see `clip::Config::int8`).
     pub int8_text: bool,
+    /// The UNet's transformer layers (attention, feed-forward, projections) in 8 bits on CPUs
+    /// with AVX-512 VNNI (`net::linear::Weights::Int8`).
+    pub int8_unet: bool,
     /// LoRAs merged into the weights as they load ([`crate::lora`]).
     pub loras: Vec<crate::lora::LoraSpec>,
 }

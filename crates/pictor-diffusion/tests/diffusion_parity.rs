@@ -35,6 +35,17 @@ const NOISE_TOL: f32 = if cfg!(all(target_os = "linux", target_env = "gnu")) {
 const INT8_TEXT_RMS: f64 = 0.02;
 const INT8_TEXT_MAX: f64 = 0.05;
 
+/// The 8-bit UNet's tolerances (`int8_unet_stays_close_to_diffusers`): weights rounded to 1/127
+/// of each output channel's largest and inputs to 1/127 of each row's largest, so the error is
+/// bounded relative to the outputs, as for the text encoders; it grows over a run's steps and
+/// through the VAE into the picture. Measured on the three fixtures (2026-11-29): step 0.3–0.9 %,
+/// latents 0.7–1.9 %, pictures at most 2.4–8/255 apart, 0.4–0.7/255 on average; the bounds are
+/// about twice the worst.
+const INT8_UNET_STEP_RMS: f64 = 0.02;
+const INT8_UNET_LATENTS_RMS: f64 = 0.04;
+const INT8_UNET_PICTURE_MAX: f32 = 16.0;
+const INT8_UNET_PICTURE_MEAN: f32 = 1.5;
+
 /// `got` against `want` with the 8-bit tolerances (relative RMS and relative maximum).
 fn close_relative(what: &str, got: &Tensor, want: &Tensor) {
     let (rms, max) = common::relative(got, want);
@@ -994,5 +1005,81 @@ fn loras_in_both_formats_match_diffusers_fuse_lora() {
                 close("single file with LoRAs", &from_file, &latents, 1e-5);
             }
         }
+    }
+}
+
+/// 8-bit UNet transformer layers (`Overrides::int8_unet`, AVX-512 VNNI): one UNet evaluation,
+/// a whole 4-step Euler run with guidance 7.5 and its picture stay within stated, looser
+/// tolerances of diffusers' float32 (relative RMS error of the UNet output and the latents,
+/// the picture's largest and mean difference in 1/255), and really are the 8-bit path. Every
+/// linear layer of the fixtures' transformers is 8-bit (widths that end inside a 16-column
+/// panel included); the convolutions stay float32.
+#[test]
+fn int8_unet_stays_close_to_diffusers() {
+    if !pictor_diffusion::net::linear_int8::available() || !dev().is_cpu() {
+        eprintln!("skipped: 8-bit UNet layers need a CPU with AVX-512 VNNI (they stay float here)");
+        return;
+    }
+    for arch in ["sd15", "sd21", "sdxl"] {
+        let overrides = pictor_diffusion::single_file::Overrides {
+            int8_unet: true,
+            ..Default::default()
+        };
+        let pipe =
+            Pipeline::load_diffusers(&fixture_dir(arch).join("model"), &overrides, &dev()).unwrap();
+        let f = with_pipeline(arch, pipe);
+        let sdxl = arch == "sdxl";
+        let t = f64::from(f.get("unet_t").to_vec1::<f32>().unwrap()[0]);
+        let pooled = sdxl.then(|| f.get("pooled_prompt_embeds"));
+        let out = f
+            .pipe
+            .unet(
+                f.get("unet_in"),
+                t,
+                f.get("prompt_embeds"),
+                pooled,
+                (64, 64),
+            )
+            .unwrap();
+        assert!(
+            max_diff(&out, f.get("unet_out")) > 1e-4,
+            "{arch}: the 8-bit UNet gave the float32 numbers"
+        );
+        let (rms, max) = common::relative(&out, f.get("unet_out"));
+        println!("{arch} int8 UNet step: relative RMS {rms:.2e}, max {max:.2e} of the largest");
+        assert!(
+            rms <= INT8_UNET_STEP_RMS,
+            "{arch} int8 UNet step: relative RMS {rms}"
+        );
+        let euler = f.run(Sampler::Euler, 4, 7.5);
+        let (rms, max) = common::relative(&euler, f.get("latents_euler"));
+        println!("{arch} int8 Euler latents: relative RMS {rms:.2e}, max {max:.2e} of the largest");
+        assert!(
+            rms <= INT8_UNET_LATENTS_RMS,
+            "{arch} int8 latents: relative RMS {rms}"
+        );
+        let rgb = to_rgb8(&f.pipe.decode_raw(&euler).unwrap()).unwrap();
+        let want = f
+            .get("image_euler")
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let diffs: Vec<f32> = rgb
+            .iter()
+            .zip(&want)
+            .map(|(&g, &w)| (f32::from(g) - w * 255.0).abs())
+            .collect();
+        let worst = diffs.iter().copied().fold(0.0, f32::max);
+        let mean = diffs.iter().sum::<f32>() / diffs.len() as f32;
+        println!("{arch} int8 picture: largest difference {worst:.1}/255, mean {mean:.2}/255");
+        assert!(
+            worst <= INT8_UNET_PICTURE_MAX,
+            "{arch} int8 picture: {worst}/255"
+        );
+        assert!(
+            mean <= INT8_UNET_PICTURE_MEAN,
+            "{arch} int8 picture: mean {mean}/255"
+        );
     }
 }

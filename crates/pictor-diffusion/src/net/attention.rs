@@ -3,6 +3,8 @@ use candle::{D, DType, IndexOp, Result, Tensor};
 use candle_nn as nn;
 use candle_nn::Module;
 
+use super::linear::Weights;
+
 #[derive(Debug)]
 struct GeGlu {
     proj: super::linear::Linear,
@@ -10,8 +12,8 @@ struct GeGlu {
 }
 
 impl GeGlu {
-    fn new(vs: nn::VarBuilder, dim_in: usize, dim_out: usize) -> Result<Self> {
-        let proj = super::linear::linear(dim_in, dim_out * 2, vs.pp("proj"))?;
+    fn new(vs: nn::VarBuilder, dim_in: usize, dim_out: usize, weights: Weights) -> Result<Self> {
+        let proj = super::linear::linear(dim_in, dim_out * 2, vs.pp("proj"), weights)?;
         let span = tracing::span!(tracing::Level::TRACE, "geglu");
         Ok(Self { proj, span })
     }
@@ -138,12 +140,18 @@ impl FeedForward {
     // https://github.com/huggingface/diffusers/blob/d3d22ce5a894becb951eec03e663951b28d45135/src/diffusers/models/attention.py#L347
     /// Creates a new feed-forward layer based on some given input dimension, some
     /// output dimension, and a multiplier to be used for the intermediary layer.
-    fn new(vs: nn::VarBuilder, dim: usize, dim_out: Option<usize>, mult: usize) -> Result<Self> {
+    fn new(
+        vs: nn::VarBuilder,
+        dim: usize,
+        dim_out: Option<usize>,
+        mult: usize,
+        weights: Weights,
+    ) -> Result<Self> {
         let inner_dim = dim * mult;
         let dim_out = dim_out.unwrap_or(dim);
         let vs = vs.pp("net");
-        let project_in = GeGlu::new(vs.pp("0"), dim, inner_dim)?;
-        let linear = super::linear::linear(inner_dim, dim_out, vs.pp("2"))?;
+        let project_in = GeGlu::new(vs.pp("0"), dim, inner_dim, weights)?;
+        let linear = super::linear::linear(inner_dim, dim_out, vs.pp("2"), weights)?;
         let span = tracing::span!(tracing::Level::TRACE, "ff");
         Ok(Self {
             project_in,
@@ -222,14 +230,15 @@ impl CrossAttention {
         heads: usize,
         dim_head: usize,
         slice_size: Option<usize>,
+        weights: Weights,
     ) -> Result<Self> {
         let inner_dim = dim_head * heads;
         let context_dim = context_dim.unwrap_or(query_dim);
         let scale = 1.0 / f64::sqrt(dim_head as f64);
-        let to_q = super::linear::linear_no_bias(query_dim, inner_dim, vs.pp("to_q"))?;
-        let to_k = super::linear::linear_no_bias(context_dim, inner_dim, vs.pp("to_k"))?;
-        let to_v = super::linear::linear_no_bias(context_dim, inner_dim, vs.pp("to_v"))?;
-        let to_out = super::linear::linear(inner_dim, query_dim, vs.pp("to_out.0"))?;
+        let to_q = super::linear::linear_no_bias(query_dim, inner_dim, vs.pp("to_q"), weights)?;
+        let to_k = super::linear::linear_no_bias(context_dim, inner_dim, vs.pp("to_k"), weights)?;
+        let to_v = super::linear::linear_no_bias(context_dim, inner_dim, vs.pp("to_v"), weights)?;
+        let to_out = super::linear::linear(inner_dim, query_dim, vs.pp("to_out.0"), weights)?;
         let span = tracing::span!(tracing::Level::TRACE, "xa");
         let span_attn = tracing::span!(tracing::Level::TRACE, "xa-attn");
         let span_softmax = tracing::span!(tracing::Level::TRACE, "xa-softmax");
@@ -358,6 +367,7 @@ impl BasicTransformerBlock {
         d_head: usize,
         context_dim: Option<usize>,
         sliced_attention_size: Option<usize>,
+        weights: Weights,
     ) -> Result<Self> {
         let attn1 = CrossAttention::new(
             vs.pp("attn1"),
@@ -366,8 +376,9 @@ impl BasicTransformerBlock {
             n_heads,
             d_head,
             sliced_attention_size,
+            weights,
         )?;
-        let ff = FeedForward::new(vs.pp("ff"), dim, None, 4)?;
+        let ff = FeedForward::new(vs.pp("ff"), dim, None, 4, weights)?;
         let attn2 = CrossAttention::new(
             vs.pp("attn2"),
             dim,
@@ -375,6 +386,7 @@ impl BasicTransformerBlock {
             n_heads,
             d_head,
             sliced_attention_size,
+            weights,
         )?;
         let norm1 = nn::layer_norm(dim, 1e-5, vs.pp("norm1"))?;
         let norm2 = nn::layer_norm(dim, 1e-5, vs.pp("norm2"))?;
@@ -406,6 +418,8 @@ pub struct SpatialTransformerConfig {
     pub context_dim: Option<usize>,
     pub sliced_attention_size: Option<usize>,
     pub use_linear_projection: bool,
+    /// The linear layers in float32 or 8 bits.
+    pub weights: Weights,
 }
 
 impl Default for SpatialTransformerConfig {
@@ -416,6 +430,7 @@ impl Default for SpatialTransformerConfig {
             context_dim: None,
             sliced_attention_size: None,
             use_linear_projection: false,
+            weights: Weights::Float,
         }
     }
 }
@@ -452,6 +467,7 @@ impl SpatialTransformer {
                 in_channels,
                 inner_dim,
                 vs.pp("proj_in"),
+                config.weights,
             )?)
         } else {
             Proj::Conv2d(super::with_tracing::conv2d(
@@ -472,6 +488,7 @@ impl SpatialTransformer {
                 d_head,
                 config.context_dim,
                 config.sliced_attention_size,
+                config.weights,
             )?;
             transformer_blocks.push(tb)
         }
@@ -480,6 +497,7 @@ impl SpatialTransformer {
                 in_channels,
                 inner_dim,
                 vs.pp("proj_out"),
+                config.weights,
             )?)
         } else {
             Proj::Conv2d(super::with_tracing::conv2d(

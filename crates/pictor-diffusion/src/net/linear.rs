@@ -10,22 +10,63 @@
 use candle::{Module, Result, Tensor};
 use candle_nn as nn;
 
-/// `y = x W + b` with `W` stored `[in, out]`.
+/// How a network keeps its linear layers' weights.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Weights {
+    /// As the files hold them, in float32 (or the device's dtype).
+    #[default]
+    Float,
+    /// 8 bits per weight with a scale per output channel, inputs quantised per row, multiplied
+    /// in integers ([`super::linear_int8`]) — on CPUs with AVX-512 VNNI; elsewhere (or on a
+    /// GPU) the layers stay float.
+    Int8,
+}
+
+/// `y = x W + b` with `W` stored `[in, out]`, or quantised to 8 bits.
 #[derive(Debug, Clone)]
 pub struct Linear {
-    weight_t: Tensor,
-    bias: Option<Tensor>,
+    kind: Kind,
     span: tracing::Span,
+}
+
+#[derive(Debug, Clone)]
+enum Kind {
+    Float {
+        weight_t: Tensor,
+        bias: Option<Tensor>,
+    },
+    Int8(super::linear_int8::Int8Linear),
 }
 
 impl Linear {
     /// From a `[out, in]` weight (as the files hold it) and an optional `[out]` bias.
     pub fn new(weight: Tensor, bias: Option<Tensor>) -> Result<Self> {
         Ok(Self {
-            weight_t: transposed(&weight)?,
-            bias,
+            kind: Kind::Float {
+                weight_t: transposed(&weight)?,
+                bias,
+            },
             span: tracing::span!(tracing::Level::TRACE, "linear"),
         })
+    }
+
+    /// As [`Linear::new`], in 8 bits when `weights` asks for it and this CPU and the layer's
+    /// shape allow ([`super::linear_int8::Int8Linear::new`]).
+    pub fn with_weights(weight: Tensor, bias: Option<Tensor>, weights: Weights) -> Result<Self> {
+        if weights == Weights::Int8
+            && let Some(q) = super::linear_int8::Int8Linear::new(&weight, bias.as_ref())?
+        {
+            return Ok(Self {
+                kind: Kind::Int8(q),
+                span: tracing::span!(tracing::Level::TRACE, "linear-int8"),
+            });
+        }
+        Self::new(weight, bias)
+    }
+
+    /// Whether the layer multiplies in 8 bits.
+    pub fn is_int8(&self) -> bool {
+        matches!(self.kind, Kind::Int8(_))
     }
 }
 
@@ -48,32 +89,46 @@ fn transposed(weight: &Tensor) -> Result<Tensor> {
 impl Module for Linear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let _enter = self.span.enter();
+        let (weight_t, bias) = match &self.kind {
+            Kind::Float { weight_t, bias } => (weight_t, bias),
+            Kind::Int8(q) => return q.forward(x),
+        };
         let dims = x.dims();
         let Some((&k, lead)) = dims.split_last() else {
             candle::bail!("linear: a scalar input");
         };
         let rows: usize = lead.iter().product();
-        let y = x.reshape((rows, k))?.matmul(&self.weight_t)?;
-        let y = match &self.bias {
+        let y = x.reshape((rows, k))?.matmul(weight_t)?;
+        let y = match bias {
             Some(b) => y.broadcast_add(b)?,
             None => y,
         };
         let mut out = lead.to_vec();
-        out.push(self.weight_t.dim(1)?);
+        out.push(weight_t.dim(1)?);
         y.reshape(out)
     }
 }
 
 /// A linear layer with a bias, read from `vs` (`weight`, `bias`).
-pub fn linear(in_dim: usize, out_dim: usize, vs: nn::VarBuilder) -> Result<Linear> {
+pub fn linear(
+    in_dim: usize,
+    out_dim: usize,
+    vs: nn::VarBuilder,
+    weights: Weights,
+) -> Result<Linear> {
     let l = nn::linear(in_dim, out_dim, vs)?;
-    Linear::new(l.weight().clone(), l.bias().cloned())
+    Linear::with_weights(l.weight().clone(), l.bias().cloned(), weights)
 }
 
 /// A linear layer without a bias.
-pub fn linear_no_bias(in_dim: usize, out_dim: usize, vs: nn::VarBuilder) -> Result<Linear> {
+pub fn linear_no_bias(
+    in_dim: usize,
+    out_dim: usize,
+    vs: nn::VarBuilder,
+    weights: Weights,
+) -> Result<Linear> {
     let l = nn::linear_no_bias(in_dim, out_dim, vs)?;
-    Linear::new(l.weight().clone(), None)
+    Linear::with_weights(l.weight().clone(), None, weights)
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ pub mod embeddings;
 pub mod fast_math;
 pub mod linear;
 pub mod linear_cpu;
+pub mod linear_int8;
 pub mod norm;
 pub mod resnet;
 pub mod unet_2d;

@@ -32,6 +32,8 @@ pub struct UNet2DConditionModelConfig {
     pub cross_attention_dim: usize,
     pub sliced_attention_size: Option<usize>,
     pub use_linear_projection: bool,
+    /// The transformer blocks' linear layers in float32 or 8 bits ([`super::linear::Weights`]).
+    pub weights: super::linear::Weights,
     /// SDXL's size and pooled-text conditioning (`addition_embed_type = "text_time"`).
     pub text_time: Option<TextTimeConfig>,
 }
@@ -90,6 +92,7 @@ impl Default for UNet2DConditionModelConfig {
             cross_attention_dim: 1280,
             sliced_attention_size: None,
             use_linear_projection: false,
+            weights: super::linear::Weights::Float,
             text_time: None,
         }
     }
@@ -199,6 +202,7 @@ impl UNet2DConditionModel {
                         cross_attention_dim: config.cross_attention_dim,
                         sliced_attention_size,
                         use_linear_projection: config.use_linear_projection,
+                        weights: config.weights,
                         transformer_layers_per_block,
                     };
                     let block = CrossAttnDownBlock2D::new(
@@ -234,6 +238,7 @@ impl UNet2DConditionModel {
             attn_num_head_channels: bl_attention_head_dim,
             resnet_groups: Some(config.norm_num_groups),
             use_linear_projection: config.use_linear_projection,
+            weights: config.weights,
             transformer_layers_per_block: mid_transformer_layers_per_block,
             ..Default::default()
         };
@@ -287,6 +292,7 @@ impl UNet2DConditionModel {
                         cross_attention_dim: config.cross_attention_dim,
                         sliced_attention_size,
                         use_linear_projection: config.use_linear_projection,
+                        weights: config.weights,
                         transformer_layers_per_block,
                     };
                     let block = CrossAttnUpBlock2D::new(

@@ -366,6 +366,7 @@ pub struct UNetMidBlock2DCrossAttnConfig {
     pub cross_attn_dim: usize,
     pub sliced_attention_size: Option<usize>,
     pub use_linear_projection: bool,
+    pub weights: super::linear::Weights,
     pub transformer_layers_per_block: usize,
 }
 
@@ -380,6 +381,7 @@ impl Default for UNetMidBlock2DCrossAttnConfig {
             cross_attn_dim: 1280,
             sliced_attention_size: None, // Sliced attention disabled
             use_linear_projection: false,
+            weights: super::linear::Weights::Float,
             transformer_layers_per_block: 1,
         }
     }
@@ -420,6 +422,7 @@ impl UNetMidBlock2DCrossAttn {
             context_dim: Some(config.cross_attn_dim),
             sliced_attention_size: config.sliced_attention_size,
             use_linear_projection: config.use_linear_projection,
+            weights: config.weights,
         };
         let mut attn_resnets = vec![];
         for index in 0..config.num_layers {
@@ -566,6 +569,7 @@ pub struct CrossAttnDownBlock2DConfig {
     // attention_type: "default"
     pub sliced_attention_size: Option<usize>,
     pub use_linear_projection: bool,
+    pub weights: super::linear::Weights,
     pub transformer_layers_per_block: usize,
 }
 
@@ -577,6 +581,7 @@ impl Default for CrossAttnDownBlock2DConfig {
             cross_attention_dim: 1280,
             sliced_attention_size: None,
             use_linear_projection: false,
+            weights: super::linear::Weights::Float,
             transformer_layers_per_block: 1,
         }
     }
@@ -612,6 +617,7 @@ impl CrossAttnDownBlock2D {
             num_groups: config.downblock.resnet_groups,
             sliced_attention_size: config.sliced_attention_size,
             use_linear_projection: config.use_linear_projection,
+            weights: config.weights,
         };
         let vs_attn = vs.pp("attentions");
         let attentions = (0..config.downblock.num_layers)
@@ -770,6 +776,7 @@ pub struct CrossAttnUpBlock2DConfig {
     // attention_type: "default"
     pub sliced_attention_size: Option<usize>,
     pub use_linear_projection: bool,
+    pub weights: super::linear::Weights,
     pub transformer_layers_per_block: usize,
 }
 
@@ -781,6 +788,7 @@ impl Default for CrossAttnUpBlock2DConfig {
             cross_attention_dim: 1280,
             sliced_attention_size: None,
             use_linear_projection: false,
+            weights: super::linear::Weights::Float,
             transformer_layers_per_block: 1,
         }
     }
@@ -818,6 +826,7 @@ impl CrossAttnUpBlock2D {
             num_groups: config.upblock.resnet_groups,
             sliced_attention_size: config.sliced_attention_size,
             use_linear_projection: config.use_linear_projection,
+            weights: config.weights,
         };
         let vs_attn = vs.pp("attentions");
         let attentions = (0..config.upblock.num_layers)

@@ -621,6 +621,10 @@ async fn tiers_are_mapped_and_unmapped_without_a_restart() {
             vec!["models", "map", "fast", "tiny", "--text-weights", "int4"],
             "\"float32\" or \"int8\"",
         ),
+        (
+            vec!["models", "map", "fast", "tiny", "--unet-weights", "int4"],
+            "unet_weights: \"float32\" or \"int8\"",
+        ),
         (vec!["models", "remove", "tiny"], "draws the fast tier"),
         (vec!["models", "unmap", "artist"], "not mapped"),
     ] {
@@ -694,6 +698,36 @@ async fn tiers_are_mapped_and_unmapped_without_a_restart() {
         (i.width(), i.height())
     };
     assert_eq!(size(&int8_picture), size(&bytes));
+
+    // And the UNet's transformer layers in 8 bits too (on CPUs with AVX-512 VNNI; elsewhere
+    // they stay float32 and the picture is the one above).
+    let both = cli_json(
+        &d,
+        &[
+            "models",
+            "map",
+            "fast",
+            "tiny",
+            "--steps",
+            "2",
+            "--text-weights",
+            "int8",
+            "--unet-weights",
+            "int8",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(both["settings"]["unet_weights"], "int8", "{both}");
+    let int8_unet_picture = generate(&server, &key, "fast", 3).await;
+    assert_eq!(size(&int8_unet_picture), size(&bytes));
+    if pictor::render::diffusion::net::linear_int8::available() {
+        assert_ne!(
+            pixels(&int8_unet_picture),
+            pixels(&int8_picture),
+            "the 8-bit UNet made the float32 UNet's pixels"
+        );
+    }
 
     // Unmapped: the painter again, at once.
     let out = cli_json(&d, &["models", "unmap", "fast", "--json"], None);

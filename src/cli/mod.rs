@@ -440,6 +440,11 @@ pub enum ModelsCommand {
         /// a quarter of their memory, about 1.6x faster, a looser match; docs/models.md).
         #[arg(long)]
         text_weights: Option<String>,
+        /// SD 1.x, 2.x and SDXL: the UNet's transformer layers in float32 (as the files) or int8
+        /// (8 bits, multiplied in integers on CPUs with AVX-512 VNNI: a quarter of their memory,
+        /// a UNet step about 1.3-1.6x faster, a looser match; docs/models.md).
+        #[arg(long)]
+        unet_weights: Option<String>,
         /// FLUX and SD 3: the transformer as one file (ComfyUI's flux1-*.safetensors, Stability
         /// AI's sd3.5_medium.safetensors, or a GGUF such as flux1-schnell-Q4_K_S.gguf) in place
         /// of the folder's transformer/.
@@ -905,6 +910,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
             image_guidance,
             timestep_spacing,
             text_weights,
+            unet_weights,
             transformer,
             text_encoder_2,
             text_encoder_3,
@@ -930,6 +936,7 @@ async fn models_command(dir: PathBuf, cmd: &ModelsCommand) -> anyhow::Result<()>
                 image_guidance: *image_guidance,
                 timestep_spacing: timestep_spacing.clone(),
                 text_weights: text_weights.clone(),
+                unet_weights: unet_weights.clone(),
                 transformer: absolute(transformer),
                 text_encoder_2: absolute(text_encoder_2),
                 text_encoder_3: absolute(text_encoder_3),

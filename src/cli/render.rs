@@ -578,6 +578,8 @@ async fn diffuse(
         timestep_spacing: default_str("timestep_spacing"),
         int8_text: default_str("text_weights")
             .is_some_and(|w| matches!(w.as_str(), "int8" | "q8_0")),
+        int8_unet: default_str("unet_weights")
+            .is_some_and(|w| matches!(w.as_str(), "int8" | "q8_0")),
         loras: loras
             .iter()
             .map(|u| crate::render::diffusion::lora::LoraSpec {

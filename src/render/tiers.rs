@@ -220,6 +220,7 @@ pub fn check(tier: &str, m: &TierMapping, installed: &[ModelRecord]) -> Result<(
         ("preset", &m.preset),
         ("timestep_spacing", &m.timestep_spacing),
         ("text_weights", &m.text_weights),
+        ("unet_weights", &m.unet_weights),
         ("transformer", &m.transformer),
         ("text_encoder_2", &m.text_encoder_2),
         ("text_encoder_3", &m.text_encoder_3),
@@ -571,6 +572,15 @@ pub mod engine {
     use crate::render::diffusion::{ModelMapping, ModelSource};
     use crate::store::models::ModelRecord;
 
+    /// `"float32"` or `"int8"` (`text_weights`, `unet_weights`): whether the layers are 8-bit.
+    fn int8_setting(v: &toml::Value) -> Result<bool, &'static str> {
+        match v.as_str() {
+            Some("int8" | "q8_0") => Ok(true),
+            Some("float32" | "f32") => Ok(false),
+            _ => Err("\"float32\" or \"int8\""),
+        }
+    }
+
     /// Reads one mapping table (`key` names it in errors: `[diffusion.fast]` or `fast`).
     pub fn mapping_from_table(
         key: &str,
@@ -693,8 +703,8 @@ pub mod engine {
                     "negative_prompt" => flux && v.as_str() != Some(""),
                     "sampler" => v.as_str() != Some("euler"),
                     "schedule" => v.as_str() != Some("automatic"),
-                    "tiny_vae" | "text_weights" | "prediction" | "timestep_spacing"
-                    | "strength" | "image_guidance" => true,
+                    "tiny_vae" | "text_weights" | "unet_weights" | "prediction"
+                    | "timestep_spacing" | "strength" | "image_guidance" => true,
                     _ => false,
                 };
                 if unsupported {
@@ -727,13 +737,8 @@ pub mod engine {
                     }
                     m.tiny_vae = Some(dir);
                 }
-                "text_weights" => {
-                    m.overrides.int8_text = match v.as_str() {
-                        Some("int8" | "q8_0") => true,
-                        Some("float32" | "f32") => false,
-                        _ => return Err(bad("\"float32\" or \"int8\"")),
-                    }
-                }
+                "text_weights" => m.overrides.int8_text = int8_setting(v).map_err(bad)?,
+                "unet_weights" => m.overrides.int8_unet = int8_setting(v).map_err(bad)?,
                 "timestep_spacing" => {
                     m.overrides.timestep_spacing = Some(
                         v.as_str()
@@ -802,7 +807,7 @@ pub mod engine {
                 }
                 _ => {
                     return Err(bad(
-                        "unknown setting (model, steps, guidance, sampler, schedule, noise, size, negative_prompt, strength, image_guidance, prediction, timestep_spacing, text_weights, tiny_vae; config for single files)",
+                        "unknown setting (model, steps, guidance, sampler, schedule, noise, size, negative_prompt, strength, image_guidance, prediction, timestep_spacing, text_weights, unet_weights, tiny_vae; config for single files)",
                     ));
                 }
             }

@@ -105,6 +105,10 @@ pub struct TierMapping {
     /// The text encoders' weights: `float32` (as the files) or `int8` (8-bit blocks on the CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_weights: Option<String>,
+    /// The UNet's transformer layers: `float32` (as the files) or `int8` (8-bit, multiplied in
+    /// integers on CPUs with AVX-512 VNNI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unet_weights: Option<String>,
     /// FLUX and SD 3: the transformer as one file (ComfyUI's `flux1-*.safetensors`, Stability
     /// AI's `sd3.5_*.safetensors`, or a GGUF) in place of the folder's `transformer/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -562,6 +562,8 @@ pub struct MapForm {
     #[serde(default)]
     text_weights: String,
     #[serde(default)]
+    unet_weights: String,
+    #[serde(default)]
     transformer: String,
     #[serde(default)]
     text_encoder_2: String,
@@ -610,6 +612,7 @@ pub async fn map_post(
             image_guidance: field("image_guidance", &f.image_guidance)?,
             timestep_spacing: None,
             text_weights: text(&f.text_weights),
+            unet_weights: text(&f.unet_weights),
             transformer: text(&f.transformer),
             text_encoder_2: text(&f.text_encoder_2).filter(|_| !sd3),
             text_encoder_3: text(&f.text_encoder_2).filter(|_| sd3),

@@ -732,6 +732,16 @@ pub static MESSAGES: &[(&str, &str, &str)] = &[
         "8 бит: четверть памяти, быстрее",
     ),
     (
+        "admin.models.unet_weights",
+        "UNet transformer weights",
+        "Веса трансформеров UNet",
+    ),
+    (
+        "admin.models.unet_weights.int8",
+        "8-bit: less memory, faster, a looser match (AVX-512 VNNI)",
+        "8 бит: меньше памяти, быстрее, менее точно (AVX-512 VNNI)",
+    ),
+    (
         "admin.models.negative",
         "Negative prompt",
         "Негативный запрос",

@@ -640,22 +640,15 @@ async fn tiers_are_mapped_and_unmapped_without_a_restart() {
     assert_eq!(tiers[0]["settings"]["steps"], 2, "{shown}");
     assert_eq!(tiers[1]["source"], "default", "{shown}");
 
+    // `models map fast tiny --steps 2` with these settings.
+    let map_fast = |settings: &[&str]| {
+        let mut args = vec!["models", "map", "fast", "tiny", "--steps", "2"];
+        args.extend_from_slice(settings);
+        args.push("--json");
+        cli_json(&d, &args, None)
+    };
     // With the tiny decoder: the next picture is decoded by it (another picture, same seed).
-    cli_json(
-        &d,
-        &[
-            "models",
-            "map",
-            "fast",
-            "tiny",
-            "--steps",
-            "2",
-            "--tiny-vae",
-            "taesd",
-            "--json",
-        ],
-        None,
-    );
+    map_fast(&["--tiny-vae", "taesd"]);
     let tiny_decoded = generate(&server, &key, "fast", 3).await;
     let pixels = |b: &[u8]| image::load_from_memory(b).unwrap().to_rgba8().into_raw();
     assert_ne!(
@@ -666,21 +659,7 @@ async fn tiers_are_mapped_and_unmapped_without_a_restart() {
 
     // 8-bit text encoders: kept in the mapping, the model reloaded with them, the picture made
     // from slightly different embeddings (same seed, other pixels) and still a picture.
-    let int8 = cli_json(
-        &d,
-        &[
-            "models",
-            "map",
-            "fast",
-            "tiny",
-            "--steps",
-            "2",
-            "--text-weights",
-            "int8",
-            "--json",
-        ],
-        None,
-    );
+    let int8 = map_fast(&["--text-weights", "int8"]);
     assert_eq!(int8["settings"]["text_weights"], "int8", "{int8}");
     let shown = cli_json(&d, &["config", "show", "--json"], None);
     assert_eq!(
@@ -701,23 +680,7 @@ async fn tiers_are_mapped_and_unmapped_without_a_restart() {
 
     // And the UNet's transformer layers in 8 bits too (on CPUs with AVX-512 VNNI; elsewhere
     // they stay float32 and the picture is the one above).
-    let both = cli_json(
-        &d,
-        &[
-            "models",
-            "map",
-            "fast",
-            "tiny",
-            "--steps",
-            "2",
-            "--text-weights",
-            "int8",
-            "--unet-weights",
-            "int8",
-            "--json",
-        ],
-        None,
-    );
+    let both = map_fast(&["--text-weights", "int8", "--unet-weights", "int8"]);
     assert_eq!(both["settings"]["unet_weights"], "int8", "{both}");
     let int8_unet_picture = generate(&server, &key, "fast", 3).await;
     assert_eq!(size(&int8_unet_picture), size(&bytes));

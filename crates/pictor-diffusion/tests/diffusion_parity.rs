@@ -297,18 +297,7 @@ fn check(arch: &str, f: &Fixture) {
     }
 
     // One UNet evaluation on the reference's own inputs.
-    let t = f64::from(f.get("unet_t").to_vec1::<f32>().unwrap()[0]);
-    let pooled = sdxl.then(|| f.get("pooled_prompt_embeds"));
-    let out = f
-        .pipe
-        .unet(
-            f.get("unet_in"),
-            t,
-            f.get("prompt_embeds"),
-            pooled,
-            (64, 64),
-        )
-        .unwrap();
+    let out = unet_out(arch, f);
     close(&format!("{arch} UNet step"), &out, f.get("unet_out"), 1e-3);
 
     // Whole runs: Euler and Euler ancestral with classifier-free guidance 7.5, 4 steps.
@@ -1028,19 +1017,7 @@ fn int8_unet_stays_close_to_diffusers() {
         let pipe =
             Pipeline::load_diffusers(&fixture_dir(arch).join("model"), &overrides, &dev()).unwrap();
         let f = with_pipeline(arch, pipe);
-        let sdxl = arch == "sdxl";
-        let t = f64::from(f.get("unet_t").to_vec1::<f32>().unwrap()[0]);
-        let pooled = sdxl.then(|| f.get("pooled_prompt_embeds"));
-        let out = f
-            .pipe
-            .unet(
-                f.get("unet_in"),
-                t,
-                f.get("prompt_embeds"),
-                pooled,
-                (64, 64),
-            )
-            .unwrap();
+        let out = unet_out(arch, &f);
         assert!(
             max_diff(&out, f.get("unet_out")) > 1e-4,
             "{arch}: the 8-bit UNet gave the float32 numbers"

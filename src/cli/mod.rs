@@ -442,7 +442,7 @@ pub enum ModelsCommand {
         text_weights: Option<String>,
         /// SD 1.x, 2.x and SDXL: the UNet's transformer layers in float32 (as the files) or int8
         /// (8 bits, multiplied in integers on CPUs with AVX-512 VNNI: a quarter of their memory,
-        /// a UNet step about 1.3-1.6x faster, a looser match; docs/models.md).
+        /// a UNet step about 1.2-1.65x faster, a looser match; docs/models.md).
         #[arg(long)]
         unet_weights: Option<String>,
         /// FLUX and SD 3: the transformer as one file (ComfyUI's flux1-*.safetensors, Stability

@@ -76,9 +76,18 @@ mod bench {
     fn unet_for(config: &Value, vb: VarBuilder, variant: &str) -> UNet2DConditionModel {
         let mut shape = load::unet_config(config).unwrap();
         if variant == "int8-all" {
-            shape.config.weights = Weights::Int8;
+            shape.config.weights = int8_weights();
         }
         UNet2DConditionModel::new(vb, 4, 4, shape.config).unwrap()
+    }
+
+    /// 8-bit UNet layers, which this CPU must be able to run (else the case would time float32).
+    fn int8_weights() -> Weights {
+        assert!(
+            pictor_diffusion::net::linear_int8::available(),
+            "the int8 UNet cases need a CPU with AVX-512 VNNI"
+        );
+        Weights::Int8
     }
 
     fn root() -> PathBuf {
@@ -267,7 +276,7 @@ mod bench {
                 // `int8…`: the transformer layers in 8 bits (`unet_weights = "int8"`); torch
                 // runs the same case in float32.
                 if variant.starts_with("int8") {
-                    shape.config.weights = Weights::Int8;
+                    shape.config.weights = int8_weights();
                 }
                 let ctx_dim = shape.config.cross_attention_dim;
                 let sdxl = shape.config.text_time.is_some();

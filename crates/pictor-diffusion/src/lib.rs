@@ -624,6 +624,12 @@ impl Pipeline {
         Ok(())
     }
 
+    /// The UNet's transformer linear layers: how many are 8-bit (`Overrides::int8_unet`), and
+    /// how many there are.
+    pub fn unet_linear_layers(&self) -> (usize, usize) {
+        self.unet.linear_layers()
+    }
+
     /// The VAE.
     pub fn vae(&self) -> &AutoEncoderKL {
         &self.vae

@@ -1016,6 +1016,11 @@ fn int8_unet_stays_close_to_diffusers() {
         };
         let pipe =
             Pipeline::load_diffusers(&fixture_dir(arch).join("model"), &overrides, &dev()).unwrap();
+        let (int8, all) = pipe.unet_linear_layers();
+        assert!(
+            int8 == all && all > 0,
+            "{arch}: {int8} of the {all} transformer layers are 8-bit"
+        );
         let f = with_pipeline(arch, pipe);
         let out = unet_out(arch, &f);
         assert!(

@@ -347,6 +347,12 @@ impl CrossAttention {
     }
 }
 
+impl CrossAttention {
+    fn linears(&self) -> [&super::linear::Linear; 4] {
+        [&self.to_q, &self.to_k, &self.to_v, &self.to_out]
+    }
+}
+
 /// A basic Transformer block.
 #[derive(Debug)]
 struct BasicTransformerBlock {
@@ -450,6 +456,27 @@ pub struct SpatialTransformer {
     proj_out: Proj,
     span: tracing::Span,
     pub config: SpatialTransformerConfig,
+}
+
+/// Linear layers of `transformers`: how many are 8-bit, and how many there are.
+pub fn linear_layers<'a>(
+    transformers: impl IntoIterator<Item = &'a SpatialTransformer>,
+) -> (usize, usize) {
+    let mut layers: Vec<&super::linear::Linear> = Vec::new();
+    for t in transformers {
+        for p in [&t.proj_in, &t.proj_out] {
+            if let Proj::Linear(l) = p {
+                layers.push(l);
+            }
+        }
+        for b in &t.transformer_blocks {
+            layers.extend(b.attn1.linears());
+            layers.extend(b.attn2.linears());
+            layers.push(&b.ff.project_in.proj);
+            layers.push(&b.ff.linear);
+        }
+    }
+    (layers.iter().filter(|l| l.is_int8()).count(), layers.len())
 }
 
 impl SpatialTransformer {

@@ -5,8 +5,8 @@
 //! a`), so `y[r, c] = s_r · s_c · Σ_k a[r, k] · q[c, k] + b[c]` is one integer dot product per
 //! output, which `vpdpbusd` does 64 multiply-adds at a time (four times float32's 16 per FMA).
 //! `vpdpbusd` multiplies unsigned by signed bytes, so the inputs are stored offset by 128 and
-//! `128 · Σ_k q[c, k]` (kept per column) is taken off the sums; the sums stay far inside `i32`
-//! (at most 255 · 127 · k, k ≤ 65 536).
+//! `128 · Σ_k q[c, k]` (kept per column) is taken off the sums; the sums stay inside `i32`
+//! (at most 255 · 127 · k, k ≤ 65 536; wider layers stay float).
 //!
 //! Layout: panels of 16 output columns; within a panel, for every 4 consecutive `k`, the 16
 //! columns' 4 bytes (one 512-bit vector). The kernel keeps a 12-row × 32-column block of sums in
@@ -35,6 +35,9 @@ const MR: usize = 12;
 const ROW_BLOCKS: usize = 8;
 /// Panel pairs per parallel task.
 const PAIRS_PER_TASK: usize = 4;
+/// The widest input a layer may have: the integer sums (at most 255 · 127 per input, and the
+/// `128 · Σ q` correction) stay inside `i32`.
+const MAX_IN: usize = 65_536;
 
 /// `y = x Wᵀ + b` with `W` quantised to 8 bits per output channel.
 #[derive(Debug, Clone)]
@@ -42,7 +45,7 @@ pub struct Int8Linear {
     inner: Arc<Packed>,
 }
 
-#[derive(Debug)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 struct Packed {
     in_dim: usize,
     out_dim: usize,
@@ -73,20 +76,20 @@ pub fn available() -> bool {
 }
 
 /// `codes = round(x / s)` for `s = max|x| / 127`, returning `s`: all zero codes with `s = 1` for
-/// a zero row, and `s = NaN` for a row with a NaN or an infinity (so its products are NaN, as
-/// float32's would be).
+/// a zero row (or one so small that `127 / max|x|` overflows: subnormals), and `s = NaN` for a
+/// row with a NaN or an infinity (so its products are NaN, as float32's would be).
 fn quantise_row(xs: &[f32], codes: &mut [i8]) -> f32 {
     let (mut amax, mut finite) = (0f32, true);
     for &v in xs {
         finite &= v.is_finite();
         amax = amax.max(v.abs());
     }
-    if !finite || amax == 0.0 {
+    let inv = 127.0 / amax;
+    if !finite || !inv.is_finite() {
         codes.iter_mut().for_each(|c| *c = 0);
         return if finite { 1.0 } else { f32::NAN };
     }
     let s = amax / 127.0;
-    let inv = 127.0 / amax;
     for (c, &v) in codes.iter_mut().zip(xs) {
         *c = (v * inv).round_ties_even().clamp(-127.0, 127.0) as i8;
     }
@@ -116,19 +119,23 @@ unsafe fn quantise_input(xs: &[f32], out: &mut [u8]) -> f32 {
         amax = _mm512_max_ps(amax, v);
     }
     let amax = _mm512_reduce_max_ps(amax);
-    if finite != 0xffff || amax == 0.0 {
+    let inv = 127.0 / amax;
+    if finite != 0xffff || !inv.is_finite() {
         out.iter_mut().for_each(|c| *c = 128);
         return if finite == 0xffff { 1.0 } else { f32::NAN };
     }
-    let inv = _mm512_set1_ps(127.0 / amax);
+    let inv = _mm512_set1_ps(inv);
     let offset = _mm512_set1_epi32(128);
     for i in (0..len).step_by(16) {
         let mask = tail(i);
         // SAFETY: the masked lanes are within `xs` and `out`.
         unsafe {
             let v = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, xs.as_ptr().add(i)), inv);
-            // The MXCSR's rounding (to nearest, ties to even): |v| ≤ 127 after rounding.
-            let q = _mm512_add_epi32(_mm512_cvtps_epi32(v), offset);
+            // To nearest, ties to even (as `round_ties_even`), whatever the MXCSR says: |v| ≤ 127
+            // after rounding.
+            let q =
+                _mm512_cvt_roundps_epi32::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(v);
+            let q = _mm512_add_epi32(q, offset);
             _mm512_mask_cvtepi32_storeu_epi8(out.as_mut_ptr().add(i).cast(), mask, q);
         }
     }
@@ -140,15 +147,23 @@ unsafe fn quantise_input(_: &[f32], _: &mut [u8]) -> f32 {
     unreachable!("int8 linear layers are made only on x86-64")
 }
 
+impl std::fmt::Debug for Packed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Int8Linear({} → {})", self.in_dim, self.out_dim)
+    }
+}
+
 impl Int8Linear {
     /// Quantises `weight` (`[out, in]`, float32 on the CPU) and keeps `bias` (`[out]`), or `None`
-    /// when this CPU lacks AVX-512 VNNI or the weight is not a float32 CPU tensor.
+    /// (the caller keeps the layer in float) when this CPU lacks AVX-512 VNNI, the weight is not
+    /// a float32 CPU tensor, has more than [`MAX_IN`] inputs, or holds a NaN or an infinity.
     pub fn new(weight: &Tensor, bias: Option<&Tensor>) -> Result<Option<Self>> {
         let (out_dim, in_dim) = weight.dims2()?;
         if !available()
             || !weight.device().is_cpu()
             || weight.dtype() != candle::DType::F32
             || in_dim == 0
+            || in_dim > MAX_IN
             || out_dim == 0
         {
             return Ok(None);
@@ -172,7 +187,7 @@ impl Int8Linear {
         let mut offset = vec![0i32; panels * NR];
         let mut scale = vec![0f32; panels * NR];
         // One panel per task: its 16 rows of `w` quantised and interleaved.
-        weight
+        let finite = weight
             .par_chunks_mut(groups * NR * 4)
             .zip(offset.par_chunks_mut(NR))
             .zip(scale.par_chunks_mut(NR))
@@ -183,9 +198,7 @@ impl Int8Linear {
                     let c = p * NR + j;
                     let s = quantise_row(&w[c * in_dim..(c + 1) * in_dim], &mut codes);
                     if !s.is_finite() {
-                        return Err(candle::Error::Msg(format!(
-                            "int8 linear: output channel {c} has a non-finite weight"
-                        )));
+                        return Err(c);
                     }
                     scale[j] = s;
                     offset[j] = 128 * codes.iter().map(|&q| i32::from(q)).sum::<i32>();
@@ -194,7 +207,13 @@ impl Int8Linear {
                     }
                 }
                 Ok(())
-            })?;
+            });
+        if let Err(c) = finite {
+            tracing::warn!(
+                "a {out_dim}×{in_dim} layer has a non-finite weight (output {c}): it stays float"
+            );
+            return Ok(None);
+        }
         Ok(Some(Self {
             inner: Arc::new(Packed {
                 in_dim,
@@ -433,9 +452,11 @@ mod tests {
             return;
         }
         let dev = Device::Cpu;
-        // Every row count up to a full task and past it, k not a multiple of 4, one panel (odd
-        // panel count), output widths that end inside a panel, with and without a bias.
-        for &(m, k, n, bias) in &[
+        // k not a multiple of 4, one panel (odd panel count), output widths that end inside a
+        // panel, with and without a bias.
+        // Every row count of a block (1..=12) and of a task's rows (up to 96) and past them.
+        let rows = (1..=25).map(|m| (m, 37, 37, m % 2 == 0));
+        for (m, k, n, bias) in rows.chain([
             (1, 8, 16, true),
             (3, 8, 8, true),
             (13, 37, 48, false),
@@ -443,7 +464,7 @@ mod tests {
             (25, 64, 32, true),
             (97, 130, 80, true),
             (200, 320, 640, false),
-        ] {
+        ]) {
             let w = Tensor::randn(0f32, 0.05, (n, k), &dev).unwrap();
             let b = Tensor::randn(0f32, 0.1, n, &dev).unwrap();
             let x = Tensor::randn(0f32, 1.0, (m, k), &dev).unwrap();
@@ -528,5 +549,27 @@ mod tests {
                 .iter()
                 .all(|v| v.is_nan())
         );
+        // Subnormal inputs (127 / max overflows) count as zero, in the kernel and the reference.
+        let tiny = layer
+            .forward(&Tensor::new(&[[1e-40f32; 24]], &dev).unwrap())
+            .unwrap();
+        assert!(
+            tiny.flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+                .iter()
+                .all(|&v| v == 0.0)
+        );
+        let mut codes = [5i8; 24];
+        assert_eq!(quantise_row(&[1e-40f32; 24], &mut codes), 1.0);
+        assert_eq!(codes, [0; 24]);
+        // A weight with an infinity (or too wide a layer) stays float.
+        let mut bad = vec![0.01f32; 32 * 24];
+        bad[40] = f32::INFINITY;
+        let bad = Tensor::from_vec(bad, (32, 24), &dev).unwrap();
+        assert!(Int8Linear::new(&bad, None).unwrap().is_none());
+        let wide = Tensor::zeros((16, MAX_IN + 4), candle::DType::F32, &dev).unwrap();
+        assert!(Int8Linear::new(&wide, None).unwrap().is_none());
     }
 }

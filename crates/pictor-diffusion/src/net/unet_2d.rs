@@ -127,6 +127,19 @@ pub struct UNet2DConditionModel {
 }
 
 impl UNet2DConditionModel {
+    /// The transformer blocks' linear layers: how many are 8-bit, and how many there are.
+    pub fn linear_layers(&self) -> (usize, usize) {
+        let down = self.down_blocks.iter().flat_map(|b| match b {
+            UNetDownBlock::CrossAttn(b) => b.transformers().collect::<Vec<_>>(),
+            UNetDownBlock::Basic(_) => Vec::new(),
+        });
+        let up = self.up_blocks.iter().flat_map(|b| match b {
+            UNetUpBlock::CrossAttn(b) => b.attentions.iter().collect::<Vec<_>>(),
+            UNetUpBlock::Basic(_) => Vec::new(),
+        });
+        super::attention::linear_layers(down.chain(self.mid_block.transformers()).chain(up))
+    }
+
     pub fn new(
         vs: nn::VarBuilder,
         in_channels: usize,

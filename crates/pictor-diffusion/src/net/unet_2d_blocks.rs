@@ -396,6 +396,12 @@ pub struct UNetMidBlock2DCrossAttn {
 }
 
 impl UNetMidBlock2DCrossAttn {
+    pub fn transformers(&self) -> impl Iterator<Item = &SpatialTransformer> {
+        self.attn_resnets.iter().map(|(t, _)| t)
+    }
+}
+
+impl UNetMidBlock2DCrossAttn {
     pub fn new(
         vs: nn::VarBuilder,
         in_channels: usize,
@@ -593,6 +599,12 @@ pub struct CrossAttnDownBlock2D {
     attentions: Vec<SpatialTransformer>,
     span: tracing::Span,
     pub config: CrossAttnDownBlock2DConfig,
+}
+
+impl CrossAttnDownBlock2D {
+    pub fn transformers(&self) -> impl Iterator<Item = &SpatialTransformer> {
+        self.attentions.iter()
+    }
 }
 
 impl CrossAttnDownBlock2D {
